@@ -1,0 +1,79 @@
+package ratelimit
+
+import "time"
+
+// Decision is the outcome of one limit for one request.
+type Decision struct {
+	// Limit is the limit this decision is about.
+	Limit Limit
+	// Allowed reports whether this limit alone admits the request's cost.
+	// The request passes only if every limit admits it (Result.Allowed).
+	Allowed bool
+	// Remaining is how many more units the limit admits right now, after
+	// this request's spend if the request passed.
+	Remaining int64
+	// ResetAfter is how long until the limit would be entirely unused
+	// again with no further traffic.
+	ResetAfter time.Duration
+	// RetryAfter is zero when Allowed. Otherwise it is the shortest wait
+	// after which this limit admits the same cost, with no other traffic:
+	// exact to the microsecond of the Redis clock.
+	RetryAfter time.Duration
+	// At is the Redis clock's time when the decision was made.
+	At time.Time
+	// Degraded is true when the decision was made without Redis, by a local
+	// fallback limit.
+	Degraded bool
+}
+
+// Result is the outcome of one request against all of its limits.
+type Result struct {
+	// Allowed is true when every limit admitted the request and its cost
+	// was spent on all of them; when false, nothing was spent.
+	Allowed bool
+	// Decisions holds one Decision per Check, in the order given.
+	Decisions []Decision
+}
+
+// RetryAfter is how long a denied request should wait: the longest
+// RetryAfter of the limits that denied it, after which all of them admit it
+// (each limit's state only improves with time). Zero when allowed.
+func (r Result) RetryAfter() time.Duration {
+	var longest time.Duration
+	for _, d := range r.Decisions {
+		if !d.Allowed && d.RetryAfter > longest {
+			longest = d.RetryAfter
+		}
+	}
+	return longest
+}
+
+// Closest returns the decision whose limit is closest to denying, the one
+// response headers describe: for a denied request the denying limit with the
+// longest RetryAfter; otherwise the limit with the fewest units remaining
+// (ties go to the one that resets later).
+func (r Result) Closest() Decision {
+	if len(r.Decisions) == 0 {
+		return Decision{}
+	}
+	best := r.Decisions[0]
+	for _, d := range r.Decisions[1:] {
+		if closer(d, best) {
+			best = d
+		}
+	}
+	return best
+}
+
+func closer(a, b Decision) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		return a.RetryAfter > b.RetryAfter
+	}
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}

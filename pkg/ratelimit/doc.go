@@ -1,0 +1,44 @@
+// Package ratelimit decides whether a request may pass a set of rate limits,
+// atomically, on Redis.
+//
+// Every decision is one Lua script call (EVALSHA) on one Redis node: the
+// script reads the clock from Redis (TIME), reads the state of every limit of
+// the request, and either spends the request's cost on all of them or on none.
+// Many Lambda instances can therefore share one budget without racing, and
+// their own clocks never matter.
+//
+// # Limits and algorithms
+//
+// A [Limit] is "Count units per Window" under one [Algorithm]:
+//
+//   - [SlidingWindow] (the default) approximates a rolling window from two
+//     fixed windows kept in one key: the previous window's count weighted by
+//     how much of it the rolling window still covers, plus the current one.
+//     Constant memory; against an adversary who packs requests at the end of
+//     one window it can admit just under 2x Count in one rolling window.
+//   - [SlidingLog] keeps one sorted-set member per admitted unit and is exact:
+//     never more than Count in any rolling window. Memory grows with Count.
+//   - [TokenBucket] is GCRA with a burst of Count: up to Count at once, then
+//     one every Window/Count.
+//   - [LeakyBucket] is GCRA with a burst of 1: one every Window/Count, no
+//     bursts at all. A request may cost at most 1.
+//   - [FixedWindow] counts per aligned window. It is the baseline: up to
+//     2x Count can pass in a moment that straddles a window edge.
+//
+// # What a decision promises
+//
+// A denied request spends nothing. A request of cost n is admitted only if
+// all n units fit in every one of its limits. [Decision.RetryAfter] is exact
+// for what the algorithm knows: with no other traffic, the same request made
+// RetryAfter later is admitted, and made any earlier it is not (times are
+// microseconds on the Redis clock). [Decision.ResetAfter] is when the limit
+// would be entirely unused again.
+//
+// # Keys
+//
+// Identities are hashed (SHA-256, truncated to 128 bits, or HMAC-SHA-256 when
+// [Options.IdentityHashKey] is set) before they enter a key, and the hash is
+// the key's cluster hash tag: all limits of one identity live in one slot and
+// are decided by one script call, and no caller can pick the slot. Every key
+// expires within two windows of its last use.
+package ratelimit

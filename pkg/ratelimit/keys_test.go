@@ -1,0 +1,102 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// hashTag returns what Redis Cluster hashes for a key: the text between the
+// first '{' and the first '}' after it, when that is non-empty.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+end]
+}
+
+func TestKeysCarryOnlyTheIdentityHashAsTag(t *testing.T) {
+	ks := keyspace{prefix: "rl"}
+	limit := Limit{Name: "anonymous", Count: 30, Window: time.Minute}
+	hostile := []string{
+		"203.0.113.7",
+		"{victim}",
+		"}{",
+		"a{b}c",
+		"line\nbreak\r\n",
+		string([]byte{0xff, 0xfe, 0x00, '{', 0x80}),
+		strings.Repeat("{x}", 21846),
+		strings.Repeat("\x00", 64<<10),
+		"",
+	}
+	for _, id := range hostile {
+		tag := ks.identityTag(id)
+		key := ks.key(tag, limit)
+		if got := hashTag(key); got != tag {
+			t.Errorf("identity %q: key %q hashes on %q, want the identity hash %q", truncate(id, 20), key, got, tag)
+		}
+		if len(tag) != 22 || strings.ContainsAny(tag, "{}:\r\n ") {
+			t.Errorf("identity %q: tag %q is not 22 safe characters", truncate(id, 20), tag)
+		}
+		if strings.Contains(key, id) && id != "" {
+			t.Errorf("identity %q appears in clear in key %q", truncate(id, 20), key)
+		}
+		if !utf8.ValidString(key) || len(key) > 120 {
+			t.Errorf("key %q is not short valid text", key)
+		}
+	}
+}
+
+func TestLimitsOfOneIdentityShareASlotAndNeverAKey(t *testing.T) {
+	ks := keyspace{prefix: "rl"}
+	tag := ks.identityTag("user-42")
+	limits := []Limit{
+		{Name: "user", Count: 600, Window: time.Minute},
+		{Name: "POST /auth/*", Count: 5, Window: time.Minute},
+		{Name: "POST /auth/?", Count: 5, Window: time.Minute},
+		{Name: "user", Count: 600, Window: time.Hour},
+		{Name: "user", Count: 601, Window: time.Minute},
+		{Name: "user", Count: 600, Window: time.Minute, Algorithm: TokenBucket},
+	}
+	seen := map[string]Limit{}
+	for _, l := range limits {
+		key := ks.key(tag, l)
+		if hashTag(key) != tag {
+			t.Errorf("limit %+v: key %q left the identity's slot", l, key)
+		}
+		if other, dup := seen[key]; dup {
+			t.Errorf("limits %+v and %+v share key %q", l, other, key)
+		}
+		seen[key] = l
+	}
+}
+
+func TestIdentityHashKeyChangesTags(t *testing.T) {
+	plain := keyspace{prefix: "rl"}.identityTag("198.51.100.1")
+	keyed := keyspace{prefix: "rl", hashKey: []byte("secret")}.identityTag("198.51.100.1")
+	if plain == keyed {
+		t.Fatal("HMAC key did not change the identity hash")
+	}
+	if plain != (keyspace{prefix: "other"}).identityTag("198.51.100.1") {
+		t.Fatal("identity hash is not stable")
+	}
+}
+
+func TestValidatePrefix(t *testing.T) {
+	for _, ok := range []string{"rl", "slidegate-prod", "a:b"} {
+		if err := validatePrefix(ok); err != nil {
+			t.Errorf("validatePrefix(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "{rl}", "r}", strings.Repeat("x", 65)} {
+		if err := validatePrefix(bad); err == nil {
+			t.Errorf("validatePrefix(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Algorithm names a rate-limiting algorithm. The zero value means
+// [SlidingWindow].
+type Algorithm string
+
+// The algorithms, spelled as in RATE_LIMIT_ALGORITHM and the
+// rateLimitAlgorithm stage variable.
+const (
+	SlidingWindow Algorithm = "sliding-window"
+	SlidingLog    Algorithm = "sliding-log"
+	TokenBucket   Algorithm = "token-bucket"
+	LeakyBucket   Algorithm = "leaky-bucket"
+	FixedWindow   Algorithm = "fixed-window"
+)
+
+// Algorithms lists every supported algorithm, the default first.
+var Algorithms = []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow}
+
+// ParseAlgorithm returns the algorithm spelled s. An empty s is the default,
+// [SlidingWindow].
+func ParseAlgorithm(s string) (Algorithm, error) {
+	if s == "" {
+		return SlidingWindow, nil
+	}
+	for _, a := range Algorithms {
+		if string(a) == s {
+			return a, nil
+		}
+	}
+	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of sliding-window, sliding-log, token-bucket, leaky-bucket, fixed-window)", truncate(s, 64))
+}
+
+// orDefault resolves the zero value.
+func (a Algorithm) orDefault() Algorithm {
+	if a == "" {
+		return SlidingWindow
+	}
+	return a
+}
+
+// Bounds of a limit. Windows are whole milliseconds so that key expiry
+// (PEXPIRE) and window edges agree; counts stay small enough that every
+// scaled product inside the scripts is an exact integer below 2^53.
+const (
+	MinWindow = time.Millisecond
+	MaxWindow = 366 * 24 * time.Hour
+	MaxCount  = 1_000_000
+)
+
+// Limit is a budget of Count units per Window for one identity.
+type Limit struct {
+	// Name is the policy name: it appears in the RateLimit headers and in the
+	// Redis key, e.g. "anonymous", "user", "org" or a route limit's name.
+	Name string
+	// Count is how many units fit in one Window, at least 1.
+	Count int64
+	// Window is the length of the (rolling, or for FixedWindow aligned)
+	// window, a whole number of milliseconds between MinWindow and MaxWindow.
+	Window time.Duration
+	// Algorithm decides how the budget refills; the zero value is
+	// SlidingWindow.
+	Algorithm Algorithm
+}
+
+// String renders the limit in the configuration syntax, e.g. "30/1m".
+func (l Limit) String() string {
+	return strconv.FormatInt(l.Count, 10) + "/" + formatWindow(l.Window)
+}
+
+// Burst is the most units the limit can admit at one instant: 1 for
+// LeakyBucket, Count for every other algorithm.
+func (l Limit) Burst() int64 {
+	if l.Algorithm.orDefault() == LeakyBucket {
+		return 1
+	}
+	return l.Count
+}
+
+// Validate reports whether the limit can be enforced.
+func (l Limit) Validate() error {
+	if l.Count < 1 || l.Count > MaxCount {
+		return fmt.Errorf("limit %q: count %d out of range 1..%d", l.Name, l.Count, MaxCount)
+	}
+	if l.Window < MinWindow || l.Window > MaxWindow || l.Window%time.Millisecond != 0 {
+		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, MinWindow, MaxWindow)
+	}
+	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
+		return fmt.Errorf("limit %q: %w", l.Name, err)
+	}
+	return nil
+}
+
+// ParseRate parses the configuration syntax "<count>/<window>", such as
+// "30/1m", "5/10s" or "10000/1h". The window is a Go duration; a bare unit
+// means one of it ("100/m" is "100/1m"). Surrounding spaces are ignored.
+func ParseRate(s string) (count int64, window time.Duration, err error) {
+	raw := s
+	s = strings.TrimSpace(s)
+	num, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("rate %q: want <count>/<window>, like 30/1m", truncate(raw, 64))
+	}
+	count, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || count < 1 || count > MaxCount {
+		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), MaxCount)
+	}
+	per = strings.TrimSpace(per)
+	if per != "" && (per[0] < '0' || per[0] > '9') {
+		per = "1" + per
+	}
+	window, err = time.ParseDuration(per)
+	if err != nil {
+		return 0, 0, fmt.Errorf("rate %q: window: %w", truncate(raw, 64), err)
+	}
+	if window < MinWindow || window > MaxWindow || window%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), MinWindow, MaxWindow)
+	}
+	return count, window, nil
+}
+
+// formatWindow writes a window compactly: "1m" rather than "1m0s".
+func formatWindow(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	default:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	}
+}
+
+// truncate shortens untrusted text before it goes into an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

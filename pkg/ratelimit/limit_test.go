@@ -1,0 +1,128 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		count  int64
+		window time.Duration
+		bad    bool
+	}{
+		{name: "per minute", in: "30/1m", count: 30, window: time.Minute},
+		{name: "per ten seconds", in: "5/10s", count: 5, window: 10 * time.Second},
+		{name: "per hour", in: "10000/1h", count: 10000, window: time.Hour},
+		{name: "bare unit means one", in: "100/m", count: 100, window: time.Minute},
+		{name: "spaces are trimmed", in: " 7 / 2s ", count: 7, window: 2 * time.Second},
+		{name: "milliseconds", in: "3/250ms", count: 3, window: 250 * time.Millisecond},
+		{name: "no slash", in: "30", bad: true},
+		{name: "empty", in: "", bad: true},
+		{name: "zero count", in: "0/1m", bad: true},
+		{name: "negative count", in: "-1/1m", bad: true},
+		{name: "count too large", in: "1000001/1m", bad: true},
+		{name: "count not a number", in: "x/1m", bad: true},
+		{name: "window missing", in: "30/", bad: true},
+		{name: "window zero", in: "30/0s", bad: true},
+		{name: "window negative", in: "30/-1m", bad: true},
+		{name: "window below a millisecond", in: "30/10us", bad: true},
+		{name: "window not whole milliseconds", in: "30/1500us", bad: true},
+		{name: "window over a year", in: "30/9000h", bad: true},
+		{name: "garbage unit", in: "30/1parsec", bad: true},
+		{name: "two slashes", in: "30/1m/2", bad: true},
+		{name: "overflowing count", in: "99999999999999999999/1m", bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			count, window, err := ParseRate(tt.in)
+			if tt.bad {
+				if err == nil {
+					t.Fatalf("ParseRate(%q) = %d, %s; want an error", tt.in, count, window)
+				}
+				if !strings.Contains(err.Error(), "rate ") {
+					t.Errorf("error %q does not say what was parsed", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseRate(%q): %v", tt.in, err)
+			}
+			if count != tt.count || window != tt.window {
+				t.Fatalf("ParseRate(%q) = %d, %s; want %d, %s", tt.in, count, window, tt.count, tt.window)
+			}
+		})
+	}
+}
+
+func TestParseAlgorithm(t *testing.T) {
+	for _, a := range Algorithms {
+		got, err := ParseAlgorithm(string(a))
+		if err != nil || got != a {
+			t.Errorf("ParseAlgorithm(%q) = %q, %v", a, got, err)
+		}
+	}
+	if got, err := ParseAlgorithm(""); err != nil || got != SlidingWindow {
+		t.Errorf("ParseAlgorithm(\"\") = %q, %v; want the default sliding-window", got, err)
+	}
+	for _, bad := range []string{"sliding_window", "SLIDING-WINDOW", "gcra", " token-bucket"} {
+		if _, err := ParseAlgorithm(bad); err == nil {
+			t.Errorf("ParseAlgorithm(%q) accepted", bad)
+		}
+	}
+}
+
+func TestLimitBurstAndString(t *testing.T) {
+	tests := []struct {
+		limit Limit
+		burst int64
+		str   string
+	}{
+		{Limit{Count: 30, Window: time.Minute}, 30, "30/1m"},
+		{Limit{Count: 30, Window: time.Minute, Algorithm: TokenBucket}, 30, "30/1m"},
+		{Limit{Count: 30, Window: time.Minute, Algorithm: LeakyBucket}, 1, "30/1m"},
+		{Limit{Count: 5, Window: 10 * time.Second, Algorithm: SlidingLog}, 5, "5/10s"},
+		{Limit{Count: 10000, Window: time.Hour}, 10000, "10000/1h"},
+		{Limit{Count: 3, Window: 1500 * time.Millisecond}, 3, "3/1500ms"},
+	}
+	for _, tt := range tests {
+		if got := tt.limit.Burst(); got != tt.burst {
+			t.Errorf("%+v Burst() = %d, want %d", tt.limit, got, tt.burst)
+		}
+		if got := tt.limit.String(); got != tt.str {
+			t.Errorf("%+v String() = %q, want %q", tt.limit, got, tt.str)
+		}
+	}
+}
+
+func TestValidateRejectsUnenforceableRequests(t *testing.T) {
+	ok := Limit{Name: "anonymous", Count: 10, Window: time.Minute}
+	tests := []struct {
+		name   string
+		cost   int64
+		checks []Check
+	}{
+		{"no checks", 1, nil},
+		{"zero cost", 0, []Check{{"a", ok}}},
+		{"negative cost", -3, []Check{{"a", ok}}},
+		{"cost above count", 11, []Check{{"a", ok}}},
+		{"cost above leaky burst", 2, []Check{{"a", Limit{Name: "x", Count: 10, Window: time.Minute, Algorithm: LeakyBucket}}}},
+		{"zero count", 1, []Check{{"a", Limit{Name: "x", Window: time.Minute}}}},
+		{"zero window", 1, []Check{{"a", Limit{Name: "x", Count: 1}}}},
+		{"sub-millisecond window", 1, []Check{{"a", Limit{Name: "x", Count: 1, Window: time.Millisecond + 1}}}},
+		{"unknown algorithm", 1, []Check{{"a", Limit{Name: "x", Count: 1, Window: time.Second, Algorithm: "magic"}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := validate(tt.cost, tt.checks); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if err := validate(10, []Check{{"a", ok}}); err != nil {
+		t.Fatalf("cost equal to count rejected: %v", err)
+	}
+}

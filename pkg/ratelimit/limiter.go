@@ -1,0 +1,277 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Options configure a Limiter. The zero value is ready for production.
+type Options struct {
+	// KeyPrefix starts every key; DefaultKeyPrefix ("rl") when empty. It may
+	// not contain braces.
+	KeyPrefix string
+	// IdentityHashKey, when set, turns identity hashing into HMAC-SHA-256
+	// with this key, so that hashed IP addresses cannot be reversed by
+	// hashing the whole address space. Every instance sharing the keys must
+	// use the same value.
+	IdentityHashKey []byte
+	// Timeout bounds one decision, all Redis round trips included. Zero
+	// leaves the bound to the caller's context.
+	Timeout time.Duration
+	// Now, when set, replaces the Redis clock (TIME) as the scripts' time.
+	// It exists for tests that must step time precisely; production leaves
+	// it nil so that instances with skewed clocks still agree.
+	Now func() time.Time
+}
+
+// Check asks for one limit to be applied to one identity.
+type Check struct {
+	// Identity is whom the limit counts: an IP address, a user id, an API
+	// key. Any bytes; it is hashed before it reaches Redis.
+	Identity string
+	// Limit is the budget to spend from.
+	Limit Limit
+}
+
+// Limiter makes rate-limit decisions on Redis. It is safe for concurrent
+// use and meant to be built once per process and reused.
+type Limiter struct {
+	client  redis.UniversalClient
+	keys    keyspace
+	scripts scriptSet
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// NewLimiter returns a Limiter deciding on client. It does not contact
+// Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
+// back to EVAL on its own if they are missing).
+func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
+	if client == nil {
+		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
+	}
+	prefix := opts.KeyPrefix
+	if prefix == "" {
+		prefix = DefaultKeyPrefix
+	}
+	if err := validatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
+	}
+	return &Limiter{
+		client:  client,
+		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
+		scripts: newScriptSet(),
+		timeout: opts.Timeout,
+		now:     opts.Now,
+	}, nil
+}
+
+// LoadScripts loads every script into the script cache of every node: each
+// master and replica of a cluster, or the single server.
+func (l *Limiter) LoadScripts(ctx context.Context) error {
+	var err error
+	if cluster, ok := l.client.(*redis.ClusterClient); ok {
+		err = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+			if err := l.scripts.loadOn(ctx, node); err != nil {
+				return fmt.Errorf("node %s: %w", node.Options().Addr, err)
+			}
+			return nil
+		})
+	} else {
+		err = l.scripts.loadOn(ctx, l.client)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Allow spends one unit of limit for identity.
+func (l *Limiter) Allow(ctx context.Context, identity string, limit Limit) (Decision, error) {
+	res, err := l.Decide(ctx, 1, Check{Identity: identity, Limit: limit})
+	if err != nil {
+		return Decision{}, err
+	}
+	return res.Decisions[0], nil
+}
+
+// Decide spends cost units on every check's limit if all of them admit it,
+// and on none of them otherwise.
+//
+// Checks of one identity share a hash tag and are decided together by one
+// script call: atomic, one round trip. Checks of different identities live
+// in different slots and cannot be decided atomically; Decide then first
+// peeks at every group and spends nothing if any denies, and only then
+// spends group by group. A concurrent request that fills a later group
+// between the peek and the spend can leave the earlier groups charged for a
+// request that is denied; the window is one round trip wide.
+func (l *Limiter) Decide(ctx context.Context, cost int64, checks ...Check) (Result, error) {
+	return l.decide(ctx, cost, true, checks)
+}
+
+// Peek reports what Decide would answer for a request of cost 1, without
+// spending anything or writing to Redis.
+func (l *Limiter) Peek(ctx context.Context, checks ...Check) (Result, error) {
+	return l.decide(ctx, 1, false, checks)
+}
+
+// group is the set of checks decided by one script call.
+type group struct {
+	tag       string
+	algorithm Algorithm
+	indexes   []int // positions in the caller's checks
+}
+
+func (l *Limiter) decide(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
+	if err := validate(cost, checks); err != nil {
+		return Result{}, err
+	}
+	if l.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+	}
+	groups := l.groupChecks(checks)
+	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
+
+	if len(groups) == 1 {
+		ok, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Allowed = ok
+		return res, nil
+	}
+
+	// Several slots: peek at all of them first so that a denial spends
+	// nothing anywhere.
+	for _, g := range groups {
+		ok, err := l.runGroup(ctx, cost, false, checks, g, res.Decisions)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Allowed = res.Allowed && ok
+	}
+	if !res.Allowed || !spend {
+		return res, nil
+	}
+	for _, g := range groups {
+		ok, err := l.runGroup(ctx, cost, true, checks, g, res.Decisions)
+		if err != nil {
+			return Result{}, err
+		}
+		if !ok {
+			res.Allowed = false
+			// Later groups are reported as peeked; they spend nothing.
+			return res, nil
+		}
+	}
+	return res, nil
+}
+
+func validate(cost int64, checks []Check) error {
+	if len(checks) == 0 {
+		return fmt.Errorf("%w: no limits to check", ErrInvalid)
+	}
+	if cost < 1 {
+		return fmt.Errorf("%w: cost %d is below 1", ErrInvalid, cost)
+	}
+	for _, c := range checks {
+		if err := c.Limit.Validate(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if burst := c.Limit.Burst(); cost > burst {
+			return fmt.Errorf("%w: cost %d can never fit limit %q (%s %s admits at most %d at once)",
+				ErrInvalid, cost, c.Limit.Name, c.Limit.Algorithm.orDefault(), c.Limit, burst)
+		}
+	}
+	return nil
+}
+
+// groupChecks puts checks that share an identity and an algorithm into one
+// group, keeping the order in which groups first appear.
+func (l *Limiter) groupChecks(checks []Check) []group {
+	groups := make([]group, 0, 1)
+	tags := make(map[string]string, len(checks))
+	for i, c := range checks {
+		tag, seen := tags[c.Identity]
+		if !seen {
+			tag = l.keys.identityTag(c.Identity)
+			tags[c.Identity] = tag
+		}
+		alg := c.Limit.Algorithm.orDefault()
+		found := false
+		for gi := range groups {
+			if groups[gi].tag == tag && groups[gi].algorithm == alg {
+				groups[gi].indexes = append(groups[gi].indexes, i)
+				found = true
+				break
+			}
+		}
+		if !found {
+			groups = append(groups, group{tag: tag, algorithm: alg, indexes: []int{i}})
+		}
+	}
+	return groups
+}
+
+// runGroup makes one script call for a group and fills in its decisions.
+func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
+	keys := make([]string, len(g.indexes))
+	args := make([]any, 0, 3+3*len(g.indexes))
+	args = append(args, l.nowArg(), spendArg(spend), strconv.FormatInt(cost, 10))
+	for i, ci := range g.indexes {
+		lim := checks[ci].Limit
+		keys[i] = l.keys.key(g.tag, lim)
+		args = append(args,
+			strconv.FormatInt(lim.Count, 10),
+			strconv.FormatInt(lim.Window.Microseconds(), 10),
+			strconv.FormatInt(lim.Burst(), 10))
+	}
+	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, keys, args)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if len(vals) != 2+4*len(g.indexes) {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*len(g.indexes))
+	}
+	ints := make([]int64, len(vals))
+	for i, v := range vals {
+		n, ok := v.(int64)
+		if !ok {
+			return false, fmt.Errorf("%w: script reply value %d is %T, want an integer", ErrUnavailable, i, v)
+		}
+		ints[i] = n
+	}
+	at := time.UnixMicro(ints[1])
+	for i, ci := range g.indexes {
+		f := ints[2+4*i : 6+4*i]
+		out[ci] = Decision{
+			Limit:      checks[ci].Limit,
+			Allowed:    f[0] == 1,
+			Remaining:  f[1],
+			ResetAfter: time.Duration(f[2]) * time.Microsecond,
+			RetryAfter: time.Duration(f[3]) * time.Microsecond,
+			At:         at,
+		}
+	}
+	return ints[0] == 1, nil
+}
+
+func (l *Limiter) nowArg() string {
+	if l.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(l.now().UnixMicro(), 10)
+}
+
+func spendArg(spend bool) string {
+	if spend {
+		return "1"
+	}
+	return "0"
+}

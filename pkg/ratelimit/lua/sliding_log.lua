@@ -1,0 +1,99 @@
+-- sliding_log.lua: the exact sliding log.
+--
+-- Each limit keeps ONE sorted set of admitted units, scored by their time in
+-- microseconds. A unit admitted at time s counts while now - window < s,
+-- so the log holds at most `count` live members: memory grows with the limit,
+-- which is the price of exactness.
+--
+-- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
+-- ARGV[1]   now in microseconds, or "" to read Redis TIME (production).
+-- ARGV[2]   "1" to spend when every limit admits, "0" to peek (never writes).
+-- ARGV[3]   cost: units this request spends on every limit.
+-- ARGV[4+3(i-1)], ARGV[5+3(i-1)], ARGV[6+3(i-1)]
+--           limit i: count, window in microseconds, burst (unused here).
+--
+-- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
+--           reset_after_us, retry_after_us }.
+-- retry_after is when enough of the oldest live units have aged out for
+-- this cost to fit; reset_after is when the newest one has.
+-- Nothing is written unless every limit admits and ARGV[2] is "1".
+--
+-- Complexity: O(log n) per limit to count, plus O(cost log n) to add and
+-- O(k log n) to trim k expired members on a spend.
+
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local spend = ARGV[2] == '1'
+local cost = tonumber(ARGV[3])
+
+local result = { 1, now }
+local all_ok = true
+
+for i = 1, #KEYS do
+  local base = 3 + (i - 1) * 3
+  local limit = tonumber(ARGV[base + 1])
+  local window = tonumber(ARGV[base + 2])
+  local oldest_live = '(' .. string.format('%d', now - window)
+
+  local count = redis.call('ZCOUNT', KEYS[i], oldest_live, '+inf')
+  local ok = count + cost <= limit
+  local retry = 0
+  if not ok then
+    -- The k-th oldest live unit must age out for cost units to fit.
+    local k = count + cost - limit
+    local hit = redis.call('ZRANGEBYSCORE', KEYS[i], oldest_live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+    retry = tonumber(hit[2]) + window - now
+    all_ok = false
+  end
+
+  local after = count
+  if ok and spend then after = count + cost end
+  local remaining = limit - after
+  if remaining < 0 then remaining = 0 end
+
+  local reset = 0
+  if ok and spend then
+    reset = window
+  elseif count > 0 then
+    local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+    reset = tonumber(newest[2]) + window - now
+  end
+
+  result[#result + 1] = ok and 1 or 0
+  result[#result + 1] = remaining
+  result[#result + 1] = reset
+  result[#result + 1] = retry
+end
+
+if not all_ok then
+  result[1] = 0
+elseif spend then
+  for i = 1, #KEYS do
+    local base = 3 + (i - 1) * 3
+    local window = tonumber(ARGV[base + 2])
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
+    -- Members are "<now>:<n>"; n continues after any member already at now,
+    -- so units admitted in the same microsecond stay distinct.
+    local stamp = string.format('%d', now)
+    local seq = redis.call('ZCOUNT', KEYS[i], stamp, stamp)
+    local batch = {}
+    for n = seq, seq + cost - 1 do
+      batch[#batch + 1] = stamp
+      batch[#batch + 1] = stamp .. ':' .. n
+      if #batch >= 200 then
+        redis.call('ZADD', KEYS[i], unpack(batch))
+        batch = {}
+      end
+    end
+    if #batch > 0 then
+      redis.call('ZADD', KEYS[i], unpack(batch))
+    end
+    redis.call('PEXPIRE', KEYS[i], math.ceil(window / 1000))
+  end
+end
+return result

@@ -1,0 +1,103 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// script is one embedded Lua script and its SHA-1, as EVALSHA wants it.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+// scriptSet holds the script of every algorithm. Token and leaky buckets
+// share the GCRA script; they differ only in the burst they pass.
+type scriptSet struct {
+	slidingWindow, slidingLog, gcra, fixedWindow script
+}
+
+func mustLoadScript(file string) script {
+	src, err := luaFiles.ReadFile("lua/" + file)
+	if err != nil {
+		// The files are embedded at build time; a missing one is a build bug.
+		panic(fmt.Sprintf("ratelimit: embedded script %s: %v", file, err))
+	}
+	sum := sha1.Sum(src)
+	return script{name: file, src: string(src), sha: hex.EncodeToString(sum[:])}
+}
+
+func newScriptSet() scriptSet {
+	return scriptSet{
+		slidingWindow: mustLoadScript("sliding_window.lua"),
+		slidingLog:    mustLoadScript("sliding_log.lua"),
+		gcra:          mustLoadScript("gcra.lua"),
+		fixedWindow:   mustLoadScript("fixed_window.lua"),
+	}
+}
+
+func (s *scriptSet) forAlgorithm(a Algorithm) *script {
+	switch a.orDefault() {
+	case SlidingLog:
+		return &s.slidingLog
+	case TokenBucket, LeakyBucket:
+		return &s.gcra
+	case FixedWindow:
+		return &s.fixedWindow
+	default:
+		return &s.slidingWindow
+	}
+}
+
+func (s *scriptSet) all() []*script {
+	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow}
+}
+
+// loadOn loads every script into one node's script cache and checks that the
+// node computed the SHA-1 this package will ask for.
+func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
+	for _, sc := range s.all() {
+		sha, err := node.ScriptLoad(ctx, sc.src).Result()
+		if err != nil {
+			return fmt.Errorf("load script %s: %w", sc.name, err)
+		}
+		if sha != sc.sha {
+			return fmt.Errorf("load script %s: server returned SHA %s, want %s", sc.name, sha, sc.sha)
+		}
+	}
+	return nil
+}
+
+// run executes the script with EVALSHA. When the node does not have it
+// (NOSCRIPT: cache flushed, failover to a node that never saw it, restart),
+// it falls back to EVAL, which runs the script and caches it again, so the
+// caller never sees the error.
+func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, args []any) ([]any, error) {
+	res, err := c.EvalSha(ctx, sc.sha, keys, args...).Result()
+	if err != nil && isNoScript(err) {
+		res, err = c.Eval(ctx, sc.src, keys, args...).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run script %s: %w", sc.name, err)
+	}
+	vals, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("run script %s: unexpected reply %T", sc.name, res)
+	}
+	return vals, nil
+}
+
+func isNoScript(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
