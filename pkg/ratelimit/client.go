@@ -86,6 +86,8 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1
 		opt.MaxRedirects = 3
+		opt.DialerRetries = 1
+		opt.DialerRetryTimeout = time.Millisecond
 		opt.Protocol = 2
 		opt.DisableIdentity = true
 		opt.MaintNotificationsConfig = noMaint
@@ -101,6 +103,10 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
 	opt.MaxRetries = -1
+	// One dial attempt: the budget has no room for go-redis's default of
+	// five attempts 100 ms apart, and the next decision dials again anyway.
+	opt.DialerRetries = 1
+	opt.DialerRetryTimeout = time.Millisecond
 	opt.Protocol = 2
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = noMaint

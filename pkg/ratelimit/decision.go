@@ -33,6 +33,9 @@ type Result struct {
 	Allowed bool
 	// Decisions holds one Decision per Check, in the order given.
 	Decisions []Decision
+	// Degraded is true when Redis could not decide and a local fallback
+	// limit did (Gate, fail-open routes only).
+	Degraded bool
 }
 
 // RetryAfter is how long a denied request should wait: the longest

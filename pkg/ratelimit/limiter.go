@@ -113,10 +113,11 @@ func (l *Limiter) Decide(ctx context.Context, cost int64, checks ...Check) (Resu
 	return l.decide(ctx, cost, true, checks)
 }
 
-// Peek reports what Decide would answer for a request of cost 1, without
-// spending anything or writing to Redis.
-func (l *Limiter) Peek(ctx context.Context, checks ...Check) (Result, error) {
-	return l.decide(ctx, 1, false, checks)
+// Peek reports what Decide would answer for a request of cost, without
+// spending anything or writing to Redis: the caller's quota, for a status
+// endpoint or a dry run.
+func (l *Limiter) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
+	return l.decide(ctx, cost, false, checks)
 }
 
 // group is the set of checks decided by one script call.
