@@ -45,3 +45,7 @@ fuzz-long:
 
 clean:
 	rm -rf $(BIN) .aws-sam
+
+# Targets owned by each part of the project: functions (build, invoke),
+# local (make local), bench (make bench).
+-include mk/*.mk

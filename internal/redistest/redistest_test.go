@@ -287,16 +287,17 @@ func TestClusterSpreadsKeysAndFailsOver(t *testing.T) {
 		}
 	})
 
-	t.Run("Failover of a killed master forces promotion", func(t *testing.T) {
-		victim := c.MasterAddrs(ctx)[0]
+	t.Run("Failover of a killed master forces promotion, and the node rejoins", func(t *testing.T) {
+		before := c.MasterAddrs(ctx)
+		victim := before[0]
 		c.Node(victim).Kill()
 		begin := time.Now()
 		c.Failover(t, victim)
 		t.Logf("forced failover settled in %v", time.Since(begin))
 
-		now := c.MasterAddrs(ctx)
-		if len(now) != 3 || containsAddr(now, victim) {
-			t.Fatalf("MasterAddrs() after forced failover = %v, want 3 masters without %s", now, victim)
+		after := c.MasterAddrs(ctx)
+		if len(after) != 3 || containsAddr(after, victim) {
+			t.Fatalf("MasterAddrs() after forced failover = %v, want 3 masters without %s", after, victim)
 		}
 		// The old client still maps the victim's slots to the dead process.
 		fresh := c.Client(t)
@@ -304,6 +305,23 @@ func TestClusterSpreadsKeysAndFailsOver(t *testing.T) {
 			if err := fresh.Set(ctx, fmt.Sprintf("key:%d", i), "after", 0).Err(); err != nil {
 				t.Fatalf("SET key:%d after forced failover: %v", i, err)
 			}
+		}
+
+		// Failing back right after Restart pins that Failover waits for the
+		// peers' bus links to the restarted node, without which its
+		// election never collects the votes.
+		var promoted string
+		for _, addr := range after {
+			if !containsAddr(before, addr) {
+				promoted = addr
+			}
+		}
+		c.Node(victim).Restart(t)
+		begin = time.Now()
+		c.Failover(t, promoted)
+		t.Logf("fail-back to the restarted node settled in %v", time.Since(begin))
+		if now := c.MasterAddrs(ctx); !containsAddr(now, victim) {
+			t.Errorf("MasterAddrs() after fail-back = %v, want it to include %s", now, victim)
 		}
 	})
 }

@@ -1,0 +1,68 @@
+// Package app is the process-wide state of a slidegate function and the one
+// path every request takes through it:
+//
+//	event (function) -> Request -> who is the caller (identity) and which
+//	limits apply (config) -> one decision (pkg/ratelimit Gate) -> Outcome
+//	-> answer (policy or HTTP response, in the function).
+//
+// A Runtime is built once per process, at cold start, and shared by every
+// warm invocation: the Redis client, the loaded scripts, the parsed
+// configuration and the known API keys live in it, not in package
+// variables.
+package app
+
+import "github.com/slidegate/slidegate/pkg/ratelimit"
+
+// Request is what slidegate needs to know of one API request, whatever the
+// event shape it arrived in (REST authorizer, HTTP API authorizer, REST or
+// HTTP API proxy event, or a local HTTP request).
+type Request struct {
+	// Method is the HTTP method, upper case.
+	Method string
+	// Path is the resource path the caller asked for, without the stage,
+	// e.g. "/auth/login".
+	Path string
+	// SourceIP is the caller's address as API Gateway saw it
+	// (requestContext.identity.sourceIp or requestContext.http.sourceIp);
+	// never X-Forwarded-For.
+	SourceIP string
+	// Headers holds the request headers with lower-case names.
+	Headers map[string]string
+	// StageVariables are the REST API stage's variables, if any.
+	StageVariables map[string]string
+}
+
+// Tier names: the policy names of the per-caller limits.
+const (
+	TierAnonymous = "anonymous"
+	TierUser      = "user"
+	TierOrg       = "org"
+)
+
+// Caller is who a request is counted against.
+type Caller struct {
+	// Tier is TierAnonymous, TierUser or TierOrg.
+	Tier string
+	// Identity is the counted identity with its kind, e.g. "ip:203.0.113.7",
+	// "sub:user-42" or "key:<sha256 hex of the API key>". It is hashed again
+	// before it enters Redis.
+	Identity string
+	// APIKey is the raw API key of an org caller, for the authorizer's
+	// usageIdentifierKey; empty otherwise. Never logged.
+	APIKey string
+}
+
+// Outcome is the answer to one Request.
+type Outcome struct {
+	// Caller is who was counted. For an unauthorized request it is the
+	// anonymous caller of the source IP, who was charged.
+	Caller Caller
+	// Unauthorized is true when the request presented an API key that is
+	// not known or a bearer token that does not verify: the answer is 401,
+	// and the request was counted against its source IP's anonymous limit.
+	Unauthorized bool
+	// FailClosed is true when the request's route fails closed.
+	FailClosed bool
+	// Result is the rate-limit decision over every limit that applies.
+	Result ratelimit.Result
+}
