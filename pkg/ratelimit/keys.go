@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"hash"
 	"strconv"
 	"strings"
 )
@@ -43,15 +42,15 @@ func validatePrefix(prefix string) error {
 // HMAC-SHA-256), unpadded base64url, 22 characters that never contain a
 // brace. Whatever bytes the identity holds, it cannot choose its slot.
 func (k keyspace) identityTag(identity string) string {
-	var h hash.Hash
-	if len(k.hashKey) > 0 {
-		h = hmac.New(sha256.New, k.hashKey)
-	} else {
-		h = sha256.New()
-	}
-	h.Write([]byte(identity))
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0])[:16])
+	if len(k.hashKey) > 0 {
+		h := hmac.New(sha256.New, k.hashKey)
+		h.Write([]byte(identity))
+		h.Sum(sum[:0])
+	} else {
+		sum = sha256.Sum256([]byte(identity))
+	}
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // key returns the Redis key of one limit for an identity's tag.

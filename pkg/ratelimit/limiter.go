@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,7 +41,8 @@ type Check struct {
 // Limiter makes rate-limit decisions on Redis. It is safe for concurrent
 // use and meant to be built once per process and reused.
 type Limiter struct {
-	client  redis.UniversalClient
+	client   redis.UniversalClient
+	argCache limitArgCache
 	keys    keyspace
 	scripts scriptSet
 	timeout time.Duration
@@ -196,6 +198,9 @@ func validate(cost int64, checks []Check) error {
 // groupChecks puts checks that share an identity and an algorithm into one
 // group, keeping the order in which groups first appear.
 func (l *Limiter) groupChecks(checks []Check) []group {
+	if len(checks) == 1 {
+		return []group{{tag: l.keys.identityTag(checks[0].Identity), algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: []int{0}}}
+	}
 	groups := make([]group, 0, 1)
 	tags := make(map[string]string, len(checks))
 	for i, c := range checks {
@@ -224,14 +229,12 @@ func (l *Limiter) groupChecks(checks []Check) []group {
 func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
 	keys := make([]string, len(g.indexes))
 	args := make([]any, 0, 3+3*len(g.indexes))
-	args = append(args, l.nowArg(), spendArg(spend), strconv.FormatInt(cost, 10))
+	args = append(args, l.nowArg(), spendArg(spend), costArg(cost))
 	for i, ci := range g.indexes {
 		lim := checks[ci].Limit
 		keys[i] = l.keys.key(g.tag, lim)
-		args = append(args,
-			strconv.FormatInt(lim.Count, 10),
-			strconv.FormatInt(lim.Window.Microseconds(), 10),
-			strconv.FormatInt(lim.Burst(), 10))
+		limArgs := l.argCache.get(lim)
+		args = append(args, limArgs[0], limArgs[1], limArgs[2])
 	}
 	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, keys, args)
 	if err != nil {
@@ -263,16 +266,58 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	return ints[0] == 1, nil
 }
 
-func (l *Limiter) nowArg() string {
+func (l *Limiter) nowArg() any {
 	if l.now == nil {
 		return ""
 	}
 	return strconv.FormatInt(l.now().UnixMicro(), 10)
 }
 
-func spendArg(spend bool) string {
+func spendArg(spend bool) any {
 	if spend {
 		return "1"
 	}
 	return "0"
+}
+
+// costArg avoids formatting and boxing the common cost of 1.
+func costArg(cost int64) any {
+	if cost == 1 {
+		return "1"
+	}
+	return strconv.FormatInt(cost, 10)
+}
+
+// limitArgCache keeps the script arguments of recently used limits (count,
+// window in microseconds, burst) formatted and boxed: a process uses a
+// handful of limits, and formatting them for every decision was a third of
+// its allocations. Bounded; past the bound, arguments are formatted anew.
+type limitArgCache struct {
+	mu      sync.RWMutex
+	entries map[Limit][3]any
+}
+
+const maxCachedLimits = 1024
+
+func (c *limitArgCache) get(l Limit) [3]any {
+	c.mu.RLock()
+	args, ok := c.entries[l]
+	c.mu.RUnlock()
+	if ok {
+		return args
+	}
+	args = [3]any{
+		strconv.FormatInt(l.Count, 10),
+		strconv.FormatInt(l.Window.Microseconds(), 10),
+		strconv.FormatInt(l.Burst(), 10),
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = make(map[Limit][3]any)
+	}
+	if len(c.entries) < maxCachedLimits {
+		c.entries[l] = args
+	}
+	c.mu.Unlock()
+	return args
 }
