@@ -23,9 +23,15 @@ const (
 	// survives Restart.
 	clusterConfigFile = "nodes.conf"
 
-	// clusterNodeTimeout (ms) is short so that failure detection, and the
-	// writable delay a master observes after starting, stay short too.
-	clusterNodeTimeout = "2000"
+	// clusterNodeTimeout is short so that failure detection is quick. (A
+	// fresh master still waits a fixed 2 s before it reports cluster_state:ok,
+	// which is most of StartCluster's time.)
+	clusterNodeTimeout = 2 * time.Second
+
+	// voteCooldown is how long after voting for the replacement of a master
+	// the other masters refuse to vote about that master again: Redis's
+	// 2 × node timeout.
+	voteCooldown = 2 * clusterNodeTimeout
 
 	// clusterReadyTimeout bounds StartCluster's wait for a stable cluster and
 	// Failover's wait for the promotion to settle.
@@ -38,6 +44,9 @@ const (
 type Cluster struct {
 	nodes  []*Server          // masters first, then replicas, in start order
 	byAddr map[string]*Server // the same nodes, by Addr
+
+	mu         sync.Mutex
+	replacedAt map[string]time.Time // when Failover last replaced the master at an address
 }
 
 // StartCluster starts masters*(1+replicas) cluster-enabled redis-server
@@ -54,7 +63,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 		t.Fatalf("start cluster: need at least 1 master and 0 replicas, got %d and %d", masters, replicas)
 	}
 	root := t.TempDir()
-	c := &Cluster{byAddr: make(map[string]*Server)}
+	c := &Cluster{byAddr: make(map[string]*Server), replacedAt: make(map[string]time.Time)}
 	// Registered before any node starts, so that a partial start is cleaned
 	// up too, and after TempDir, so that nodes stop before it is removed.
 	t.Cleanup(c.stop)
@@ -62,7 +71,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	args := []string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", clusterConfigFile,
-		"--cluster-node-timeout", clusterNodeTimeout,
+		"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 	}
 	for i := range masters * (1 + replicas) {
 		node, err := launchServer(filepath.Join(root, fmt.Sprintf("node%d", i)), true, args)
@@ -76,7 +85,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
 	defer cancel()
 	if err := c.form(ctx, masters, replicas); err != nil {
-		t.Fatalf("form cluster of %d masters with %d replicas each: %v", masters, replicas, err)
+		t.Fatalf("form cluster of %d masters with %d replicas each: %v\n%s", masters, replicas, err, c.logTails())
 	}
 	return c
 }
@@ -144,6 +153,11 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 // FORCE instead, unless the cluster has already promoted a replica by itself,
 // which it does node-timeout (2 s) after noticing the master is gone.
 //
+// The masters refuse to vote about the same master twice within 4 s (twice
+// the node timeout), so when Failover itself replaced masterAddr less than
+// 4 s ago, as in failing a shard back, it first waits out the rest of that
+// time; if an election fails anyway, it asks again.
+//
 // It fails t if masterAddr is not a master with a running replica or the
 // cluster does not settle within 20 s.
 func (c *Cluster) Failover(t testing.TB, masterAddr string) {
@@ -151,17 +165,47 @@ func (c *Cluster) Failover(t testing.TB, masterAddr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
 	defer cancel()
 	oldMaster := c.Node(masterAddr)
+	if oldMaster == nil {
+		t.Fatalf("fail over master %s: not a node of this cluster", masterAddr)
+	}
+	if err := c.waitVoteCooldown(ctx, masterAddr); err != nil {
+		t.Fatalf("fail over master %s: %v", masterAddr, err)
+	}
 	var err error
-	switch {
-	case oldMaster == nil:
-		err = errors.New("not a node of this cluster")
-	case oldMaster.running():
+	if oldMaster.running() {
 		err = c.coordinatedFailover(ctx, masterAddr)
-	default:
+	} else {
 		err = c.forcedFailover(ctx, masterAddr)
 	}
 	if err != nil {
-		t.Fatalf("fail over master %s: %v", masterAddr, err)
+		t.Fatalf("fail over master %s: %v\n%s", masterAddr, err, c.logTails())
+	}
+	c.mu.Lock()
+	c.replacedAt[masterAddr] = time.Now()
+	c.mu.Unlock()
+}
+
+// waitVoteCooldown sleeps until the masters will vote about replacing the
+// master at addr again, if Failover replaced it recently: asking earlier
+// costs a failed election, and Redis lets a replica try again only 8 s after
+// the last try.
+func (c *Cluster) waitVoteCooldown(ctx context.Context, addr string) error {
+	c.mu.Lock()
+	last, ok := c.replacedAt[addr]
+	c.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	// The margin covers the gap between the votes and our noticing them.
+	wait := time.Until(last.Add(voteCooldown + 100*time.Millisecond))
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(wait):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the vote cooldown: %w", ctx.Err())
 	}
 }
 
@@ -179,8 +223,18 @@ func (c *Cluster) coordinatedFailover(ctx context.Context, masterAddr string) er
 	if err != nil {
 		return err
 	}
-	if _, err := do(ctx, promoted, "CLUSTER", "FAILOVER"); err != nil {
-		return fmt.Errorf("promote replica %s: %w", promoted, err)
+	err = promote(ctx, promoted, []string{"CLUSTER", "FAILOVER"}, func() error {
+		repl, err := do(ctx, promoted, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if role, _ := infoField(repl, "role"); role != "master" {
+			return fmt.Errorf("%s is still a %s", promoted, role)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return c.waitStable(ctx, func(v clusterView) error {
 		p, _ := v.byAddr(promoted)
@@ -199,25 +253,65 @@ func (c *Cluster) forcedFailover(ctx context.Context, masterAddr string) error {
 	if err != nil {
 		return err
 	}
-	if m, ok := view.byAddr(masterAddr); ok && m.master && len(m.slots) > 0 {
-		promoted, err := c.pickReplica(view, masterAddr)
-		if err != nil {
-			return err
-		}
-		_, err = do(ctx, promoted, "CLUSTER", "FAILOVER", "FORCE")
-		// A refusal can mean the cluster's own failover got there first
-		// ("send CLUSTER FAILOVER to a replica"); the wait below decides.
-		var refused serverError
-		if err != nil && !errors.As(err, &refused) {
-			return fmt.Errorf("promote replica %s: %w", promoted, err)
-		}
-	}
-	return c.waitStable(ctx, func(v clusterView) error {
+	// The dead master has lost its slots when the promoted replica's view,
+	// or later the agreed one, says so.
+	slotsMoved := func(v clusterView) error {
 		if m, ok := v.byAddr(masterAddr); ok && len(m.slots) > 0 {
 			return fmt.Errorf("dead master %s still owns slots", masterAddr)
 		}
 		return nil
-	})
+	}
+	if slotsMoved(view) != nil {
+		promoted, err := c.pickReplica(view, masterAddr)
+		if err != nil {
+			return err
+		}
+		err = promote(ctx, promoted, []string{"CLUSTER", "FAILOVER", "FORCE"}, func() error {
+			v, err := nodeView(ctx, promoted)
+			if err != nil {
+				return err
+			}
+			return slotsMoved(v)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return c.waitStable(ctx, slotsMoved)
+}
+
+// manualFailoverAttempt is how long promote waits before asking again: Redis
+// abandons a manual failover after 5 s.
+const manualFailoverAttempt = 6 * time.Second
+
+// promote sends cmd (a CLUSTER FAILOVER variant) to replica until done
+// reports success. One attempt can fail through no fault of the cluster:
+// a master refuses to vote about the same master twice within 2×node-timeout
+// (4 s), so failing a shard back right after failing it over, or forcing a
+// failover of a master promoted moments ago, only works on a later attempt.
+func promote(ctx context.Context, replica string, cmd []string, done func() error) error {
+	for {
+		_, sendErr := do(ctx, replica, cmd...)
+		// A refusal can mean the cluster's own failover got there first
+		// ("send CLUSTER FAILOVER to a replica"); done decides.
+		var refused serverError
+		if sendErr != nil && !errors.As(sendErr, &refused) {
+			return fmt.Errorf("promote replica %s: %w", replica, sendErr)
+		}
+		attemptCtx, cancel := context.WithTimeout(ctx, manualFailoverAttempt)
+		err := poll(attemptCtx, "replica "+replica+" to take over", done)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() == nil:
+			continue
+		case sendErr != nil:
+			return fmt.Errorf("%w (it answered %s with %w)", err, strings.Join(cmd, " "), sendErr)
+		default:
+			return err
+		}
+	}
 }
 
 // pickReplica returns the lowest address among the running replicas that
@@ -446,6 +540,15 @@ func (c *Cluster) anyView(ctx context.Context) (clusterView, error) {
 	return nil, fmt.Errorf("read cluster topology: %w", err)
 }
 
+// logTails returns the last lines of every node's log, for failure messages.
+func (c *Cluster) logTails() string {
+	var b strings.Builder
+	for _, n := range c.nodes {
+		fmt.Fprintf(&b, "last lines of the log of %s:\n%s\n", n.Addr(), n.logTail())
+	}
+	return b.String()
+}
+
 // stop stops all nodes at once.
 func (c *Cluster) stop() {
 	var wg sync.WaitGroup
@@ -458,14 +561,20 @@ func (c *Cluster) stop() {
 // poll calls check every pollInterval until it returns nil or ctx is done,
 // and then reports what it was waiting for and check's last complaint.
 func poll(ctx context.Context, what string, check func() error) error {
+	var complaint error
 	for {
 		err := check()
 		if err == nil {
 			return nil
 		}
+		// A check cut short by the deadline says nothing about the cluster.
+		// (The deadline can fail a dial before ctx.Err() reports it.)
+		if deadline, ok := ctx.Deadline(); !ok || time.Now().Before(deadline) || complaint == nil {
+			complaint = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: %w; last: %w", what, ctx.Err(), err)
+			return fmt.Errorf("wait for %s: %w; last: %w", what, ctx.Err(), complaint)
 		case <-time.After(pollInterval):
 		}
 	}

@@ -61,10 +61,9 @@ var errPortInUse = errors.New("port already in use")
 // when it was first started. It keeps that port across Restart. Its methods
 // are safe for concurrent use.
 type Server struct {
-	port       int
-	dir        string   // working directory: data files, nodes.conf, the log
-	clusterBus bool     // whether port+clusterBusOffset must be free too
-	args       []string // extra redis-server arguments, after ours
+	port int
+	dir  string   // working directory: data files, nodes.conf, the log
+	args []string // extra redis-server arguments, after ours
 
 	mu     sync.Mutex
 	proc   *exec.Cmd
@@ -89,12 +88,13 @@ func StartServer(t testing.TB, args ...string) *Server {
 }
 
 // launchServer starts a server in dir, picking a new port whenever the
-// previous pick turns out to be taken.
+// previous pick turns out to be taken. With clusterBus, the port's cluster
+// bus port must be free too.
 func launchServer(dir string, clusterBus bool, args []string) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create server directory: %w", err)
 	}
-	s := &Server{dir: dir, clusterBus: clusterBus, args: args}
+	s := &Server{dir: dir, args: args}
 	for attempt := 1; ; attempt++ {
 		port, err := pickPort(clusterBus)
 		if err != nil {
@@ -239,7 +239,7 @@ func (s *Server) startLocked() error {
 
 	if err := waitReady(s.Addr(), cmd.Process.Pid, exited); err != nil {
 		s.killLocked()
-		tail := logTail(logPath, logStart, logTailLines)
+		tail := readLogTail(logPath, logStart, logTailLines)
 		if strings.Contains(tail, "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
@@ -354,8 +354,13 @@ func probeServer(ctx context.Context, addr string, pid int) error {
 	return nil
 }
 
-// logTail returns up to n last lines written to the log at path since offset.
-func logTail(path string, offset int64, n int) string {
+// logTail returns the last lines of the server's log.
+func (s *Server) logTail() string {
+	return readLogTail(filepath.Join(s.dir, logName), 0, logTailLines)
+}
+
+// readLogTail returns up to n last lines written to the log at path since offset.
+func readLogTail(path string, offset int64, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(log unavailable: %v)", err)
