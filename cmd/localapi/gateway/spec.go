@@ -1,0 +1,362 @@
+// Package gateway is a local API Gateway for slidegate's SAM app: it reads
+// template.yaml (routes, the stage's variables, the authorizer's identity
+// sources, gateway responses) and serves HTTP the way API Gateway would,
+// turning each request into the real Lambda events, invoking the
+// authorizer and the API function in-process through their Lambda entry
+// points (JSON in, JSON out), and applying the authorizer's answer and the
+// gateway responses. It is what `make local` runs; `sam local start-api`
+// cannot run a Lambda authorizer's gateway responses nor stage variables.
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/awslabs/goformation/v7/intrinsics"
+)
+
+// Route is one API event of a function in template.yaml.
+type Route struct {
+	// Method is the HTTP method, upper case, or "ANY".
+	Method string
+	// Resource is the resource path, e.g. "/v1/items" or "/items/{id}".
+	Resource string
+	// Function is the logical ID of the function the route invokes.
+	Function string
+	// Authorized is false for a route with "Auth: Authorizer: NONE".
+	Authorized bool
+}
+
+// GatewayResponse is one entry of the REST API's GatewayResponses.
+type GatewayResponse struct {
+	// StatusCode is the HTTP status, e.g. 429.
+	StatusCode int
+	// Headers maps a header name to its mapping expression: a 'quoted'
+	// static value or context.authorizer.<key>.
+	Headers map[string]string
+	// Templates maps a content type to its body template (simple
+	// $context / $stageVariables substitution, no VTL).
+	Templates map[string]string
+}
+
+// Spec is what the local gateway serves: one stage of template.yaml, its
+// parameters resolved with the stage's samconfig.toml overrides.
+type Spec struct {
+	// Stage is the stage name.
+	Stage string
+	// Routes are the REST API's routes, most specific first.
+	Routes []Route
+	// StageVariables are the REST API stage's variables.
+	StageVariables map[string]string
+	// HTTPStageVariables are the HTTP API stage's variables.
+	HTTPStageVariables map[string]string
+	// HasAuthorizer is true when the REST API has a default authorizer.
+	HasAuthorizer bool
+	// IdentityHeaders and IdentityQueryStrings are the authorizer's
+	// identity sources that a request may lack (a 401 before the
+	// authorizer runs when one is missing).
+	IdentityHeaders, IdentityQueryStrings []string
+	// Responses are the REST API's gateway responses by type.
+	Responses map[string]GatewayResponse
+	// Environment is the functions' environment from the template's
+	// Globals, with every value that only makes sense in AWS (Redis
+	// endpoints and secrets) left out.
+	Environment map[string]string
+}
+
+// awsOnlyVariables are environment variables whose template values name AWS
+// resources (a cache endpoint, a secret) that a local run cannot use.
+var awsOnlyVariables = map[string]bool{
+	"REDIS_URL":             true,
+	"REDIS_CLUSTER":         true,
+	"REDIS_AUTH_SECRET_ARN": true,
+	"JWT_HS256_SECRET_ARN":  true,
+}
+
+// Load reads the SAM template at templatePath for stage: the template's
+// parameters take the parameter_overrides of the samconfig.toml
+// environment named like the stage (when samconfigPath is set and has
+// one), and StageName is the stage.
+func Load(templatePath, samconfigPath, stage string) (*Spec, error) {
+	raw, err := os.ReadFile(templatePath)
+	if err != nil {
+		return nil, fmt.Errorf("read template: %w", err)
+	}
+	params := map[string]any{}
+	if samconfigPath != "" {
+		overrides, err := ParameterOverrides(samconfigPath, stage)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range overrides {
+			params[k] = v
+		}
+	}
+	params["StageName"] = stage
+	resolved, err := intrinsics.ProcessYAML(raw, &intrinsics.ProcessorOptions{
+		ParameterOverrides: params,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("resolve template %s: %w", templatePath, err)
+	}
+	var doc templateDoc
+	if err := json.Unmarshal(resolved, &doc); err != nil {
+		return nil, fmt.Errorf("decode template %s: %w", templatePath, err)
+	}
+	spec := &Spec{
+		Stage:              stage,
+		StageVariables:     map[string]string{},
+		HTTPStageVariables: map[string]string{},
+		Responses:          map[string]GatewayResponse{},
+		Environment:        map[string]string{},
+	}
+	for name, v := range doc.Globals.Function.Environment.Variables {
+		if s, ok := v.(string); ok && s != "" && !awsOnlyVariables[name] {
+			spec.Environment[name] = s
+		}
+	}
+	for id, raw := range doc.Resources {
+		var res resourceDoc
+		if err := json.Unmarshal(raw, &res); err != nil {
+			return nil, fmt.Errorf("template %s: resource %s: %w", templatePath, id, err)
+		}
+		if err := spec.add(id, res); err != nil {
+			return nil, fmt.Errorf("template %s: resource %s: %w", templatePath, id, err)
+		}
+	}
+	if len(spec.Routes) == 0 {
+		return nil, fmt.Errorf("template %s: no function has an Api event", templatePath)
+	}
+	sortRoutes(spec.Routes)
+	return spec, nil
+}
+
+// templateDoc is the part of a resolved template the gateway reads.
+type templateDoc struct {
+	Globals struct {
+		Function struct {
+			Environment struct {
+				Variables map[string]any `json:"Variables"`
+			} `json:"Environment"`
+		} `json:"Function"`
+	} `json:"Globals"`
+	Resources map[string]json.RawMessage `json:"Resources"`
+}
+
+type resourceDoc struct {
+	Type       string          `json:"Type"`
+	Properties json.RawMessage `json:"Properties"`
+}
+
+type functionProps struct {
+	Events map[string]struct {
+		Type       string `json:"Type"`
+		Properties struct {
+			Path   string `json:"Path"`
+			Method string `json:"Method"`
+			Auth   struct {
+				Authorizer string `json:"Authorizer"`
+			} `json:"Auth"`
+		} `json:"Properties"`
+	} `json:"Events"`
+}
+
+type restAPIProps struct {
+	Variables map[string]any `json:"Variables"`
+	Auth      struct {
+		DefaultAuthorizer string `json:"DefaultAuthorizer"`
+		Authorizers       map[string]struct {
+			Identity struct {
+				Headers      []string `json:"Headers"`
+				QueryStrings []string `json:"QueryStrings"`
+			} `json:"Identity"`
+		} `json:"Authorizers"`
+	} `json:"Auth"`
+	GatewayResponses map[string]struct {
+		StatusCode         any `json:"StatusCode"`
+		ResponseParameters struct {
+			Headers map[string]any `json:"Headers"`
+		} `json:"ResponseParameters"`
+		ResponseTemplates map[string]any `json:"ResponseTemplates"`
+	} `json:"GatewayResponses"`
+}
+
+type httpStageProps struct {
+	StageVariables map[string]any `json:"StageVariables"`
+}
+
+func (s *Spec) add(id string, res resourceDoc) error {
+	switch res.Type {
+	case "AWS::Serverless::Function":
+		var p functionProps
+		if err := json.Unmarshal(res.Properties, &p); err != nil {
+			return fmt.Errorf("decode properties: %w", err)
+		}
+		for name, ev := range p.Events {
+			if ev.Type != "Api" {
+				continue
+			}
+			if !strings.HasPrefix(ev.Properties.Path, "/") || ev.Properties.Method == "" {
+				return fmt.Errorf("event %s: want a Path starting with / and a Method", name)
+			}
+			s.Routes = append(s.Routes, Route{
+				Method:     normalizeMethod(ev.Properties.Method),
+				Resource:   ev.Properties.Path,
+				Function:   id,
+				Authorized: !strings.EqualFold(ev.Properties.Auth.Authorizer, "NONE"),
+			})
+		}
+	case "AWS::Serverless::Api":
+		var p restAPIProps
+		if err := json.Unmarshal(res.Properties, &p); err != nil {
+			return fmt.Errorf("decode properties: %w", err)
+		}
+		for k, v := range p.Variables {
+			s.StageVariables[k] = stringify(v)
+		}
+		if name := p.Auth.DefaultAuthorizer; name != "" && name != "NONE" {
+			a, ok := p.Auth.Authorizers[name]
+			if !ok {
+				return fmt.Errorf("DefaultAuthorizer %q is not among Authorizers", name)
+			}
+			s.HasAuthorizer = true
+			s.IdentityHeaders = a.Identity.Headers
+			s.IdentityQueryStrings = a.Identity.QueryStrings
+		}
+		for typ, gr := range p.GatewayResponses {
+			resp := GatewayResponse{Headers: map[string]string{}, Templates: map[string]string{}}
+			if _, err := fmt.Sscan(stringify(gr.StatusCode), &resp.StatusCode); err != nil || resp.StatusCode < 100 || resp.StatusCode > 599 {
+				return fmt.Errorf("gateway response %s: StatusCode %v", typ, gr.StatusCode)
+			}
+			for h, v := range gr.ResponseParameters.Headers {
+				resp.Headers[h] = stringify(v)
+			}
+			for ct, v := range gr.ResponseTemplates {
+				resp.Templates[ct] = stringify(v)
+			}
+			s.Responses[typ] = resp
+		}
+	case "AWS::ApiGatewayV2::Stage":
+		var p httpStageProps
+		if err := json.Unmarshal(res.Properties, &p); err != nil {
+			return fmt.Errorf("decode properties: %w", err)
+		}
+		for k, v := range p.StageVariables {
+			s.HTTPStageVariables[k] = stringify(v)
+		}
+	}
+	return nil
+}
+
+func normalizeMethod(m string) string {
+	m = strings.ToUpper(m)
+	if m == "X-AMAZON-APIGATEWAY-ANY-METHOD" {
+		return "ANY"
+	}
+	return m
+}
+
+// stringify renders a resolved template value as API Gateway would store
+// it: strings as they are, numbers and booleans in their JSON form.
+func stringify(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		return string(b)
+	}
+}
+
+// sortRoutes orders routes so that the first match is API Gateway's: more
+// literal segments first, greedy {proxy+} last.
+func sortRoutes(routes []Route) {
+	sort.SliceStable(routes, func(i, j int) bool {
+		a, b := routeRank(routes[i].Resource), routeRank(routes[j].Resource)
+		if a != b {
+			return a > b
+		}
+		if routes[i].Resource != routes[j].Resource {
+			return routes[i].Resource < routes[j].Resource
+		}
+		return routes[i].Method < routes[j].Method
+	})
+}
+
+func routeRank(resource string) int {
+	rank := 0
+	for _, seg := range strings.Split(strings.Trim(resource, "/"), "/") {
+		switch {
+		case strings.HasSuffix(seg, "+}"):
+			rank -= 1000
+		case strings.HasPrefix(seg, "{"):
+			rank++
+		default:
+			rank += 10
+		}
+	}
+	return rank
+}
+
+// Match returns the route of method and path, and the path parameters.
+// ok is false when no route's resource matches the path, or none of the
+// routes of that resource allows the method (API Gateway answers both with
+// 403 Missing Authentication Token).
+func (s *Spec) Match(method, path string) (Route, map[string]string, bool) {
+	method = strings.ToUpper(method)
+	for _, r := range s.Routes {
+		if r.Method != method && r.Method != "ANY" {
+			continue
+		}
+		if params, ok := matchResource(r.Resource, path); ok {
+			return r, params, true
+		}
+	}
+	return Route{}, nil, false
+}
+
+func matchResource(resource, path string) (map[string]string, bool) {
+	rsegs := strings.Split(strings.Trim(resource, "/"), "/")
+	psegs := strings.Split(strings.Trim(path, "/"), "/")
+	if resource == "/" {
+		rsegs = nil
+	}
+	if path == "/" || path == "" {
+		psegs = nil
+	}
+	params := map[string]string{}
+	for i, rs := range rsegs {
+		if strings.HasPrefix(rs, "{") && strings.HasSuffix(rs, "+}") {
+			if i >= len(psegs) {
+				return nil, false
+			}
+			params[rs[1:len(rs)-2]] = strings.Join(psegs[i:], "/")
+			return params, true
+		}
+		if i >= len(psegs) {
+			return nil, false
+		}
+		if strings.HasPrefix(rs, "{") && strings.HasSuffix(rs, "}") {
+			if psegs[i] == "" {
+				return nil, false
+			}
+			params[rs[1:len(rs)-1]] = psegs[i]
+			continue
+		}
+		if rs != psegs[i] {
+			return nil, false
+		}
+	}
+	if len(psegs) != len(rsegs) {
+		return nil, false
+	}
+	return params, true
+}

@@ -1,0 +1,105 @@
+// Command localapi is `make local`: slidegate's REST API (or, with
+// -httpapi, its HTTP API) on a laptop, served the way API Gateway serves
+// template.yaml: the real authorizer and API function run in-process for
+// each request, with the real Lambda event shapes, the stage's variables
+// and the template's gateway responses. Redis is embedded (miniredis)
+// unless REDIS_URL is set. No Docker, no AWS account.
+//
+// Usage:
+//
+//	go run ./cmd/localapi [-addr 127.0.0.1:3000] [-stage dev] [-httpapi] [-v]
+//
+// Each flag defaults to its environment variable: ADDR, STAGE, HTTPAPI,
+// VERBOSE. Ctrl-C stops it cleanly.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/slidegate/slidegate/cmd/localapi/server"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "localapi:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	addr := flag.String("addr", envOr("ADDR", "127.0.0.1:3000"), "listen address (env ADDR)")
+	stage := flag.String("stage", envOr("STAGE", "dev"), "stage to serve; its samconfig.toml environment sets the stage variables (env STAGE)")
+	httpAPI := flag.Bool("httpapi", envBool("HTTPAPI"), "serve the HTTP API (v2 events) instead of the REST API (env HTTPAPI)")
+	verbose := flag.Bool("v", envBool("VERBOSE"), "also print the functions' own logs (decisions, EMF metrics) (env VERBOSE)")
+	templatePath := flag.String("template", "template.yaml", "SAM template")
+	samconfigPath := flag.String("config", "samconfig.toml", "SAM CLI configuration (parameter overrides per stage)")
+	flag.Parse()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fnLogger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *verbose {
+		fnLogger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	if _, err := os.Stat(*samconfigPath); err != nil {
+		*samconfigPath = ""
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(ctx, server.Config{
+		Addr:           *addr,
+		Stage:          *stage,
+		HTTPAPI:        *httpAPI,
+		TemplatePath:   *templatePath,
+		SamconfigPath:  *samconfigPath,
+		Getenv:         os.Getenv,
+		Logger:         logger,
+		FunctionLogger: fnLogger,
+	})
+	if err != nil {
+		return err
+	}
+	api := "REST API"
+	vars := srv.Spec.StageVariables
+	if *httpAPI {
+		api, vars = "HTTP API", srv.Spec.HTTPStageVariables
+	}
+	redis := "embedded Redis (miniredis)"
+	if !srv.Embedded {
+		redis = "Redis at REDIS_URL"
+	}
+	logger.Info("listening", "url", "http://"+srv.Addr(), "api", api, "stage", *stage, "redis", redis,
+		"rateLimitAnonymous", vars["rateLimitAnonymous"], "rateLimitUser", vars["rateLimitUser"],
+		"rateLimitOrg", vars["rateLimitOrg"], "rateLimitAlgorithm", vars["rateLimitAlgorithm"])
+	for _, r := range srv.Spec.Routes {
+		logger.Info("route", "method", r.Method, "path", r.Resource, "function", r.Function, "authorizer", r.Authorized && srv.Spec.HasAuthorizer)
+	}
+	logger.Info("try", "curl", "curl -i http://"+srv.Addr()+"/v1/items", "org tier", "-H 'x-api-key: "+server.DemoAPIKey+"'")
+
+	<-ctx.Done()
+	stop()
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdownCtx)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envBool(name string) bool {
+	b, _ := strconv.ParseBool(os.Getenv(name))
+	return b
+}

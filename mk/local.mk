@@ -1,0 +1,19 @@
+# make local: the rate-limited REST API on a laptop, as API Gateway would
+# serve it from template.yaml (authorizer, gateway responses, stage
+# variables), with an embedded Redis unless REDIS_URL is set. No Docker.
+#
+#   make local                       http://127.0.0.1:3000, stage dev
+#   make local ADDR=0.0.0.0:8080     another address
+#   make local STAGE=prod            the prod stage's limits (samconfig.toml)
+#   make local HTTPAPI=true          the HTTP API (v2) events instead
+#   make local REDIS_URL=redis://127.0.0.1:6380/0   a real Redis
+
+ADDR    ?= 127.0.0.1:3000
+STAGE   ?= dev
+HTTPAPI ?= false
+
+.PHONY: local
+
+## local: the API on $(ADDR) with the authorizer and API handler in-process
+local:
+	ADDR='$(ADDR)' STAGE='$(STAGE)' HTTPAPI='$(HTTPAPI)' REDIS_URL='$(REDIS_URL)' $(GO) run ./cmd/localapi

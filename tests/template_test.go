@@ -1,0 +1,675 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/awslabs/goformation/v7"
+	"github.com/awslabs/goformation/v7/cloudformation"
+	"gopkg.in/yaml.v3"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// The template tests pin down what template.yaml must never lose: they read
+// it with goformation (the typed model of CloudFormation and SAM) and, where
+// goformation's model cannot hold a part (it types SAM's GatewayResponses as
+// plain strings, and resolves references away), walk the YAML itself.
+
+const tplPath = "../template.yaml"
+
+// tplFunctionIDs are the template's two functions; `sam build` builds each
+// with `make build-<LogicalId>`.
+var tplFunctionIDs = []string{"AuthorizerFunction", "ApiFunction"}
+
+// tplSpecStageVars are the stage variables of SPEC.md's configuration
+// table; the test adds any other rateLimit* name the code reads.
+var tplSpecStageVars = []string{"rateLimitAnonymous", "rateLimitUser", "rateLimitOrg", "rateLimitAlgorithm"}
+
+// tplTemplate is template.yaml read both ways.
+type tplTemplate struct {
+	// typed is goformation's model of the template without the parts its
+	// model refuses (the REST API's GatewayResponses).
+	typed *cloudformation.Template
+	// root is the template's top-level YAML mapping, unresolved.
+	root *yaml.Node
+}
+
+func tplLoad(t *testing.T) tplTemplate {
+	t.Helper()
+	raw, err := os.ReadFile(tplPath)
+	if err != nil {
+		t.Fatalf("read template: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("parse template YAML: %v", err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		t.Fatalf("template: want one YAML mapping document")
+	}
+	root := doc.Content[0]
+
+	// goformation types AWS::Serverless::Api GatewayResponses as
+	// map[string]string, which no real gateway response fits: parse a copy
+	// without them, and check them on the YAML nodes below.
+	var stripped yaml.Node
+	if err := yaml.Unmarshal(raw, &stripped); err != nil {
+		t.Fatalf("parse template YAML: %v", err)
+	}
+	for _, res := range tplResources(stripped.Content[0], "AWS::Serverless::Api") {
+		yamlDelete(yamlGet(res.node, "Properties"), "GatewayResponses")
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(&stripped); err != nil {
+		t.Fatalf("re-encode template: %v", err)
+	}
+	typed, err := goformation.ParseYAML(buf.Bytes())
+	if err != nil {
+		t.Fatalf("goformation: parse template: %v", err)
+	}
+	return tplTemplate{typed: typed, root: root}
+}
+
+func TestTemplateIsSAM(t *testing.T) {
+	tpl := tplLoad(t)
+	if tpl.typed.Transform == nil || tpl.typed.Transform.String == nil || *tpl.typed.Transform.String != "AWS::Serverless-2016-10-31" {
+		t.Errorf("Transform: want AWS::Serverless-2016-10-31")
+	}
+	for _, name := range []string{"ApiUrl", "CacheEndpoint"} {
+		if _, ok := tpl.typed.Outputs[name]; !ok {
+			t.Errorf("Outputs: %s missing", name)
+		}
+	}
+}
+
+// TestTemplateFunctions: both functions run the Makefile-built bootstrap on
+// provided.al2023/arm64 with active tracing, inside the VPC.
+func TestTemplateFunctions(t *testing.T) {
+	tpl := tplLoad(t)
+	global, _ := tpl.typed.GetServerlessGlobalFunction()
+	targets := tplMakeTargets(t)
+	for _, id := range tplFunctionIDs {
+		t.Run(id, func(t *testing.T) {
+			fn, err := tpl.typed.GetServerlessFunctionWithName(id)
+			if err != nil {
+				t.Fatalf("%v", err)
+			}
+			runtime, arch, handler, tracing := tplDeref(fn.Runtime), fn.Architectures, tplDeref(fn.Handler), tplDeref(fn.Tracing)
+			if global != nil {
+				runtime = tplFirst(runtime, tplDeref(global.Runtime))
+				handler = tplFirst(handler, tplDeref(global.Handler))
+				tracing = tplFirst(tracing, tplDeref(global.Tracing))
+				if len(arch) == 0 && global.Architectures != nil {
+					arch = *global.Architectures
+				}
+			}
+			checks := []struct{ what, got, want string }{
+				{"Runtime", runtime, "provided.al2023"},
+				{"Architectures", strings.Join(arch, ","), "arm64"},
+				{"Handler", handler, "bootstrap"},
+				{"Tracing", tracing, "Active"},
+				{"Metadata.BuildMethod", tplMetadata(fn.AWSCloudFormationMetadata, "BuildMethod"), "makefile"},
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("%s: got %q, want %q", c.what, c.got, c.want)
+				}
+			}
+			if !targets["build-"+id] {
+				t.Errorf("no Makefile target build-%s (sam build runs it for BuildMethod makefile); targets: %v", id, tplSortedKeys(targets))
+			}
+			if sgs := tplFunctionSGs(t, tpl.root, id); len(sgs) == 0 {
+				t.Errorf("VpcConfig: no security group (the functions must run in the cache's VPC)")
+			}
+		})
+	}
+}
+
+// TestTemplateAuthorizer: the REST API's default authorizer is the REQUEST
+// authorizer function with result caching off and only identity sources
+// that every request has.
+func TestTemplateAuthorizer(t *testing.T) {
+	tpl := tplLoad(t)
+	api := tplRestAPI(t, tpl.root)
+	auth := yamlGet(yamlGet(api.node, "Properties"), "Auth")
+	if auth == nil {
+		t.Fatalf("RestApi: no Auth")
+	}
+	name := yamlScalar(yamlGet(auth, "DefaultAuthorizer"))
+	authorizer := yamlGet(yamlGet(auth, "Authorizers"), name)
+	if authorizer == nil {
+		t.Fatalf("RestApi: DefaultAuthorizer %q is not among Authorizers", name)
+	}
+	if got := yamlScalar(yamlGet(authorizer, "FunctionPayloadType")); got != "REQUEST" {
+		t.Errorf("FunctionPayloadType: got %q, want REQUEST", got)
+	}
+	if target, _ := yamlRef(yamlGet(authorizer, "FunctionArn")); target != "AuthorizerFunction" {
+		t.Errorf("FunctionArn: refers to %q, want AuthorizerFunction", target)
+	}
+	identity := yamlGet(authorizer, "Identity")
+	if identity == nil {
+		t.Fatalf("authorizer %s: no Identity (SAM's default caches for 300 s)", name)
+	}
+	every := yamlGet(identity, "ReauthorizeEvery")
+	if every == nil || every.Value != "0" {
+		t.Errorf("ReauthorizeEvery: got %v, want 0 (a cached Allow lets requests through uncounted)", yamlString(every))
+	}
+	// A missing identity source is a 401 before the authorizer runs: no
+	// header or query string (which a caller may leave out) may be one.
+	for _, optional := range []string{"Headers", "QueryStrings"} {
+		if n := yamlGet(identity, optional); n != nil && len(n.Content) > 0 {
+			t.Errorf("Identity.%s: %s; only sources every request has (context, stage variables) may be listed", optional, yamlString(n))
+		}
+	}
+	// The typed model sees the same default authorizer.
+	typedAPI, err := tpl.typed.GetServerlessApiWithName(api.id)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if typedAPI.Auth == nil || tplDeref(typedAPI.Auth.DefaultAuthorizer) != name {
+		t.Errorf("goformation: RestApi default authorizer is not %q", name)
+	}
+}
+
+// TestTemplateGatewayResponses: a Deny is a 429 with the rate-limit headers
+// from the authorizer's context and the SPEC body; an authorizer error is a
+// 503 with Retry-After and the SERVICE_UNAVAILABLE body.
+func TestTemplateGatewayResponses(t *testing.T) {
+	tpl := tplLoad(t)
+	responses := yamlGet(yamlGet(tplRestAPI(t, tpl.root).node, "Properties"), "GatewayResponses")
+	if responses == nil {
+		t.Fatalf("RestApi: no GatewayResponses")
+	}
+	cases := []struct {
+		responseType string
+		status       string
+		headers      map[string]*regexp.Regexp
+		bodyCode     string
+	}{
+		{
+			responseType: "ACCESS_DENIED",
+			status:       "429",
+			headers: map[string]*regexp.Regexp{
+				"Retry-After":         regexp.MustCompile(`^context\.authorizer\.retryAfter$`),
+				"RateLimit-Policy":    regexp.MustCompile(`^context\.authorizer\.\w+$`),
+				"RateLimit":           regexp.MustCompile(`^context\.authorizer\.\w+$`),
+				"RateLimit-Limit":     regexp.MustCompile(`^context\.authorizer\.limit$`),
+				"RateLimit-Remaining": regexp.MustCompile(`^context\.authorizer\.remaining$`),
+				"RateLimit-Reset":     regexp.MustCompile(`^context\.authorizer\.reset$`),
+			},
+			bodyCode: ratelimit.CodeTooManyRequests,
+		},
+		{
+			responseType: "AUTHORIZER_FAILURE",
+			status:       "503",
+			headers:      map[string]*regexp.Regexp{"Retry-After": regexp.MustCompile(`^'[1-9][0-9]*'$`)},
+			bodyCode:     ratelimit.CodeServiceUnavailable,
+		},
+		{
+			responseType: "AUTHORIZER_CONFIGURATION_ERROR",
+			status:       "503",
+			headers:      map[string]*regexp.Regexp{"Retry-After": regexp.MustCompile(`^'[1-9][0-9]*'$`)},
+			bodyCode:     ratelimit.CodeServiceUnavailable,
+		},
+	}
+	// Header values are mapping expressions: a 'quoted' static value or a
+	// value of the authorizer's context, nothing a caller sends.
+	valueForm := regexp.MustCompile(`^('[^']*'|context\.authorizer\.[A-Za-z0-9_]+)$`)
+	for _, c := range cases {
+		t.Run(c.responseType, func(t *testing.T) {
+			resp := yamlGet(responses, c.responseType)
+			if resp == nil {
+				t.Fatalf("no %s gateway response", c.responseType)
+			}
+			if got := yamlScalar(yamlGet(resp, "StatusCode")); got != c.status {
+				t.Errorf("StatusCode: got %q, want %s", got, c.status)
+			}
+			headers := yamlGet(yamlGet(resp, "ResponseParameters"), "Headers")
+			for name, want := range c.headers {
+				if got := yamlScalar(yamlGet(headers, name)); !want.MatchString(got) {
+					t.Errorf("header %s: got %q, want %v", name, got, want)
+				}
+			}
+			if headers != nil {
+				for i := 0; i+1 < len(headers.Content); i += 2 {
+					if v := headers.Content[i+1].Value; !valueForm.MatchString(v) {
+						t.Errorf("header %s: value %q is neither 'static' nor context.authorizer.<key>", headers.Content[i].Value, v)
+					}
+				}
+			}
+			body := yamlScalar(yamlGet(yamlGet(resp, "ResponseTemplates"), "application/json"))
+			if !strings.Contains(body, `"code":"`+c.bodyCode+`"`) {
+				t.Errorf("application/json body %q: want code %s", body, c.bodyCode)
+			}
+			if c.status == "503" {
+				// Static: the body must be exactly the API function's own
+				// 503 for the same Retry-After.
+				retry, _ := strconv.ParseInt(strings.Trim(yamlScalar(yamlGet(headers, "Retry-After")), "'"), 10, 64)
+				if want := string(ratelimit.ServiceUnavailableBody(retry)); body != want {
+					t.Errorf("body:\n got %s\nwant %s", body, want)
+				}
+			} else if !strings.Contains(body, `"retry_after_seconds":$context.authorizer.retryAfter}`) {
+				t.Errorf("body %q: retry_after_seconds must be $context.authorizer.retryAfter", body)
+			}
+		})
+	}
+}
+
+// TestTemplateStageVariables: every stage variable the functions read is set
+// on the REST API stage (and the HTTP API stage), from a template parameter.
+func TestTemplateStageVariables(t *testing.T) {
+	tpl := tplLoad(t)
+	names := tplStageVariables(t)
+	stages := []struct {
+		resource, key string
+	}{
+		{tplRestAPI(t, tpl.root).id, "Variables"},
+		{"HttpApiStage", "StageVariables"},
+	}
+	for _, s := range stages {
+		res := yamlGet(yamlGet(tpl.root, "Resources"), s.resource)
+		if res == nil {
+			t.Errorf("no resource %s", s.resource)
+			continue
+		}
+		vars := yamlGet(yamlGet(res, "Properties"), s.key)
+		for _, name := range names {
+			v := yamlGet(vars, name)
+			if v == nil {
+				t.Errorf("%s.%s: stage variable %s missing", s.resource, s.key, name)
+				continue
+			}
+			param, ok := yamlRef(v)
+			if !ok || yamlGet(yamlGet(tpl.root, "Parameters"), param) == nil {
+				t.Errorf("%s.%s.%s: %s is not a template parameter", s.resource, s.key, name, yamlString(v))
+			}
+		}
+	}
+	typedAPI, err := tpl.typed.GetServerlessApiWithName(tplRestAPI(t, tpl.root).id)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	for _, name := range names {
+		if _, ok := typedAPI.Variables[name]; !ok {
+			t.Errorf("goformation: RestApi Variables lack %s", name)
+		}
+	}
+}
+
+// TestTemplateCacheOnlyFromFunctions: the cache's security group admits the
+// functions' security group on the Redis port and nothing else.
+func TestTemplateCacheOnlyFromFunctions(t *testing.T) {
+	tpl := tplLoad(t)
+	resources := yamlGet(tpl.root, "Resources")
+	functionSGs := map[string]bool{}
+	for _, id := range tplFunctionIDs {
+		for _, sg := range tplFunctionSGs(t, tpl.root, id) {
+			functionSGs[sg] = true
+		}
+	}
+	cacheSGs := map[string]bool{}
+	for _, typ := range []string{"AWS::ElastiCache::ReplicationGroup", "AWS::ElastiCache::ServerlessCache"} {
+		for _, res := range tplResources(tpl.root, typ) {
+			groups := yamlGet(yamlGet(res.node, "Properties"), "SecurityGroupIds")
+			if groups == nil || len(groups.Content) == 0 {
+				t.Errorf("%s: no SecurityGroupIds (the VPC default group would apply)", res.id)
+				continue
+			}
+			for _, g := range groups.Content {
+				sg, ok := yamlRef(g)
+				if !ok {
+					t.Errorf("%s: security group %s is not one of this template's", res.id, yamlString(g))
+					continue
+				}
+				cacheSGs[sg] = true
+			}
+		}
+	}
+	if len(cacheSGs) == 0 {
+		t.Fatalf("no ElastiCache resource with security groups")
+	}
+	for sg := range cacheSGs {
+		if functionSGs[sg] {
+			t.Errorf("%s is both the functions' and the cache's security group", sg)
+		}
+		props := yamlGet(yamlGet(resources, sg), "Properties")
+		if in := yamlGet(props, "SecurityGroupIngress"); in != nil && len(in.Content) > 0 {
+			t.Errorf("%s: inline SecurityGroupIngress %s; use one rule from the functions' group", sg, yamlString(in))
+		}
+		rules := 0
+		for _, rule := range tplResources(tpl.root, "AWS::EC2::SecurityGroupIngress") {
+			p := yamlGet(rule.node, "Properties")
+			if target, _ := yamlRef(yamlGet(p, "GroupId")); target != sg {
+				continue
+			}
+			rules++
+			source, _ := yamlRef(yamlGet(p, "SourceSecurityGroupId"))
+			if !functionSGs[source] {
+				t.Errorf("%s: source %q is not the functions' security group", rule.id, source)
+			}
+			for _, open := range []string{"CidrIp", "CidrIpv6", "SourcePrefixListId"} {
+				if yamlGet(p, open) != nil {
+					t.Errorf("%s: %s opens the cache beyond the functions", rule.id, open)
+				}
+			}
+			if got := yamlScalar(yamlGet(p, "FromPort")); got != "6379" {
+				t.Errorf("%s: FromPort %q, want 6379", rule.id, got)
+			}
+		}
+		if rules == 0 {
+			t.Errorf("%s: no ingress rule from the functions' security group", sg)
+		}
+	}
+}
+
+// TestTemplateLeastPrivilege: no IAM action or resource of the template's
+// own policies is a wildcard, and the managed policies are the two the
+// functions need (VPC network interfaces, X-Ray writes).
+func TestTemplateLeastPrivilege(t *testing.T) {
+	tpl := tplLoad(t)
+	allowedManaged := map[string]bool{"AWSLambdaVPCAccessExecutionRole": true, "AWSXRayDaemonWriteAccess": true}
+	statements := 0
+	var walkStatements func(n *yaml.Node, where string)
+	walkStatements = func(n *yaml.Node, where string) {
+		if n == nil {
+			return
+		}
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key, val := n.Content[i].Value, n.Content[i+1]
+				switch key {
+				case "NotAction", "NotResource":
+					t.Errorf("%s: %s grants everything else", where, key)
+				case "Action":
+					statements++
+					for _, a := range yamlScalars(val) {
+						if strings.Contains(a, "*") {
+							t.Errorf("%s: wildcard action %q", where, a)
+						}
+					}
+				case "Resource":
+					for _, r := range yamlScalars(val) {
+						if r == "*" || strings.HasSuffix(r, ":*") {
+							t.Errorf("%s: wildcard resource %q", where, r)
+						}
+					}
+				}
+				walkStatements(val, where)
+			}
+			return
+		}
+		for _, c := range n.Content {
+			walkStatements(c, where)
+		}
+	}
+	resources := yamlGet(tpl.root, "Resources")
+	for i := 0; i+1 < len(resources.Content); i += 2 {
+		id, res := resources.Content[i].Value, resources.Content[i+1]
+		typ := yamlScalar(yamlGet(res, "Type"))
+		props := yamlGet(res, "Properties")
+		switch {
+		case typ == "AWS::Serverless::Function":
+			policies := yamlGet(props, "Policies")
+			for _, p := range yamlItems(policies) {
+				if p.Kind == yaml.ScalarNode && p.Tag != "!Ref" && !allowedManaged[p.Value] {
+					t.Errorf("%s: managed policy %q is broader than the function needs", id, p.Value)
+				}
+			}
+			walkStatements(policies, id)
+		case strings.HasPrefix(typ, "AWS::IAM::"):
+			walkStatements(props, id)
+		}
+	}
+	if statements == 0 {
+		t.Errorf("no policy statement found: the secret read must be granted explicitly")
+	}
+}
+
+// --- helpers over the YAML of the template
+
+type tplResource struct {
+	id   string
+	node *yaml.Node
+}
+
+func tplResources(root *yaml.Node, typ string) []tplResource {
+	resources := yamlGet(root, "Resources")
+	var out []tplResource
+	if resources == nil {
+		return nil
+	}
+	for i := 0; i+1 < len(resources.Content); i += 2 {
+		if yamlScalar(yamlGet(resources.Content[i+1], "Type")) == typ {
+			out = append(out, tplResource{resources.Content[i].Value, resources.Content[i+1]})
+		}
+	}
+	return out
+}
+
+func tplRestAPI(t *testing.T, root *yaml.Node) tplResource {
+	t.Helper()
+	apis := tplResources(root, "AWS::Serverless::Api")
+	if len(apis) != 1 {
+		t.Fatalf("want one AWS::Serverless::Api, got %d", len(apis))
+	}
+	return apis[0]
+}
+
+// tplFunctionSGs are the logical IDs of the security groups of a
+// function's VpcConfig, its own or the Globals'.
+func tplFunctionSGs(t *testing.T, root *yaml.Node, id string) []string {
+	t.Helper()
+	vpc := yamlGet(yamlGet(yamlGet(yamlGet(root, "Resources"), id), "Properties"), "VpcConfig")
+	if vpc == nil {
+		vpc = yamlGet(yamlGet(yamlGet(root, "Globals"), "Function"), "VpcConfig")
+	}
+	var out []string
+	for _, g := range yamlItems(yamlGet(vpc, "SecurityGroupIds")) {
+		if sg, ok := yamlRef(g); ok {
+			out = append(out, sg)
+		}
+	}
+	if yamlGet(vpc, "SubnetIds") == nil {
+		t.Errorf("%s: VpcConfig without SubnetIds", id)
+	}
+	return out
+}
+
+func yamlGet(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func yamlDelete(n *yaml.Node, key string) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			n.Content = append(n.Content[:i], n.Content[i+2:]...)
+			return
+		}
+	}
+}
+
+func yamlScalar(n *yaml.Node) string {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// yamlScalars are the plain values of a yamlScalar or a sequence of yamlScalars.
+func yamlScalars(n *yaml.Node) []string {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		return []string{n.Value}
+	}
+	var out []string
+	for _, c := range n.Content {
+		if c.Kind == yaml.ScalarNode && c.Tag != "!Ref" && c.Tag != "!Sub" && c.Tag != "!GetAtt" {
+			out = append(out, c.Value)
+		}
+	}
+	return out
+}
+
+// yamlItems are a sequence's items, and the items of each branch of an
+// !If item (SAM allows conditional policies).
+func yamlItems(n *yaml.Node) []*yaml.Node {
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	var out []*yaml.Node
+	for _, c := range n.Content {
+		if c.Tag == "!If" && c.Kind == yaml.SequenceNode && len(c.Content) == 3 {
+			out = append(out, c.Content[1], c.Content[2])
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// yamlRef is the logical ID a !Ref, !GetAtt, Ref or Fn::GetAtt names.
+func yamlRef(n *yaml.Node) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
+		return n.Value, true
+	case n.Kind == yaml.ScalarNode && n.Tag == "!GetAtt":
+		id, _, _ := strings.Cut(n.Value, ".")
+		return id, true
+	case n.Kind == yaml.SequenceNode && n.Tag == "!GetAtt" && len(n.Content) > 0:
+		return n.Content[0].Value, true
+	case n.Kind == yaml.MappingNode:
+		if r := yamlGet(n, "Ref"); r != nil {
+			return r.Value, true
+		}
+		if g := yamlGet(n, "Fn::GetAtt"); g != nil {
+			if g.Kind == yaml.SequenceNode && len(g.Content) > 0 {
+				return g.Content[0].Value, true
+			}
+			id, _, _ := strings.Cut(g.Value, ".")
+			return id, true
+		}
+	}
+	return "", false
+}
+
+func yamlString(n *yaml.Node) string {
+	if n == nil {
+		return "<missing>"
+	}
+	out, err := yaml.Marshal(n)
+	if err != nil {
+		return "<unprintable>"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func tplMetadata(m map[string]any, key string) string {
+	s, _ := m[key].(string)
+	return s
+}
+
+// --- helpers over the rest of the repository
+
+// tplMakeTargets are the build-* targets of the Makefile and mk/*.mk.
+func tplMakeTargets(t *testing.T) map[string]bool {
+	t.Helper()
+	files, _ := filepath.Glob("../mk/*.mk")
+	files = append(files, "../Makefile")
+	targets := map[string]bool{}
+	rule := regexp.MustCompile(`^([^\t#=:][^=:]*):([^=]|$)`)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("read %s: %v", f, err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			m := rule.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			for _, name := range strings.Fields(m[1]) {
+				if strings.HasPrefix(name, "build-") {
+					targets[name] = true
+				}
+			}
+		}
+	}
+	return targets
+}
+
+// tplStageVariables are SPEC's stage variables and every "rateLimit*"
+// string the functions' code holds.
+func tplStageVariables(t *testing.T) []string {
+	t.Helper()
+	names := map[string]bool{}
+	for _, n := range tplSpecStageVars {
+		names[n] = true
+	}
+	literal := regexp.MustCompile(`"(rateLimit[A-Z][A-Za-z]*)"`)
+	for _, dir := range []string{"../internal", "../functions", "../pkg"} {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Errorf("read %s: %v", path, err)
+				return nil
+			}
+			for _, m := range literal.FindAllSubmatch(raw, -1) {
+				names[string(m[1])] = true
+			}
+			return nil
+		})
+	}
+	return tplSortedKeys(names)
+}
+
+func tplSortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func tplDeref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func tplFirst(values ...string) string {
+	i := slices.IndexFunc(values, func(s string) bool { return s != "" })
+	if i < 0 {
+		return ""
+	}
+	return values[i]
+}
