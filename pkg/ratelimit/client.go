@@ -15,6 +15,18 @@ import (
 // REDIS_TIMEOUT is unset.
 const DefaultTimeout = 100 * time.Millisecond
 
+// connMaxIdleTime retires a pooled connection idle for longer, before it is
+// used rather than after it fails. It stays below the 350 s after which AWS
+// network paths (NAT gateways, Lambda's VPC interfaces) silently forget an
+// idle TCP flow: a connection written into a forgotten flow gets no answer
+// and no error until the budget runs out. Connections the server closed are
+// caught anyway by go-redis's health check on every pool Get.
+const connMaxIdleTime = 4 * time.Minute
+
+// clusterStateReloadInterval bounds how stale a cluster client's slot map
+// may grow while no command fails (go-redis's default is a minute).
+const clusterStateReloadInterval = 10 * time.Second
+
 // ClientConfig says how to reach Redis.
 type ClientConfig struct {
 	// URL is a redis:// or rediss:// (TLS) URL. For a cluster, more seed
@@ -91,6 +103,11 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		opt.Protocol = 2
 		opt.DisableIdentity = true
 		opt.MaintNotificationsConfig = noMaint
+		opt.ConnMaxIdleTime = connMaxIdleTime
+		// A safety net only: the Gate asks for a reload on every failed
+		// decision, since go-redis reloads the slot map on MOVED and ASK
+		// but not when a node stops answering.
+		opt.ClusterStateReloadInterval = clusterStateReloadInterval
 		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(cfg.URL)
@@ -110,6 +127,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	opt.Protocol = 2
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = noMaint
+	opt.ConnMaxIdleTime = connMaxIdleTime
 	return redis.NewClient(opt), nil
 }
 

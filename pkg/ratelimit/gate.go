@@ -3,16 +3,21 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Default failure-policy settings.
 const (
 	DefaultFallbackInstances  = 10
 	DefaultFallbackMaxEntries = 50_000
+	DefaultDenyCacheEntries   = 10_000
 )
 
-// GateOptions configure a Gate.
+// GateOptions configure a Gate. The zero value is ready for production.
 type GateOptions struct {
 	// FallbackInstances divides every limit for the local fallback: the
 	// expected number of warm instances, each keeping its own
@@ -21,19 +26,48 @@ type GateOptions struct {
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
 	// pairs. DefaultFallbackMaxEntries when zero.
 	FallbackMaxEntries int
-	// Now is the process clock of the fallback; time.Now when nil.
+	// Now is the process clock of the fallback and the deny cache. When nil
+	// it is the Limiter's Options.Now if that is set (so that tests stepping
+	// the limiter's clock step the whole gate), else time.Now.
 	Now func() time.Time
+	// Timeout bounds one decision, every Redis round trip included: the
+	// REDIS_TIMEOUT budget. When zero, the Limiter's Options.Timeout, or
+	// DefaultTimeout if that is zero too.
+	Timeout time.Duration
+	// Breaker configures the circuit breaker around Redis.
+	Breaker BreakerOptions
+	// DenyCacheDisabled turns the deny cache off: every request then costs
+	// a Redis call, even from a caller already denied.
+	DenyCacheDisabled bool
+	// DenyCacheMaxEntries bounds the deny cache, in remembered denials.
+	// DefaultDenyCacheEntries when zero.
+	DenyCacheMaxEntries int
 }
 
-// Gate applies slidegate's failure policy around a Limiter. When Redis
-// decides, its answer stands. When it cannot (ErrUnavailable), a fail-open
-// request is decided by an in-memory fallback limit, per process, with
-// each limit divided by the expected number of instances, and the result
-// is marked Degraded; a fail-closed request gets the error, never an
-// allowance Redis did not give.
+// Gate applies slidegate's failure policy around a Limiter.
+//
+// When Redis decides, its answer stands. When it cannot (ErrUnavailable:
+// refused, reset, too slow, or the circuit breaker is open), a fail-open
+// request is decided by an in-memory fallback limit, per process, with each
+// limit divided by the expected number of instances, and the result is
+// marked Degraded; a fail-closed request gets the error, never an allowance
+// Redis did not give.
+//
+// A caller Redis denied until T is denied again from memory, without a Redis
+// call, until T measured on the local clock from the moment the denied
+// request was sent: never later than Redis itself would admit it.
+//
+// One decision takes at most the timeout (REDIS_TIMEOUT) plus the time to
+// notice it has passed; while the breaker is open it takes no Redis time at
+// all. A Gate is safe for concurrent use.
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
+	breaker  *redisBreaker
+	denied   *denyCache // nil when disabled
+	timeout  time.Duration
+	now      func() time.Time
+	stats    gateCounters
 }
 
 // NewGate wraps limiter in the failure policy.
@@ -47,10 +81,34 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 		entries = DefaultFallbackMaxEntries
 	}
 	now := opts.Now
+	if now == nil && limiter != nil && limiter.now != nil {
+		now = limiter.now
+	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Gate{limiter: limiter, fallback: newFallbackLimiter(instances, entries, now)}
+	timeout := opts.Timeout
+	if timeout <= 0 && limiter != nil {
+		timeout = limiter.timeout
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	g := &Gate{
+		limiter:  limiter,
+		fallback: newFallbackLimiter(instances, entries, now),
+		breaker:  newRedisBreaker(opts.Breaker),
+		timeout:  timeout,
+		now:      now,
+	}
+	if !opts.DenyCacheDisabled {
+		size := opts.DenyCacheMaxEntries
+		if size <= 0 {
+			size = DefaultDenyCacheEntries
+		}
+		g.denied = newDenyCache(size)
+	}
+	return g
 }
 
 // Limiter returns the wrapped limiter.
@@ -61,19 +119,113 @@ func (g *Gate) Limiter() *Limiter { return g.limiter }
 // Errors are ErrInvalid (bad arguments, never retried) or, for a
 // fail-closed request only, ErrUnavailable.
 func (g *Gate) Decide(ctx context.Context, cost int64, failClosed bool, checks ...Check) (Result, error) {
-	res, err := g.limiter.Decide(ctx, cost, checks...)
-	if err == nil || errors.Is(err, ErrInvalid) || failClosed {
+	g.stats.decisions.Add(1)
+	res, err := g.decideOnRedis(ctx, cost, true, checks)
+	if err == nil || errors.Is(err, ErrInvalid) {
 		return res, err
 	}
+	if failClosed {
+		g.stats.rejected.Add(1)
+		return Result{}, err
+	}
+	g.stats.degraded.Add(1)
 	return g.fallback.decide(cost, true, checks), nil
 }
 
 // Peek is Limiter.Peek under the failure policy: when Redis cannot answer,
-// the fallback's view is returned, marked Degraded.
+// the fallback's view is returned, marked Degraded. A caller still denied
+// from memory is shown that denial.
 func (g *Gate) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
-	res, err := g.limiter.Peek(ctx, cost, checks...)
+	g.stats.decisions.Add(1)
+	res, err := g.decideOnRedis(ctx, cost, false, checks)
 	if err == nil || errors.Is(err, ErrInvalid) {
 		return res, err
 	}
+	g.stats.degraded.Add(1)
 	return g.fallback.decide(cost, false, checks), nil
+}
+
+// decideOnRedis answers from the deny cache when it can, and otherwise asks
+// Redis through the breaker, within the budget.
+func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
+	if err := validate(cost, checks); err != nil {
+		return Result{}, err
+	}
+	var key denyKey
+	if g.denied != nil {
+		key = newDenyKey(cost, checks)
+		if res, ok := g.denied.lookup(key, g.now()); ok {
+			g.stats.denyCacheHits.Add(1)
+			return res, nil
+		}
+	}
+	done, ok := g.breaker.allow()
+	if !ok {
+		g.stats.breakerSkips.Add(1)
+		return Result{}, fmt.Errorf("%w: circuit breaker open after repeated Redis failures", ErrUnavailable)
+	}
+	budget, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	sent := g.now()
+	g.stats.redisCalls.Add(1)
+	res, err := g.limiter.decide(budget, cost, spend, checks)
+	done(err, ctx)
+	if err != nil {
+		if errors.Is(err, ErrUnavailable) {
+			g.reloadClusterMap()
+		}
+		return Result{}, err
+	}
+	if g.denied != nil && !res.Allowed {
+		g.denied.remember(key, sent, res)
+	}
+	return res, nil
+}
+
+// reloadClusterMap asks a cluster client to refresh its slot map in the
+// background. go-redis refreshes it on MOVED and ASK but not on connection
+// errors: after a master dies, its slots would otherwise keep being sent to
+// the dead address until the periodic reload, long after a replica took
+// over. Reloads are coalesced and rate-limited by go-redis.
+func (g *Gate) reloadClusterMap() {
+	if cluster, ok := g.limiter.client.(*redis.ClusterClient); ok {
+		cluster.ReloadState(context.Background())
+	}
+}
+
+// GateStats are running totals of a Gate's decisions since it was built.
+type GateStats struct {
+	// Decisions counts calls of Decide and Peek.
+	Decisions uint64
+	// RedisCalls counts decisions that were sent to Redis (one decision may
+	// take more than one round trip).
+	RedisCalls uint64
+	// Degraded counts decisions made by the local fallback.
+	Degraded uint64
+	// Rejected counts fail-closed decisions answered with ErrUnavailable.
+	Rejected uint64
+	// DenyCacheHits counts decisions answered from the deny cache.
+	DenyCacheHits uint64
+	// BreakerSkips counts decisions that did not call Redis because the
+	// circuit breaker was open.
+	BreakerSkips uint64
+	// BreakerState is "closed", "half-open" or "open".
+	BreakerState string
+}
+
+type gateCounters struct {
+	decisions, redisCalls, degraded, rejected, denyCacheHits, breakerSkips atomic.Uint64
+}
+
+// Stats returns the gate's counters, for metrics and tests.
+func (g *Gate) Stats() GateStats {
+	return GateStats{
+		Decisions:     g.stats.decisions.Load(),
+		RedisCalls:    g.stats.redisCalls.Load(),
+		Degraded:      g.stats.degraded.Load(),
+		Rejected:      g.stats.rejected.Load(),
+		DenyCacheHits: g.stats.denyCacheHits.Load(),
+		BreakerSkips:  g.stats.breakerSkips.Load(),
+		BreakerState:  g.breaker.state(),
+	}
 }

@@ -3,9 +3,12 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/redistest"
 )
 
 // refusedClient returns a client for a loopback port nothing listens on:
@@ -77,5 +80,232 @@ func TestFallbackStaysBounded(t *testing.T) {
 	}
 	if len(f.buckets) > 100 {
 		t.Fatalf("fallback holds %d entries, bound 100", len(f.buckets))
+	}
+}
+
+// liveLimiter is a limiter on a real redis-server whose script clock is
+// clock, so tests can stand exactly at the edges of a denial.
+func liveLimiter(t *testing.T, server *redistest.Server, prefix string, clock *time.Time) *Limiter {
+	t.Helper()
+	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	l, err := NewLimiter(client, Options{KeyPrefix: prefix, Now: func() time.Time { return *clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
+	server := redistest.StartServer(t)
+	ctx := context.Background()
+	for _, alg := range Algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+			gate := NewGate(liveLimiter(t, server, "deny-"+string(alg), &clock), GateOptions{})
+			check := Check{Identity: "203.0.113.9", Limit: Limit{Name: "user", Count: 3, Window: time.Minute, Algorithm: alg}}
+			var denial Result
+			for {
+				res, err := gate.Decide(ctx, 1, false, check)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Allowed {
+					denial = res
+					break
+				}
+			}
+			wait := denial.RetryAfter()
+			calls := gate.Stats().RedisCalls
+
+			clock = clock.Add(wait - time.Microsecond)
+			res, err := gate.Decide(ctx, 1, false, check)
+			if err != nil || res.Allowed {
+				t.Fatalf("1µs before Retry-After: allowed=%v err=%v, want a denial", res.Allowed, err)
+			}
+			if got := gate.Stats().RedisCalls; got != calls {
+				t.Fatalf("denial within Retry-After cost %d Redis calls, want 0", got-calls)
+			}
+			if got := res.RetryAfter(); got != time.Microsecond {
+				t.Fatalf("cached denial says retry after %v, want the 1µs left", got)
+			}
+
+			// Another identity is asked of Redis.
+			other := check
+			other.Identity = "203.0.113.10"
+			if res, _ := gate.Decide(ctx, 1, false, other); !res.Allowed {
+				t.Fatal("another identity was denied from the cache")
+			}
+
+			clock = clock.Add(time.Microsecond)
+			res, err = gate.Decide(ctx, 1, false, check)
+			if err != nil || !res.Allowed {
+				t.Fatalf("at Retry-After: allowed=%v err=%v, want Redis to admit it", res.Allowed, err)
+			}
+		})
+	}
+}
+
+func TestDenyCacheCanBeTurnedOff(t *testing.T) {
+	server := redistest.StartServer(t)
+	clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	gate := NewGate(liveLimiter(t, server, "nodeny", &clock), GateOptions{DenyCacheDisabled: true})
+	check := Check{Identity: "203.0.113.9", Limit: Limit{Name: "user", Count: 1, Window: time.Minute}}
+	for range 5 {
+		if _, err := gate.Decide(context.Background(), 1, false, check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := gate.Stats(); s.RedisCalls != 5 || s.DenyCacheHits != 0 {
+		t.Fatalf("with the deny cache off: %+v, want 5 Redis calls and no hits", s)
+	}
+}
+
+func TestDenyCacheAnchorsOnTheLocalSendTime(t *testing.T) {
+	// The Redis clock is an hour off: the cache must not care.
+	sent := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	denial := Result{Decisions: []Decision{{
+		Limit: Limit{Name: "a", Count: 1, Window: time.Minute}, RetryAfter: 10 * time.Second, At: sent.Add(time.Hour),
+	}}}
+	cases := []struct {
+		name    string
+		at      time.Duration
+		cached  bool
+		waitFor time.Duration
+	}{
+		{"right after", 0, true, 10 * time.Second},
+		{"half way", 5 * time.Second, true, 5 * time.Second},
+		{"last microsecond", 10*time.Second - time.Microsecond, true, time.Microsecond},
+		{"at T", 10 * time.Second, false, 0},
+		{"after T", time.Hour, false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDenyCache(10)
+			k := newDenyKey(1, []Check{{Identity: "x", Limit: denial.Decisions[0].Limit}})
+			c.remember(k, sent, denial)
+			res, ok := c.lookup(k, sent.Add(tc.at))
+			if ok != tc.cached {
+				t.Fatalf("cached = %v, want %v", ok, tc.cached)
+			}
+			if ok && res.RetryAfter() != tc.waitFor {
+				t.Fatalf("RetryAfter = %v, want %v", res.RetryAfter(), tc.waitFor)
+			}
+		})
+	}
+}
+
+func TestDenyCacheStaysBounded(t *testing.T) {
+	c := newDenyCache(100)
+	now := time.Now()
+	for i := range 10000 {
+		k := newDenyKey(1, []Check{{Identity: string(rune(i)) + "x", Limit: Limit{Name: "a", Count: 1, Window: time.Hour}}})
+		c.remember(k, now, Result{Decisions: []Decision{{RetryAfter: time.Hour}}})
+	}
+	if n := c.len(); n > 100 {
+		t.Fatalf("deny cache holds %d entries, bound 100", n)
+	}
+}
+
+func TestDenyCacheKeysDistinguishEveryField(t *testing.T) {
+	base := Check{Identity: "a", Limit: Limit{Name: "n", Count: 5, Window: time.Minute}}
+	variants := map[string]func(c *Check){
+		"identity":  func(c *Check) { c.Identity = "b" },
+		"name":      func(c *Check) { c.Limit.Name = "m" },
+		"count":     func(c *Check) { c.Limit.Count = 6 },
+		"window":    func(c *Check) { c.Limit.Window = time.Hour },
+		"algorithm": func(c *Check) { c.Limit.Algorithm = TokenBucket },
+		// Length-prefixed fields: moving bytes between fields is a
+		// different key.
+		"boundary": func(c *Check) { c.Identity, c.Limit.Name = "an", "" },
+	}
+	k := newDenyKey(1, []Check{base})
+	if newDenyKey(2, []Check{base}) == k {
+		t.Error("cost does not change the key")
+	}
+	if newDenyKey(1, []Check{{Identity: "a", Limit: Limit{Name: "n", Count: 5, Window: time.Minute, Algorithm: SlidingWindow}}}) != k {
+		t.Error("the default algorithm spelled out changes the key")
+	}
+	for name, change := range variants {
+		c := base
+		change(&c)
+		if newDenyKey(1, []Check{c}) == k {
+			t.Errorf("changing the %s does not change the key", name)
+		}
+	}
+}
+
+func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
+	server := redistest.StartServer(t)
+	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	l, err := NewLimiter(client, Options{KeyPrefix: "breaker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := NewGate(l, GateOptions{Breaker: BreakerOptions{Failures: 3, Cooldown: 300 * time.Millisecond}})
+	check := Check{Identity: "198.51.100.1", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
+	ctx := context.Background()
+
+	server.Stop()
+	for range 10 {
+		if _, err := gate.Decide(ctx, 1, false, check); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := gate.Stats()
+	if s.BreakerState != "open" || s.RedisCalls != 3 || s.BreakerSkips != 7 {
+		t.Fatalf("after 10 decisions with Redis down: %+v, want open after 3 Redis calls", s)
+	}
+	if _, err := gate.Decide(ctx, 1, true, check); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("fail-closed with the breaker open: err = %v, want ErrUnavailable", err)
+	}
+
+	server.Restart(t)
+	time.Sleep(350 * time.Millisecond) // the cool-down
+	res, err := gate.Decide(ctx, 1, false, check)
+	if err != nil || res.Degraded {
+		t.Fatalf("probe after the cool-down: degraded=%v err=%v", res.Degraded, err)
+	}
+	if s := gate.Stats(); s.BreakerState != "closed" {
+		t.Fatalf("breaker is %s after a successful probe, want closed", s.BreakerState)
+	}
+}
+
+func TestBreakerIgnoresOneDeadShardAmongHealthyOnes(t *testing.T) {
+	// A warm instance on a cluster with one master of three down: a third
+	// of the decisions fail, often several in a row. (A cold instance whose
+	// first five decisions all fail does open, for one cool-down.)
+	b := newRedisBreaker(BreakerOptions{Failures: 5, Cooldown: time.Minute})
+	ctx := context.Background()
+	failure := fmt.Errorf("%w: connection refused", ErrUnavailable)
+	for range 10 { // a warm instance
+		done, _ := b.allow()
+		done(nil, ctx)
+	}
+	for range 20 {
+		for _, err := range []error{failure, failure, failure, failure, failure, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil} {
+			done, ok := b.allow()
+			if !ok {
+				t.Fatal("breaker opened while two thirds of decisions succeed")
+			}
+			done(err, ctx)
+		}
+	}
+	// A caller giving up is not Redis's fault.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 10 {
+		done, _ := b.allow()
+		done(context.Canceled, gone)
+	}
+	if b.state() != "closed" {
+		t.Fatalf("breaker %s after callers cancelled, want closed", b.state())
 	}
 }

@@ -43,10 +43,10 @@ type Check struct {
 type Limiter struct {
 	client   redis.UniversalClient
 	argCache limitArgCache
-	keys    keyspace
-	scripts scriptSet
-	timeout time.Duration
-	now     func() time.Time
+	keys     keyspace
+	scripts  scriptSet
+	timeout  time.Duration
+	now      func() time.Time
 }
 
 // NewLimiter returns a Limiter deciding on client. It does not contact

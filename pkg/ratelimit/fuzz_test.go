@@ -1,0 +1,133 @@
+package ratelimit
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Fuzzers of everything in this package that parses or carries outside
+// input. Seed corpora live in testdata/fuzz/<FuzzName>; `go test` runs the
+// seeds, `go test -fuzz=FuzzX -fuzztime=1m ./pkg/ratelimit/` explores.
+
+// FuzzParseRate: any string either parses into a limit that validates and
+// renders back to the same limit, or is rejected with an error that quotes
+// at most a bounded part of it. It never panics.
+func FuzzParseRate(f *testing.F) {
+	for _, s := range []string{"30/1m", "5/10s", "10000/1h", "100/m", " 7 / 250ms ", "0/1s", "1/0s", "-1/1m", "1/1ns", "1e3/1m", "9999999999999999999/1s", "1/9223372036854775807ns", "/", "30", "30/1m/1m"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		count, window, err := ParseRate(s)
+		if err != nil {
+			if len(err.Error()) > 400 {
+				t.Fatalf("error message of %d bytes for a %d-byte input", len(err.Error()), len(s))
+			}
+			return
+		}
+		l := Limit{Name: "fuzz", Count: count, Window: window}
+		if verr := l.Validate(); verr != nil {
+			t.Fatalf("ParseRate(%q) = %d/%v, which does not validate: %v", s, count, window, verr)
+		}
+		c2, w2, err := ParseRate(l.String())
+		if err != nil || c2 != count || w2 != window {
+			t.Fatalf("ParseRate(%q) = %d/%v renders as %q, which parses to %d/%v (%v)", s, count, window, l.String(), c2, w2, err)
+		}
+	})
+}
+
+// FuzzParseAlgorithm: only the five names (and the empty default) parse.
+func FuzzParseAlgorithm(f *testing.F) {
+	for _, s := range []string{"", "sliding-window", "sliding-log", "token-bucket", "leaky-bucket", "fixed-window", "SLIDING-WINDOW", "sliding-window ", "gcra"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		a, err := ParseAlgorithm(s)
+		if err != nil {
+			return
+		}
+		known := s == "" && a == SlidingWindow
+		for _, k := range Algorithms {
+			known = known || (a == k && string(k) == s)
+		}
+		if !known {
+			t.Fatalf("ParseAlgorithm(%q) = %q, not one of the algorithms", s, a)
+		}
+	})
+}
+
+// FuzzHeaders: whatever a limit's name and a decision's numbers hold,
+// SetHeaders never panics and never writes a header value that could split
+// a header or a response: no CR, LF or NUL, printable ASCII only.
+func FuzzHeaders(f *testing.F) {
+	f.Add("anonymous", int64(30), int64(60_000), int64(12), int64(41_000_000), int64(0), false)
+	f.Add("x\r\nSet-Cookie: a=b", int64(1), int64(1), int64(0), int64(0), int64(1), false)
+	f.Add("\"quoted\\\"", int64(-5), int64(-1), int64(-9), int64(-1), int64(-1), true)
+	f.Add("ünïcødé\x00\x7f", int64(1<<62), int64(1<<62), int64(1<<62), int64(1<<62), int64(1<<62), false)
+	f.Fuzz(func(t *testing.T, name string, count, windowMicros, remaining, resetMicros, retryMicros int64, allowed bool) {
+		d := Decision{
+			Limit:      Limit{Name: name, Count: count, Window: time.Duration(windowMicros) * time.Microsecond},
+			Allowed:    allowed,
+			Remaining:  remaining,
+			ResetAfter: time.Duration(resetMicros) * time.Microsecond,
+			RetryAfter: time.Duration(retryMicros) * time.Microsecond,
+			At:         time.UnixMicro(windowMicros ^ resetMicros),
+		}
+		h := http.Header{}
+		SetHeaders(h, d)
+		for key, values := range h {
+			for _, v := range values {
+				for i := 0; i < len(v); i++ {
+					if c := v[i]; c < 0x20 || c > 0x7e {
+						t.Fatalf("header %s carries byte %#x: %q", key, c, v)
+					}
+				}
+			}
+		}
+		if !allowed {
+			if ra := h.Get(HeaderRetryAfter); ra == "" || strings.HasPrefix(ra, "-") || ra == "0" {
+				t.Fatalf("denial with Retry-After %q, want at least 1", ra)
+			}
+		}
+		body := TooManyRequestsBody(retryMicros)
+		if strings.ContainsAny(string(body), "\r\n") {
+			t.Fatalf("429 body has a line break: %q", body)
+		}
+	})
+}
+
+// FuzzKeys: whatever the identity and the policy name, a key has exactly
+// one hash tag, which is the identity's fixed-size hash: no caller can
+// choose or split its slot, and two identities never share a tag by
+// construction of the input.
+func FuzzKeys(f *testing.F) {
+	for _, s := range [][2]string{
+		{"203.0.113.7", "anonymous"},
+		{"{evil}", "{x}"},
+		{"}{", "}}{{"},
+		{"", ""},
+		{"user\x00id", "name with spaces"},
+		{strings.Repeat("{", 300), strings.Repeat("}", 300)},
+	} {
+		f.Add(s[0], s[1])
+	}
+	ks := keyspace{prefix: DefaultKeyPrefix}
+	f.Fuzz(func(t *testing.T, identity, name string) {
+		tag := ks.identityTag(identity)
+		if len(tag) != 22 || strings.ContainsAny(tag, "{}") {
+			t.Fatalf("identity %q has tag %q, want 22 characters without braces", identity, tag)
+		}
+		key := ks.key(tag, Limit{Name: name, Count: 10, Window: time.Minute})
+		if strings.Count(key, "{") != 1 || strings.Count(key, "}") != 1 {
+			t.Fatalf("key %q has more than one brace pair", key)
+		}
+		open, end := strings.Index(key, "{"), strings.Index(key, "}")
+		if end < open || key[open+1:end] != tag {
+			t.Fatalf("key %q: hash tag is not the identity's %q", key, tag)
+		}
+		if strings.ContainsAny(key, " \r\n\t\x00") {
+			t.Fatalf("key %q contains whitespace or NUL", key)
+		}
+	})
+}

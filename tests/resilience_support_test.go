@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/faultproxy"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// decisionBudget is REDIS_TIMEOUT in the resilience tests: the production default.
+const decisionBudget = ratelimit.DefaultTimeout
+
+// budgetSlack is how far past the budget a decision may run before a test
+// fails. SPEC promises "a few milliseconds"; the tests allow far more so
+// that a noisy shared machine does not make them flaky, and log the
+// measured worst case instead (the benchmarks hold the real figure).
+const budgetSlack = 250 * time.Millisecond
+
+// startProxy puts a fault-injection proxy in front of addr for the test.
+func startProxy(t testing.TB, addr string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.Start(addr)
+	if err != nil {
+		t.Fatalf("start fault proxy: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// setMode switches the proxy's mode or fails the test.
+func setMode(t testing.TB, p *faultproxy.Proxy, m faultproxy.Mode) {
+	t.Helper()
+	if err := p.SetMode(m); err != nil {
+		t.Fatalf("proxy mode %s: %v", m, err)
+	}
+}
+
+// productionClient builds the client the functions build (NewClient with
+// the given budget) for url, closed when t ends.
+func productionClient(t testing.TB, url string, cluster bool) redis.UniversalClient {
+	t.Helper()
+	return clientWithBudget(t, url, cluster, decisionBudget)
+}
+
+// clientWithBudget is productionClient with another budget, for tests whose
+// subject is not time and that must not fail because a loaded machine
+// stalled a decision past 100 ms.
+func clientWithBudget(t testing.TB, url string, cluster bool, budget time.Duration) redis.UniversalClient {
+	t.Helper()
+	c, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: url, Cluster: cluster, Timeout: budget})
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// productionGate builds a limiter (scripts not preloaded: a cold start) and
+// a Gate on client. The budget is opts.Timeout, DefaultTimeout when zero.
+func productionGate(t testing.TB, client redis.UniversalClient, prefix string, opts ratelimit.GateOptions) *ratelimit.Gate {
+	t.Helper()
+	l, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: prefix, Timeout: opts.Timeout})
+	if err != nil {
+		t.Fatalf("new limiter: %v", err)
+	}
+	return ratelimit.NewGate(l, opts)
+}
+
+// decisionLog records what callers saw during a run of decisions.
+type decisionLog struct {
+	mu       sync.Mutex
+	count    int
+	allowed  int
+	degraded int
+	errs     []error
+	slowest  time.Duration
+	firstDeg time.Time
+	lastDeg  time.Time
+}
+
+// decide runs one decision through gate, timing it, and records the answer.
+func (l *decisionLog) decide(gate *ratelimit.Gate, failClosed bool, checks ...ratelimit.Check) (ratelimit.Result, error) {
+	start := time.Now()
+	res, err := gate.Decide(context.Background(), 1, failClosed, checks...)
+	took := time.Since(start)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	l.slowest = max(l.slowest, took)
+	switch {
+	case err != nil:
+		l.errs = append(l.errs, err)
+	case res.Degraded:
+		l.degraded++
+		if l.firstDeg.IsZero() {
+			l.firstDeg = start
+		}
+		l.lastDeg = start.Add(took)
+	}
+	if err == nil && res.Allowed {
+		l.allowed++
+	}
+	return res, err
+}
+
+// degradedFor is how long decisions were degraded, first to last.
+func (l *decisionLog) degradedFor() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.firstDeg.IsZero() {
+		return 0
+	}
+	return l.lastDeg.Sub(l.firstDeg)
+}
+
+// checkWithinBudget fails t if a decision ran well past the budget.
+func (l *decisionLog) checkWithinBudget(t testing.TB, what string) {
+	t.Helper()
+	t.Logf("%s: %d decisions, slowest %v (budget %v)", what, l.count, l.slowest.Round(time.Microsecond), decisionBudget)
+	if l.slowest > decisionBudget+budgetSlack {
+		t.Errorf("%s: slowest decision took %v, budget is %v", what, l.slowest, decisionBudget)
+	}
+}
+
+// waitShared decides on gate until a decision is made on Redis again (not
+// degraded), for at most limit, and returns how long that took.
+func waitShared(t testing.TB, gate *ratelimit.Gate, check ratelimit.Check, limit time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		res, err := gate.Decide(context.Background(), 1, false, check)
+		if err != nil {
+			t.Fatalf("fail-open decision returned an error while recovering: %v", err)
+		}
+		if !res.Degraded {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("decisions still degraded %v after Redis returned (stats %+v)", limit, gate.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// isUnavailable reports whether err is the fail-closed answer.
+func isUnavailable(err error) bool { return errors.Is(err, ratelimit.ErrUnavailable) }
