@@ -82,10 +82,16 @@ func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
 // (NOSCRIPT: cache flushed, failover to a node that never saw it, restart),
 // it falls back to EVAL, which runs the script and caches it again, so the
 // caller never sees the error.
-func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, args []any) ([]any, error) {
-	res, err := c.EvalSha(ctx, sc.sha, keys, args...).Result()
+//
+// Neither command is ever retried after a network error: a script whose
+// reply was lost may already have spent, and running it again would charge
+// the caller twice. (go-redis's cluster client retries EOFs and timeouts on
+// its own whatever MaxRetries says; noRetryCmd opts out, while MOVED and ASK
+// redirections, which are safe, are still followed.)
+func (sc *script) run(ctx context.Context, c redis.UniversalClient, keys []string, args []any) ([]any, error) {
+	res, err := sc.call(ctx, c, "evalsha", sc.sha, keys, args)
 	if err != nil && isNoScript(err) {
-		res, err = c.Eval(ctx, sc.src, keys, args...).Result()
+		res, err = sc.call(ctx, c, "eval", sc.src, keys, args)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("run script %s: %w", sc.name, err)
@@ -96,6 +102,25 @@ func (sc *script) run(ctx context.Context, c redis.Scripter, keys []string, args
 	}
 	return vals, nil
 }
+
+func (sc *script) call(ctx context.Context, c redis.UniversalClient, verb, body string, keys []string, args []any) (any, error) {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, verb, body, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	// Process's own error is the command's error, read below.
+	_ = c.Process(ctx, noRetryCmd{cmd})
+	return cmd.Result()
+}
+
+// noRetryCmd marks a command as never to be retried by go-redis.
+type noRetryCmd struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to resend the command after a network error.
+func (noRetryCmd) NoRetry() bool { return true }
 
 func isNoScript(err error) bool {
 	var rerr redis.Error
