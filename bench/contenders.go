@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/ulule/limiter/v3"
+	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
+)
+
+//go:embed lua/*.lua
+var baselineLua embed.FS
+
+// limitSpec is the budget every contender enforces in one measurement.
+type limitSpec struct {
+	Count  int64
+	Window time.Duration
+}
+
+// decider makes one decision of cost 1 for identity.
+type decider func(ctx context.Context, identity string) (bool, error)
+
+// Time control: how a contender learns the time, which decides how
+// precisely the attacks and the replay can place its requests.
+const (
+	clockInjected = "injected (Options.Now / ARGV)"
+	clockClient   = "client timestamp (ARGV)"
+	clockRedis    = "Redis TIME (not controllable)"
+	clockTTL      = "key TTL in Redis (not controllable)"
+	clockNone     = "-"
+)
+
+// contender is one rate limiter (or ceiling) under test.
+type contender struct {
+	Name  string
+	Group string // slidegate, stretch, peer, baseline, ceiling
+	Clock string
+	// build returns a decider for lim. now is the virtual clock for
+	// contenders whose time can be controlled, nil for real time.
+	build func(now func() time.Time, lim limitSpec) (decider, error)
+	// replay, when set, queues one decision at an explicit time on a
+	// pipeline: the accuracy trace and the memory fill go through it.
+	replay func(ctx context.Context, pipe redis.Pipeliner, identity string, lim limitSpec, nowUs int64) *redis.Cmd
+	// keyOf is the key (or key prefix) the contender keeps for identity.
+	keyOf func(identity string, lim limitSpec) string
+	// Virtual reports whether build honours the virtual clock.
+	Virtual bool
+	// buildGate, for slidegate's algorithms, decides through a
+	// ratelimit.Gate (deny cache on unless denyCacheOff).
+	buildGate func(now func() time.Time, lim limitSpec, denyCacheOff bool) (decider, error)
+}
+
+// identityTag hashes an identity the way pkg/ratelimit does (SHA-256, 128
+// bits, unpadded base64url), so that every contender's keys carry a tag of
+// the same length and no raw identity reaches Redis.
+func identityTag(identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// slidegateKey is the key pkg/ratelimit builds for the limit named "bench"
+// (see pkg/ratelimit/keys.go); the replay uses it so that the memory figures
+// are those of real keys.
+func slidegateKey(code, identity string, lim limitSpec) string {
+	return "rl:{" + identityTag(identity) + "}:" + code + ":bench:" +
+		strconv.FormatInt(lim.Count, 10) + ":" + strconv.FormatInt(lim.Window.Milliseconds(), 10)
+}
+
+func isAllowedReply(v any) bool {
+	switch r := v.(type) {
+	case []any:
+		return len(r) > 0 && r[0] == int64(1)
+	case int64:
+		return r == 1
+	}
+	return false
+}
+
+// loadContenders builds every contender on client. luaDir is
+// pkg/ratelimit/lua of the checkout, where the stretch algorithm's script
+// is read from.
+func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([]*contender, error) {
+	var out []*contender
+
+	algos := []struct {
+		alg  ratelimit.Algorithm
+		code string
+		file string
+	}{
+		{ratelimit.SlidingWindow, "sw", "sliding_window.lua"},
+		{ratelimit.SlidingLog, "sl", "sliding_log.lua"},
+		{ratelimit.TokenBucket, "tb", "gcra.lua"},
+		{ratelimit.LeakyBucket, "lb", "gcra.lua"},
+		{ratelimit.FixedWindow, "fw", "fixed_window.lua"},
+	}
+	for _, a := range algos {
+		src, err := os.ReadFile(filepath.Join(luaDir, a.file))
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", a.file, err)
+		}
+		sc := redis.NewScript(string(src))
+		if err := sc.Load(ctx, client).Err(); err != nil {
+			return nil, fmt.Errorf("load %s: %w", a.file, err)
+		}
+		alg, code := a.alg, a.code
+		out = append(out, &contender{
+			Name: "slidegate " + string(alg), Group: "slidegate", Clock: clockInjected, Virtual: true,
+			build: func(now func() time.Time, lim limitSpec) (decider, error) {
+				l, err := ratelimit.NewLimiter(client, ratelimit.Options{Now: now})
+				if err != nil {
+					return nil, err
+				}
+				if err := l.LoadScripts(ctx); err != nil {
+					return nil, err
+				}
+				limit := ratelimit.Limit{Name: "bench", Count: lim.Count, Window: lim.Window, Algorithm: alg}
+				return func(ctx context.Context, id string) (bool, error) {
+					d, err := l.Allow(ctx, id, limit)
+					return d.Allowed, err
+				}, nil
+			},
+			buildGate: func(now func() time.Time, lim limitSpec, denyCacheOff bool) (decider, error) {
+				l, err := ratelimit.NewLimiter(client, ratelimit.Options{Now: now})
+				if err != nil {
+					return nil, err
+				}
+				g := ratelimit.NewGate(l, ratelimit.GateOptions{DenyCacheDisabled: denyCacheOff})
+				check := ratelimit.Check{Limit: ratelimit.Limit{Name: "bench", Count: lim.Count, Window: lim.Window, Algorithm: alg}}
+				return func(ctx context.Context, id string) (bool, error) {
+					c := check
+					c.Identity = id
+					res, err := g.Decide(ctx, 1, false, c)
+					return res.Allowed, err
+				}, nil
+			},
+			replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
+				burst := lim.Count
+				if alg == ratelimit.LeakyBucket {
+					burst = 1
+				}
+				return sc.EvalSha(ctx, pipe, []string{slidegateKey(code, id, lim)},
+					nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), burst)
+			},
+			keyOf: func(id string, lim limitSpec) string { return slidegateKey(code, id, lim) },
+		})
+	}
+
+	// The stretch algorithm, read from the checkout and run by EVALSHA
+	// with the same ARGV layout as the others.
+	bsrc, err := os.ReadFile(filepath.Join(luaDir, "sliding_buckets.lua"))
+	if err != nil {
+		return nil, fmt.Errorf("read sliding_buckets.lua: %w", err)
+	}
+	buckets := redis.NewScript(string(bsrc))
+	if err := buckets.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load sliding_buckets.lua: %w", err)
+	}
+	out = append(out, &contender{
+		Name: "sliding-buckets (new)", Group: "stretch", Clock: clockInjected, Virtual: true,
+		build: func(now func() time.Time, lim limitSpec) (decider, error) {
+			return func(ctx context.Context, id string) (bool, error) {
+				at := ""
+				if now != nil {
+					at = strconv.FormatInt(now().UnixMicro(), 10)
+				}
+				v, err := buckets.Run(ctx, client, []string{slidegateKey("sb", id, lim)},
+					at, "1", "1", lim.Count, lim.Window.Microseconds(), lim.Count).Result()
+				return isAllowedReply(v), err
+			}, nil
+		},
+		replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
+			return buckets.EvalSha(ctx, pipe, []string{slidegateKey("sb", id, lim)},
+				nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), lim.Count)
+		},
+		keyOf: func(id string, lim limitSpec) string { return slidegateKey("sb", id, lim) },
+	})
+
+	out = append(out, &contender{
+		Name: "redis_rate v10 (GCRA)", Group: "peer", Clock: clockRedis,
+		build: func(_ func() time.Time, lim limitSpec) (decider, error) {
+			rl := redis_rate.NewLimiter(client)
+			limit := redis_rate.Limit{Rate: int(lim.Count), Burst: int(lim.Count), Period: lim.Window}
+			return func(ctx context.Context, id string) (bool, error) {
+				res, err := rl.Allow(ctx, identityTag(id), limit)
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed > 0, nil
+			}, nil
+		},
+		keyOf: func(id string, _ limitSpec) string { return "rate:" + identityTag(id) },
+	})
+
+	store, err := ulredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "ul"})
+	if err != nil {
+		return nil, fmt.Errorf("ulule store: %w", err)
+	}
+	out = append(out, &contender{
+		Name: "ulule/limiter v3 (redis)", Group: "peer", Clock: clockTTL,
+		build: func(_ func() time.Time, lim limitSpec) (decider, error) {
+			l := limiter.New(store, limiter.Rate{Period: lim.Window, Limit: lim.Count})
+			return func(ctx context.Context, id string) (bool, error) {
+				c, err := l.Get(ctx, identityTag(id))
+				return err == nil && !c.Reached, err
+			}, nil
+		},
+		keyOf: func(id string, _ limitSpec) string { return "ul:" + identityTag(id) },
+	})
+
+	twoSrc, _ := baselineLua.ReadFile("lua/two_key_counter.lua")
+	twoKey := redis.NewScript(string(twoSrc))
+	if err := twoKey.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load two_key_counter.lua: %w", err)
+	}
+	out = append(out, &contender{
+		Name: "baseline two-key counter", Group: "baseline", Clock: clockClient + ", seconds", Virtual: true,
+		build: func(now func() time.Time, lim limitSpec) (decider, error) {
+			if now == nil {
+				now = time.Now
+			}
+			return func(ctx context.Context, id string) (bool, error) {
+				v, err := twoKey.Run(ctx, client, []string{"tk:" + identityTag(id)},
+					now().Unix(), int64(lim.Window/time.Second), lim.Count).Result()
+				return isAllowedReply(v), err
+			}, nil
+		},
+		replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
+			return twoKey.EvalSha(ctx, pipe, []string{"tk:" + identityTag(id)},
+				nowUs/1_000_000, int64(lim.Window/time.Second), lim.Count)
+		},
+		keyOf: func(id string, _ limitSpec) string { return "tk:" + identityTag(id) + ":*" },
+	})
+
+	logSrc, _ := baselineLua.ReadFile("lua/zset_log.lua")
+	zlog := redis.NewScript(string(logSrc))
+	if err := zlog.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load zset_log.lua: %w", err)
+	}
+	var seq atomic.Int64
+	out = append(out, &contender{
+		Name: "baseline zset log", Group: "baseline", Clock: clockClient + ", milliseconds", Virtual: true,
+		build: func(now func() time.Time, lim limitSpec) (decider, error) {
+			if now == nil {
+				now = time.Now
+			}
+			return func(ctx context.Context, id string) (bool, error) {
+				v, err := zlog.Run(ctx, client, []string{"zl:" + identityTag(id)},
+					now().UnixMilli(), lim.Window.Milliseconds(), lim.Count, seq.Add(1)).Result()
+				return isAllowedReply(v), err
+			}, nil
+		},
+		replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
+			return zlog.EvalSha(ctx, pipe, []string{"zl:" + identityTag(id)},
+				nowUs/1000, lim.Window.Milliseconds(), lim.Count, seq.Add(1))
+		},
+		keyOf: func(id string, _ limitSpec) string { return "zl:" + identityTag(id) },
+	})
+
+	one := redis.NewScript("return 1")
+	if err := one.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load ceiling script: %w", err)
+	}
+	out = append(out, &contender{
+		Name: "ceiling: EVALSHA return 1", Group: "ceiling", Clock: clockNone,
+		build: func(_ func() time.Time, _ limitSpec) (decider, error) {
+			return func(ctx context.Context, _ string) (bool, error) {
+				v, err := one.EvalSha(ctx, client, nil).Result()
+				return v == int64(1), err
+			}, nil
+		},
+	})
+	out = append(out, &contender{
+		Name: "ceiling: PING", Group: "ceiling", Clock: clockNone,
+		build: func(_ func() time.Time, _ limitSpec) (decider, error) {
+			return func(ctx context.Context, _ string) (bool, error) {
+				return true, client.Ping(ctx).Err()
+			}, nil
+		},
+	})
+	return out, nil
+}

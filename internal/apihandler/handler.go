@@ -1,0 +1,171 @@
+// Package apihandler is the API function's net/http handler: the example
+// routes of slidegate's API behind the rate-limit middleware of
+// pkg/ratelimit, and the Lambda entry point that serves it for API Gateway
+// REST (v1) and HTTP API (v2) proxy events through aws-lambda-go-api-proxy.
+//
+// The handler is an ordinary http.Handler, so a local server can serve it
+// in-process. Behind API Gateway it reads the caller's source address,
+// stage variables and the authorizer's context from the proxy event (which
+// the proxy library keeps in the request's context), never from
+// X-Forwarded-For.
+//
+// When the slidegate authorizer already decided the request (its context is
+// in the event), that decision is reused for the response headers and
+// nothing is counted twice. Without it (an HTTP API without the authorizer,
+// a local server), the handler decides itself through the Runtime.
+package apihandler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Runtime is what the handler needs of the process-wide state; *app.Runtime
+// provides it.
+type Runtime interface {
+	// Decide counts the request against every limit that applies.
+	Decide(ctx context.Context, req app.Request) (app.Outcome, error)
+	// Peek reports the request's limits without spending anything.
+	Peek(ctx context.Context, req app.Request) (app.Outcome, error)
+}
+
+// Options configure the handler. The zero value is ready for use.
+type Options struct {
+	// Logger receives the handler's records; slog.Default() when nil.
+	Logger *slog.Logger
+	// UnavailableRetryAfter is the Retry-After of the 503 of a fail-closed
+	// route Redis could not decide; ratelimit.DefaultUnavailableRetryAfter
+	// when zero.
+	UnavailableRetryAfter time.Duration
+}
+
+// Routes of the example API.
+const (
+	RouteHealth = "GET /health"
+	RouteQuota  = "GET /v1/quota"
+	RouteItems  = "GET /v1/items"
+	RouteLogin  = "POST /auth/login"
+)
+
+// New returns the API's handler:
+//
+//   - GET /health answers 200 and is not rate limited;
+//   - GET /v1/quota answers the caller's limits without spending any
+//     (Runtime.Peek), even when they are exhausted;
+//   - GET /v1/items is an ordinary limited route;
+//   - POST /auth/login is a demo login, limited by its route limit
+//     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
+//     503 when Redis cannot decide;
+//   - anything else is counted like any request and answered 404.
+func New(rt Runtime, opts Options) http.Handler {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	d := deciders{rt: rt}
+	limit := ratelimit.Middleware(d.spend, ratelimit.MiddlewareOptions{
+		Logger:                logger,
+		UnavailableRetryAfter: opts.UnavailableRetryAfter,
+	})
+	report := ratelimit.Middleware(d.peek, ratelimit.MiddlewareOptions{
+		Logger:                logger,
+		UnavailableRetryAfter: opts.UnavailableRetryAfter,
+		ReportOnly:            true,
+	})
+
+	limited := http.NewServeMux()
+	limited.HandleFunc(RouteItems, serveItems)
+	limited.HandleFunc(RouteLogin, serveLogin)
+	limited.HandleFunc("/", serveNotFound)
+
+	routes := http.NewServeMux()
+	routes.HandleFunc(RouteHealth, serveHealth)
+	routes.Handle(RouteQuota, report(http.HandlerFunc(serveQuota)))
+	routes.Handle("/", limit(limited))
+	return stripStage(cleanPathsOnly(routes, limit(http.HandlerFunc(serveNotFound))))
+}
+
+// cleanPathsOnly sends requests for unclean paths ("//x", "/a/../b") to
+// notFound instead of next: ServeMux would answer them with a redirect, an
+// HTML body that no rate limit counts.
+func cleanPathsOnly(next, notFound http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if p == "" || p[0] != '/' || (p != "/" && path.Clean(p) != p && path.Clean(p)+"/" != p) {
+			notFound.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deciders turn an HTTP request into the middleware's verdict.
+type deciders struct {
+	rt Runtime
+}
+
+// spend reuses the authorizer's decision when the event carries it, and
+// otherwise counts the request through the Runtime.
+func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
+	req := readRequest(r)
+	if req.Authorizer != nil {
+		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {
+			return ratelimit.Verdict{Result: ratelimit.Result{
+				Allowed:   decision.Allowed,
+				Degraded:  decision.Degraded,
+				Decisions: []ratelimit.Decision{decision},
+			}}, nil
+		}
+	}
+	out, err := d.rt.Decide(r.Context(), req.Request)
+	if err != nil {
+		return ratelimit.Verdict{}, fmt.Errorf("decide %s %s: %w", req.Method, req.Path, err)
+	}
+	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+}
+
+// peek reports the caller's limits without spending: the authorizer's
+// context holds only the closest limit, so the quota always asks Redis.
+func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
+	req := readRequest(r)
+	out, err := d.rt.Peek(r.Context(), req.Request)
+	if err != nil {
+		return ratelimit.Verdict{}, fmt.Errorf("peek %s %s: %w", req.Method, req.Path, err)
+	}
+	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+}
+
+// stripStage removes an HTTP API's named-stage prefix ("/prod") from the
+// path, so that routes match on every stage as they do for REST APIs.
+func stripStage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		prefix := stagePrefix(r)
+		if prefix == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
+		if !ok || (rest != "" && rest[0] != '/') {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if rest == "" {
+			rest = "/"
+		}
+		// A shallow copy, as http.StripPrefix makes: only the path differs.
+		stripped := new(http.Request)
+		*stripped = *r
+		u := *r.URL
+		u.Path, u.RawPath = rest, ""
+		stripped.URL = &u
+		next.ServeHTTP(w, stripped)
+	})
+}

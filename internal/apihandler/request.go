@@ -1,0 +1,91 @@
+package apihandler
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+	"github.com/slidegate/slidegate/internal/app"
+)
+
+// maxHeaders bounds how many request headers are copied into an
+// app.Request: API Gateway itself caps a request's headers at 10 KB, but a
+// hand-made event can hold anything.
+const maxHeaders = 128
+
+// gatewayRequest is what one HTTP request tells slidegate, read once: the
+// app.Request, and the authorizer's context when API Gateway ran the
+// slidegate authorizer before the function.
+type gatewayRequest struct {
+	app.Request
+	// Authorizer is requestContext.authorizer (REST) or
+	// requestContext.authorizer.lambda (HTTP API); nil without an
+	// authorizer.
+	Authorizer map[string]any
+}
+
+// readRequest builds the gatewayRequest of r. The source address and stage
+// variables come from the API Gateway event the proxy library put in r's
+// context (REST or HTTP API), never from a header such as X-Forwarded-For,
+// which any caller can write. A request served without an event (a local
+// HTTP server) is counted by its TCP peer address.
+func readRequest(r *http.Request) gatewayRequest {
+	req := gatewayRequest{Request: app.Request{
+		Method:  strings.ToUpper(r.Method),
+		Path:    r.URL.Path,
+		Headers: lowerHeaders(r.Header),
+	}}
+	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
+		req.SourceIP = rc.Identity.SourceIP
+		req.Authorizer = rc.Authorizer
+		req.StageVariables, _ = core.GetStageVarsFromContext(r.Context())
+		return req
+	}
+	if rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
+		req.SourceIP = rc.HTTP.SourceIP
+		if rc.Authorizer != nil {
+			req.Authorizer = rc.Authorizer.Lambda
+		}
+		req.StageVariables, _ = core.GetStageVarsFromContextV2(r.Context())
+		return req
+	}
+	req.SourceIP = peerAddress(r.RemoteAddr)
+	return req
+}
+
+// lowerHeaders copies the first value of each header under its lower-case
+// name, as app.Request wants them.
+func lowerHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, min(len(h), maxHeaders))
+	for name, values := range h {
+		if len(out) == maxHeaders {
+			break
+		}
+		if len(values) == 0 {
+			continue
+		}
+		out[strings.ToLower(name)] = values[0]
+	}
+	return out
+}
+
+// peerAddress is the host of a "host:port" remote address, or the address
+// itself when it has no port.
+func peerAddress(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}
+
+// stagePrefix is the path prefix an HTTP API adds to rawPath for a named
+// stage ("/prod" for stage "prod"); empty for the $default stage and for
+// REST APIs, whose proxy event's path already leaves the stage out.
+func stagePrefix(r *http.Request) string {
+	rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+	if !ok || rc.Stage == "" || rc.Stage == "$default" {
+		return ""
+	}
+	return "/" + rc.Stage
+}

@@ -1,0 +1,134 @@
+package apihandler
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// maxLoginBody bounds the login body read into memory.
+const maxLoginBody = 4 << 10
+
+// QuotaLimit is one limit in the GET /v1/quota answer.
+type QuotaLimit struct {
+	// Name is the policy name: the tier ("anonymous", "user", "org") or the
+	// route limit ("POST /auth/*").
+	Name string `json:"name"`
+	// Limit is how many requests fit in one window.
+	Limit int64 `json:"limit"`
+	// WindowSeconds is the window, in seconds, rounded up.
+	WindowSeconds int64 `json:"window_seconds"`
+	// Remaining is how many requests the limit admits right now.
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is the same value as the RateLimit header's t: until the
+	// limit is unused again, or until the next request would pass when
+	// none would now.
+	ResetSeconds int64 `json:"reset_seconds"`
+}
+
+// Quota is the GET /v1/quota answer.
+type Quota struct {
+	// Limits lists every limit that applies to the caller on this route,
+	// the one closest to denying first.
+	Limits []QuotaLimit `json:"limits"`
+	// Degraded is true when Redis could not answer and the limits shown are
+	// this instance's local fallback.
+	Degraded bool `json:"degraded"`
+}
+
+func serveQuota(w http.ResponseWriter, r *http.Request) {
+	verdict, _ := ratelimit.VerdictFromContext(r.Context())
+	closest := verdict.Result.Closest()
+	q := Quota{Limits: make([]QuotaLimit, 0, len(verdict.Result.Decisions)), Degraded: verdict.Result.Degraded}
+	add := func(d ratelimit.Decision) {
+		q.Limits = append(q.Limits, QuotaLimit{
+			Name:          d.Limit.Name,
+			Limit:         d.Limit.Count,
+			WindowSeconds: ratelimit.CeilSeconds(d.Limit.Window),
+			Remaining:     d.Remaining,
+			ResetSeconds:  ratelimit.ResetSeconds(d),
+		})
+	}
+	if len(verdict.Result.Decisions) > 0 {
+		add(closest)
+	}
+	skipped := false
+	for _, d := range verdict.Result.Decisions {
+		if !skipped && d == closest {
+			skipped = true
+			continue
+		}
+		add(d)
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// item is one entry of the example GET /v1/items answer.
+type item struct {
+	ID   int    `json:"id"`
+	Name string `json:"name"`
+}
+
+func serveItems(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string][]item{"items": {
+		{ID: 1, Name: "widget"},
+		{ID: 2, Name: "gadget"},
+	}})
+}
+
+// loginRequest is the demo login's body.
+type loginRequest struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// serveLogin is a stand-in for a real login: what matters here is the
+// limit in front of it. It checks no credentials and issues no token.
+func serveLogin(w http.ResponseWriter, r *http.Request) {
+	var body loginRequest
+	err := json.NewDecoder(io.LimitReader(r.Body, maxLoginBody)).Decode(&body)
+	if err != nil || body.Username == "" || body.Password == "" {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "Send a JSON body with username and password.")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{
+		"message": "Login accepted (demo handler: credentials are not checked).",
+	})
+}
+
+func serveNotFound(w http.ResponseWriter, _ *http.Request) {
+	writeError(w, http.StatusNotFound, "NOT_FOUND", "No such route.")
+}
+
+// errorBody has the shape of the rate-limit error bodies.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	var body errorBody
+	body.Error.Code, body.Error.Message = code, message
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only our own fixed types reach here; none fails to encode.
+		status, body = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL_ERROR","message":"The answer could not be encoded."}}`)
+	}
+	w.Header().Set("Content-Type", ratelimit.ContentTypeJSON)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}

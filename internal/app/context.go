@@ -1,0 +1,155 @@
+package app
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Authorizer context keys: the contract between the authorizer, the API
+// function and template.yaml's gateway responses
+// ($context.authorizer.<key>).
+const (
+	CtxTier       = "tier"       // caller's tier
+	CtxLimit      = "limit"      // count of the closest limit
+	CtxRemaining  = "remaining"  // units left in it
+	CtxReset      = "reset"      // seconds until reset (RateLimit-Reset; for a denial, = retryAfter)
+	CtxPolicy     = "policy"     // RateLimit-Policy value
+	CtxRateLimit  = "rateLimit"  // RateLimit value, e.g. "anonymous";r=12;t=41 (gateway responses cannot compute it)
+	CtxName       = "name"       // policy name of the closest limit
+	CtxWindow     = "window"     // its window, seconds
+	CtxResetAt    = "resetAt"    // Unix seconds of the reset (X-RateLimit-Reset)
+	CtxRetryAfter = "retryAfter" // whole seconds, >= 1, only when denied
+	CtxDegraded   = "degraded"   // true, only when decided by the local fallback
+)
+
+// AuthorizerContext is the authorizer context of an outcome, describing the
+// limit closest to denying. Values are strings, numbers and booleans only.
+func AuthorizerContext(o Outcome) map[string]any {
+	ctx := map[string]any{CtxTier: o.Caller.Tier}
+	if len(o.Result.Decisions) == 0 {
+		return ctx
+	}
+	d := o.Result.Closest()
+	reset := ratelimit.ResetSeconds(d)
+	ctx[CtxLimit] = d.Limit.Count
+	ctx[CtxRemaining] = d.Remaining
+	ctx[CtxReset] = reset
+	ctx[CtxPolicy] = ratelimit.PolicyHeader(d.Limit)
+	ctx[CtxRateLimit] = ratelimit.RateLimitHeader(d)
+	ctx[CtxName] = d.Limit.Name
+	ctx[CtxWindow] = ratelimit.CeilSeconds(d.Limit.Window)
+	ctx[CtxResetAt] = unixCeil(d.At) + reset
+	if !o.Result.Allowed {
+		ctx[CtxRetryAfter] = ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
+	}
+	if o.Result.Degraded {
+		ctx[CtxDegraded] = true
+	}
+	return ctx
+}
+
+// unixCeil is t in Unix seconds, rounded up (the rule of X-RateLimit-Reset).
+func unixCeil(t time.Time) int64 {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	u := t.Unix()
+	if t.Nanosecond() > 0 {
+		u++
+	}
+	return u
+}
+
+// DecisionFromContext rebuilds the closest decision from an authorizer
+// context, as it reaches the API function (REST: requestContext.authorizer,
+// values often strings; HTTP API: requestContext.authorizer.lambda, typed).
+// Numbers may be float64, json.Number, integers or strings. It reports false
+// when the context carries no decision or a malformed one. The decision
+// gives ratelimit.SetHeaders the same headers the authorizer's own
+// decision would.
+func DecisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
+	if len(ctx) == 0 {
+		return ratelimit.Decision{}, false
+	}
+	limit, ok1 := ctxInt(ctx, CtxLimit)
+	remaining, ok2 := ctxInt(ctx, CtxRemaining)
+	reset, ok3 := ctxInt(ctx, CtxReset)
+	window, ok4 := ctxInt(ctx, CtxWindow)
+	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > ratelimit.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(ratelimit.MaxWindow/time.Second) {
+		return ratelimit.Decision{}, false
+	}
+	name, _ := ctxString(ctx, CtxName)
+	if name == "" {
+		name, _ = ctxString(ctx, CtxTier)
+	}
+	if name == "" {
+		return ratelimit.Decision{}, false
+	}
+	d := ratelimit.Decision{
+		Limit:      ratelimit.Limit{Name: name, Count: limit, Window: time.Duration(window) * time.Second},
+		Allowed:    true,
+		Remaining:  remaining,
+		ResetAfter: time.Duration(reset) * time.Second,
+	}
+	if v, present := ctx[CtxRetryAfter]; present && v != nil {
+		retry, ok := ctxInt(ctx, CtxRetryAfter)
+		if !ok || retry < 0 {
+			return ratelimit.Decision{}, false
+		}
+		d.Allowed = false
+		d.RetryAfter = time.Duration(max(retry, 1)) * time.Second
+	}
+	if resetAt, ok := ctxInt(ctx, CtxResetAt); ok && resetAt >= reset {
+		d.At = time.Unix(resetAt-reset, 0)
+	} else {
+		d.At = time.Now().Truncate(time.Second)
+	}
+	if b, ok := ctxBool(ctx, CtxDegraded); ok {
+		d.Degraded = b
+	}
+	return d, true
+}
+
+func ctxInt(ctx map[string]any, key string) (int64, bool) {
+	switch v := ctx[key].(type) {
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) || v != math.Trunc(v) || math.Abs(v) > 1<<53 {
+			return 0, false
+		}
+		return int64(v), true
+	case json.Number:
+		n, err := v.Int64()
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func ctxString(ctx map[string]any, key string) (string, bool) {
+	s, ok := ctx[key].(string)
+	return s, ok
+}
+
+func ctxBool(ctx map[string]any, key string) (bool, bool) {
+	switch v := ctx[key].(type) {
+	case bool:
+		return v, true
+	case string:
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		return b, err == nil
+	}
+	return false, false
+}

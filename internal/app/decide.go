@@ -1,0 +1,187 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Decision outcomes, as logged and counted in metrics.
+const (
+	OutcomeAllowed  = "allowed"
+	OutcomeDenied   = "denied"
+	OutcomeDegraded = "degraded"
+	// OutcomeRejected: refused for another reason than the limit: an
+	// unauthorized credential (401) or a fail-closed route Redis could not
+	// decide (503).
+	OutcomeRejected = "rejected"
+)
+
+// Decide answers one request: who the caller is, which limits apply (the
+// caller's tier on the request's stage, and every matching route limit,
+// counted for the same identity), then one decision that spends on all of
+// them or none.
+//
+// Unauthorized requests are not errors: Outcome.Unauthorized is set and the
+// request was counted against its source IP's anonymous limit. The error is
+// non-nil only when the request cannot be decided: a fail-closed route
+// while Redis is unavailable (wrapping ratelimit.ErrUnavailable; the
+// Outcome still names the caller and FailClosed) or limits that can never
+// be decided (ratelimit.ErrInvalid).
+func (rt *Runtime) Decide(ctx context.Context, req Request) (Outcome, error) {
+	return rt.decide(ctx, req, true)
+}
+
+// Peek is Decide without spending anything: the caller's quota as it
+// stands (GET /v1/quota). A Redis outage gives the local fallback's view,
+// marked degraded, on every route.
+func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
+	return rt.decide(ctx, req, false)
+}
+
+func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome, error) {
+	start := time.Now()
+	req.Method = strings.ToUpper(req.Method)
+	req.Headers = lowerHeaders(req.Headers)
+
+	who := rt.resolver.Resolve(ctx, req.Headers, req.SourceIP)
+	out := Outcome{
+		Caller:       Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
+		Unauthorized: who.Unauthorized,
+		FailClosed:   config.IsFailClosed(rt.cfg.FailClosed, req.Path),
+	}
+	checks := rt.checks(out.Caller, req)
+
+	var (
+		res ratelimit.Result
+		err error
+	)
+	if spend {
+		res, err = rt.gate.Decide(ctx, 1, out.FailClosed, checks...)
+	} else {
+		res, err = rt.gate.Peek(ctx, 1, checks...)
+	}
+	out.Result = res
+	if err != nil {
+		err = fmt.Errorf("decide %s %s for %s: %w", req.Method, clipPath(req.Path), out.Caller.Tier, err)
+	}
+	if spend {
+		rt.logDecision(ctx, req, out, who.Reason, err, time.Since(start))
+	}
+	return out, err
+}
+
+// checks are the limits of a request, all for the caller's identity.
+func (rt *Runtime) checks(c Caller, req Request) []ratelimit.Check {
+	limits := rt.stages.For(req.StageVariables)
+	checks := make([]ratelimit.Check, 0, 2)
+	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
+	for _, r := range limits.Routes {
+		if r.Matches(req.Method, req.Path) {
+			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
+		}
+	}
+	return checks
+}
+
+// OutcomeName is how an outcome is logged and counted.
+func OutcomeName(o Outcome, err error) string {
+	switch {
+	case err != nil || o.Unauthorized:
+		return OutcomeRejected
+	case o.Result.Degraded:
+		return OutcomeDegraded
+	case o.Result.Allowed:
+		return OutcomeAllowed
+	default:
+		return OutcomeDenied
+	}
+}
+
+// PrincipalID is the authorizer's principalId of an outcome: the tier and
+// the hashed identity, e.g. "anonymous:3f1c...". It never holds a key,
+// token, user id or IP in clear.
+func PrincipalID(o Outcome) string {
+	return o.Caller.Tier + ":" + identity.Hash(o.Caller.Identity)
+}
+
+// logDecision writes the one log line of a decision, which is also a
+// CloudWatch Embedded Metric Format record (namespace slidegate, metric
+// Decisions by tier and outcome, DecisionLatency in milliseconds).
+func (rt *Runtime) logDecision(ctx context.Context, req Request, o Outcome, reason string, err error, latency time.Duration) {
+	outcome := OutcomeName(o, err)
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelError
+	}
+	ms := float64(latency.Microseconds()) / 1000
+	attrs := make([]slog.Attr, 0, 16)
+	attrs = append(attrs,
+		slog.String("tier", o.Caller.Tier),
+		slog.String("identity", identity.Hash(o.Caller.Identity)),
+		slog.String("outcome", outcome),
+		slog.String("method", clipPath(req.Method)),
+		slog.String("path", clipPath(req.Path)),
+		slog.Float64("latencyMs", ms),
+	)
+	if o.Unauthorized {
+		attrs = append(attrs, slog.Bool("unauthorized", true))
+	}
+	if reason != "" {
+		attrs = append(attrs, slog.String("reason", reason))
+	}
+	if o.FailClosed {
+		attrs = append(attrs, slog.Bool("failClosed", true))
+	}
+	if len(o.Result.Decisions) > 0 {
+		d := o.Result.Closest()
+		attrs = append(attrs, slog.String("limit", d.Limit.Name), slog.Int64("remaining", d.Remaining))
+		if !o.Result.Allowed {
+			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(o.Result.RetryAfter())))
+		}
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	attrs = append(attrs,
+		slog.Int("Decisions", 1),
+		slog.Float64("DecisionLatency", ms),
+		slog.Any("_aws", emfMetadata(time.Now())),
+	)
+	rt.logger.LogAttrs(ctx, level, "rate limit decision", attrs...)
+}
+
+// emfMetadata is the "_aws" member of an Embedded Metric Format record.
+func emfMetadata(now time.Time) map[string]any {
+	return map[string]any{
+		"Timestamp": now.UnixMilli(),
+		"CloudWatchMetrics": []map[string]any{{
+			"Namespace":  "slidegate",
+			"Dimensions": [][]string{{"tier", "outcome"}},
+			"Metrics": []map[string]string{
+				{"Name": "Decisions", "Unit": "Count"},
+				{"Name": "DecisionLatency", "Unit": "Milliseconds"},
+			},
+		}},
+	}
+}
+
+// clipPath bounds caller-controlled text in the log.
+func clipPath(s string) string {
+	const n = 256
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// IsUnavailable reports whether a Decide error means Redis could not
+// decide (as opposed to an undecidable request).
+func IsUnavailable(err error) bool { return errors.Is(err, ratelimit.ErrUnavailable) }

@@ -1,0 +1,207 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+const (
+	testKey    = "test-api-key-0123456789"
+	testSecret = "test-only-hs256-secret"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func newRuntime(t *testing.T, url string, extra map[string]string) (*app.Runtime, *bytes.Buffer) {
+	t.Helper()
+	vars := map[string]string{
+		"REDIS_URL":            url,
+		"RATE_LIMIT_ANONYMOUS": "3/1m",
+		"RATE_LIMIT_USER":      "5/1m",
+		"RATE_LIMIT_ORG":       "7/1m",
+		"RATE_LIMIT_ROUTES":    "POST /auth/*=2/1m",
+		"API_KEY_HASHES":       identity.KeyHash(testKey),
+		"JWT_ISSUER":           "https://issuer.test",
+		"JWT_AUDIENCE":         "slidegate-test",
+		"JWT_HS256_SECRET":     testSecret,
+		"REDIS_TIMEOUT":        "200ms",
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	var logs bytes.Buffer
+	rt, err := app.NewRuntime(context.Background(), env(vars), app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("NewRuntime: %v", err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	return rt, &logs
+}
+
+func signToken(t *testing.T, sub, secret string, exp time.Time) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"iss": "https://issuer.test", "aud": "slidegate-test", "sub": sub, "exp": exp.Unix(),
+	})
+	s, err := tok.SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// admitted counts how many of n identical requests are allowed.
+func admitted(t *testing.T, rt *app.Runtime, req app.Request, n int) (int, app.Outcome) {
+	t.Helper()
+	var last app.Outcome
+	ok := 0
+	for i := 0; i < n; i++ {
+		o, err := rt.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatalf("Decide #%d: %v", i, err)
+		}
+		if o.Result.Allowed {
+			ok++
+		}
+		last = o
+	}
+	return ok, last
+}
+
+func TestDecideTiers(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, _ := newRuntime(t, srv.URL(), nil)
+	cases := []struct {
+		name         string
+		req          app.Request
+		wantTier     string
+		wantAdmitted int
+		unauthorized bool
+	}{
+		{"anonymous counted per source IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, app.TierAnonymous, 3, false},
+		{"known API key gets the org limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: map[string]string{"X-Api-Key": testKey}}, app.TierOrg, 7, false},
+		{"verified JWT gets the user limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, app.TierUser, 5, false},
+		{"unknown API key is unauthorized and counted as the IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, app.TierAnonymous, 3, true},
+		{"forged token is unauthorized and counted as the IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, app.TierAnonymous, 3, true},
+		{"expired token is unauthorized", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.6", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(-time.Hour))}}, app.TierAnonymous, 3, true},
+		{"route limit applies on top of the tier", app.Request{Method: "POST", Path: "/auth/login", SourceIP: "198.51.100.7"}, app.TierAnonymous, 2, false},
+		{"stage variable overrides the tier limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.8", StageVariables: map[string]string{"rateLimitAnonymous": "4/1m"}}, app.TierAnonymous, 4, false},
+		{"X-Forwarded-For is ignored", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: map[string]string{"x-forwarded-for": "203.0.113.1"}}, app.TierAnonymous, 3, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, last := admitted(t, rt, tc.req, 10)
+			if got != tc.wantAdmitted {
+				t.Errorf("admitted %d of 10, want %d", got, tc.wantAdmitted)
+			}
+			if last.Caller.Tier != tc.wantTier || last.Unauthorized != tc.unauthorized {
+				t.Errorf("tier %q unauthorized %v, want %q %v", last.Caller.Tier, last.Unauthorized, tc.wantTier, tc.unauthorized)
+			}
+			if ra := last.Result.RetryAfter(); ra < time.Millisecond {
+				t.Errorf("denied with RetryAfter %v", ra)
+			}
+		})
+	}
+}
+
+func TestAuthorizerContextRoundTrip(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, _ := newRuntime(t, srv.URL(), nil)
+	req := app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.1"}
+	for i := 0; i < 4; i++ {
+		o, err := rt.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := app.AuthorizerContext(o)
+		// As REST API Gateway may deliver it: every value a string.
+		asStrings := make(map[string]any, len(ctx))
+		for k, v := range ctx {
+			asStrings[k] = fmt.Sprint(v)
+		}
+		for _, c := range []map[string]any{ctx, asStrings} {
+			d, ok := app.DecisionFromContext(c)
+			if !ok {
+				t.Fatalf("DecisionFromContext(%v) failed", c)
+			}
+			want := o.Result.Closest()
+			if d.Allowed != want.Allowed || d.Remaining != want.Remaining || d.Limit.Count != want.Limit.Count || d.Limit.Name != want.Limit.Name {
+				t.Errorf("round trip: got %+v, want %+v", d, want)
+			}
+			got, exp := headersOf(d), headersOf(want)
+			for k := range exp {
+				if got[k] != exp[k] {
+					t.Errorf("header %s: %q after round trip, %q before", k, got[k], exp[k])
+				}
+			}
+		}
+		for key, want := range map[string]string{"RateLimit": "rateLimit", "RateLimit-Policy": "policy"} {
+			if ctx[want] != headersOf(o.Result.Closest())[http.CanonicalHeaderKey(key)] {
+				t.Errorf("context %s = %v, want the %s header %q", want, ctx[want], key, headersOf(o.Result.Closest())[http.CanonicalHeaderKey(key)])
+			}
+		}
+		if !o.Result.Allowed {
+			if ra, ok := ctx["retryAfter"].(int64); !ok || ra < 1 {
+				t.Errorf("denied context retryAfter = %v", ctx["retryAfter"])
+			}
+		}
+	}
+}
+
+func headersOf(d ratelimit.Decision) map[string]string {
+	h := make(map[string][]string)
+	ratelimit.SetHeaders(h, d)
+	out := make(map[string]string)
+	for k, v := range h {
+		out[k] = strings.Join(v, ",")
+	}
+	return out
+}
+
+func TestRedisDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, logs := newRuntime(t, srv.URL(), nil)
+	srv.Stop()
+	cases := []struct {
+		name       string
+		req        app.Request
+		wantErr    bool
+		wantDegrad bool
+	}{
+		{"normal route degrades to the local fallback", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.9"}, false, true},
+		{"fail-closed route fails", app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.9"}, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := rt.Decide(context.Background(), tc.req)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, ratelimit.ErrUnavailable) {
+				t.Errorf("err %v does not wrap ErrUnavailable", err)
+			}
+			if o.Result.Degraded != tc.wantDegrad {
+				t.Errorf("degraded = %v, want %v", o.Result.Degraded, tc.wantDegrad)
+			}
+		})
+	}
+	if strings.Contains(logs.String(), testKey) || strings.Contains(logs.String(), testSecret) {
+		t.Error("logs contain a credential")
+	}
+}

@@ -1,0 +1,296 @@
+// Package config reads a slidegate function's configuration: the
+// environment, parsed once at cold start into typed values, and the REST API
+// stage variables that override part of it per request.
+//
+// Nothing here ever fails a function. A value that does not parse is reported
+// as an error naming the variable and the value (for the log), and the
+// variable's default is used instead: bad configuration never crashes a
+// function and never means "unlimited".
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Defaults of the configuration table of SPEC.md.
+const (
+	DefaultAnonymous         = "30/1m"
+	DefaultUser              = "600/1m"
+	DefaultOrg               = "10000/1m"
+	DefaultRoutes            = "POST /auth/*=5/1m"
+	DefaultFailClosed        = "/auth/*"
+	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
+	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
+	DefaultAPIKeysRefresh    = 5 * time.Minute
+)
+
+// None, as the whole value of RATE_LIMIT_ROUTES or RATE_LIMIT_FAIL_CLOSED,
+// turns the list off (an empty value means "the default").
+const None = "none"
+
+// Tier names, the policy names of the per-caller limits.
+const (
+	TierAnonymous = "anonymous"
+	TierUser      = "user"
+	TierOrg       = "org"
+)
+
+// Tiers are the per-caller limits, with the algorithm already applied.
+type Tiers struct {
+	Anonymous ratelimit.Limit
+	User      ratelimit.Limit
+	Org       ratelimit.Limit
+	// Algorithm is the algorithm of every limit of the request, tier and
+	// route limits alike, so that one script call decides them all.
+	Algorithm ratelimit.Algorithm
+}
+
+// ForTier returns the limit of tier; an unknown tier gets the anonymous
+// limit, the smallest promise.
+func (t Tiers) ForTier(tier string) ratelimit.Limit {
+	switch tier {
+	case TierOrg:
+		return t.Org
+	case TierUser:
+		return t.User
+	default:
+		return t.Anonymous
+	}
+}
+
+// JWT says how bearer tokens are verified. With neither JWKSURL nor an
+// HS256 secret, bearer tokens are not verified and earn nothing.
+type JWT struct {
+	Issuer   string
+	Audience string
+	JWKSURL  string
+	// HS256SecretARN names the Secrets Manager secret holding the HS256
+	// key (its SecretString, used as raw bytes).
+	HS256SecretARN string
+	// HS256Secret is the HS256 key given directly in JWT_HS256_SECRET, for
+	// local runs and tests only; HS256SecretARN is the production path.
+	HS256Secret []byte
+}
+
+// Enabled reports whether any verification key source is configured.
+func (j JWT) Enabled() bool {
+	return j.JWKSURL != "" || j.HS256SecretARN != "" || len(j.HS256Secret) > 0
+}
+
+// Config is a function's whole configuration, parsed once per process.
+type Config struct {
+	// Redis is how to reach Redis (REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT).
+	Redis ratelimit.ClientConfig
+	// RedisAuthSecretARN names the Secrets Manager secret holding the
+	// Redis AUTH token.
+	RedisAuthSecretARN string
+	// Tiers are the environment's tier limits, before stage variables.
+	Tiers Tiers
+	// Routes are the extra per-route limits (RATE_LIMIT_ROUTES), in the
+	// environment's algorithm; a stage's algorithm replaces it.
+	Routes []RouteLimit
+	// FailClosed are the route globs that fail closed.
+	FailClosed []PathGlob
+	// FallbackInstances divides each limit for the local fallback.
+	FallbackInstances int64
+	// KeyPrefix starts every Redis key.
+	KeyPrefix string
+	// JWT is how bearer tokens are verified.
+	JWT JWT
+	// APIKeyHashes holds the known API keys as lower-case SHA-256 hex; nil
+	// when API_KEY_HASHES is unset (the API Gateway keys are used then).
+	APIKeyHashes map[string]struct{}
+	// APIKeysRefresh is how often the API Gateway keys are re-listed.
+	APIKeysRefresh time.Duration
+}
+
+// FromEnv parses the configuration through getenv (os.Getenv in
+// production). The returned Config is always usable; the error joins one
+// error per bad value, each naming the variable, the value and the default
+// used instead.
+func FromEnv(getenv func(string) string) (*Config, error) {
+	var errs []error
+	report := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+
+	redisCfg, err := ratelimit.ClientConfigFromEnv(getenv)
+	report(err)
+
+	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
+	report(err)
+	tiers := Tiers{Algorithm: alg}
+	tiers.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
+	report(err)
+	tiers.User, err = parseTierLimit("RATE_LIMIT_USER", TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
+	report(err)
+	tiers.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
+	report(err)
+
+	routes, err := parseRoutesVar(get("RATE_LIMIT_ROUTES"), alg)
+	report(err)
+	failClosed, err := parseFailClosedVar(get("RATE_LIMIT_FAIL_CLOSED"))
+	report(err)
+
+	cfg := &Config{
+		Redis:              redisCfg,
+		RedisAuthSecretARN: get("REDIS_AUTH_SECRET_ARN"),
+		Tiers:              tiers,
+		Routes:             routes,
+		FailClosed:         failClosed,
+		FallbackInstances:  DefaultFallbackInstances,
+		KeyPrefix:          DefaultKeyPrefix,
+		APIKeysRefresh:     DefaultAPIKeysRefresh,
+		JWT: JWT{
+			Issuer:         get("JWT_ISSUER"),
+			Audience:       get("JWT_AUDIENCE"),
+			JWKSURL:        get("JWT_JWKS_URL"),
+			HS256SecretARN: get("JWT_HS256_SECRET_ARN"),
+		},
+	}
+	if s := getenv("JWT_HS256_SECRET"); s != "" {
+		cfg.JWT.HS256Secret = []byte(s)
+	}
+
+	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 100_000 {
+			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", clip(v), DefaultFallbackInstances))
+		} else {
+			cfg.FallbackInstances = n
+		}
+	}
+	if v := get("RATE_LIMIT_KEY_PREFIX"); v != "" {
+		if err := validKeyPrefix(v); err != nil {
+			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", clip(v), err, DefaultKeyPrefix))
+		} else {
+			cfg.KeyPrefix = v
+		}
+	}
+	if v := get("API_KEYS_REFRESH"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > 24*time.Hour {
+			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", clip(v), DefaultAPIKeysRefresh))
+		} else {
+			cfg.APIKeysRefresh = d
+		}
+	}
+	if v := get("API_KEY_HASHES"); v != "" {
+		hashes, err := parseKeyHashes(v)
+		report(err)
+		cfg.APIKeyHashes = hashes
+	}
+	if cfg.JWT.Enabled() && (cfg.JWT.Issuer == "" || cfg.JWT.Audience == "") {
+		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip(cfg.JWT.Issuer), clip(cfg.JWT.Audience)))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// parseAlgorithm parses an algorithm variable, falling back to def.
+func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorithm, error) {
+	if v == "" {
+		return def, nil
+	}
+	a, err := ratelimit.ParseAlgorithm(v)
+	if err != nil {
+		return def, fmt.Errorf("%s=%q: %w; using %s", name, clip(v), err, def)
+	}
+	return a, nil
+}
+
+// parseTierLimit parses a tier's "<count>/<window>", falling back to def
+// (itself always valid).
+func parseTierLimit(name, tier, v, def string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
+	var err error
+	if v != "" {
+		l, perr := makeLimit(tier, v, alg)
+		if perr == nil {
+			return l, nil
+		}
+		err = fmt.Errorf("%s=%q: %w; using %s", name, clip(v), perr, def)
+	}
+	l, derr := makeLimit(tier, def, alg)
+	if derr != nil {
+		// def is a constant or an already validated value.
+		panic(fmt.Sprintf("config: default %s=%q: %v", name, def, derr))
+	}
+	return l, err
+}
+
+// makeLimit parses rate into a validated limit of the given name.
+func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
+	count, window, err := ratelimit.ParseRate(rate)
+	if err != nil {
+		return ratelimit.Limit{}, err
+	}
+	l := ratelimit.Limit{Name: name, Count: count, Window: window, Algorithm: alg}
+	if err := l.Validate(); err != nil {
+		return ratelimit.Limit{}, err
+	}
+	return l, nil
+}
+
+// parseKeyHashes parses API_KEY_HASHES: comma-separated SHA-256 hex digests.
+// Bad entries are reported and skipped (there is no default key to use).
+func parseKeyHashes(v string) (map[string]struct{}, error) {
+	hashes := make(map[string]struct{})
+	var errs []error
+	for _, part := range strings.Split(v, ",") {
+		h := strings.ToLower(strings.TrimSpace(part))
+		if h == "" {
+			continue
+		}
+		if !isSHA256Hex(h) {
+			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key); skipped", clip(h)))
+			continue
+		}
+		hashes[h] = struct{}{}
+	}
+	return hashes, errors.Join(errs...)
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validKeyPrefix mirrors pkg/ratelimit's rule: printable ASCII, no braces
+// (they would change the cluster hash tag), no spaces.
+func validKeyPrefix(p string) error {
+	if len(p) > 64 {
+		return errors.New("at most 64 characters")
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if c <= ' ' || c > '~' || c == '{' || c == '}' {
+			return errors.New("printable ASCII without spaces or braces only")
+		}
+	}
+	return nil
+}
+
+// clip shortens an untrusted value before it is quoted in an error.
+func clip(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

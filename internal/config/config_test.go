@@ -1,0 +1,209 @@
+package config_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestFromEnvDefaults(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(nil))
+	if err != nil {
+		t.Fatalf("defaults reported errors: %v", err)
+	}
+	checks := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"anonymous", cfg.Tiers.Anonymous.String(), "30/1m"},
+		{"user", cfg.Tiers.User.String(), "600/1m"},
+		{"org", cfg.Tiers.Org.String(), "10000/1m"},
+		{"algorithm", string(cfg.Tiers.Algorithm), "sliding-window"},
+		{"routes", cfg.Routes[0].Limit.Name + "=" + cfg.Routes[0].Limit.String(), "POST /auth/*=5/1m"},
+		{"fail closed", cfg.FailClosed[0].Text, "/auth/*"},
+		{"key prefix", cfg.KeyPrefix, "rl"},
+		{"refresh", cfg.APIKeysRefresh.String(), "5m0s"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if cfg.APIKeyHashes != nil || cfg.JWT.Enabled() {
+		t.Error("API key hashes or JWT enabled by default")
+	}
+}
+
+// TestFromEnvBadValues: every bad value is reported naming the variable and
+// the value, and the default is used.
+func TestFromEnvBadValues(t *testing.T) {
+	cases := []struct {
+		variable, value string
+		check           func(*config.Config) bool
+	}{
+		{"RATE_LIMIT_ANONYMOUS", "lots", func(c *config.Config) bool { return c.Tiers.Anonymous.String() == "30/1m" }},
+		{"RATE_LIMIT_USER", "0/1m", func(c *config.Config) bool { return c.Tiers.User.String() == "600/1m" }},
+		{"RATE_LIMIT_ORG", "10/0s", func(c *config.Config) bool { return c.Tiers.Org.String() == "10000/1m" }},
+		{"RATE_LIMIT_ALGORITHM", "magic", func(c *config.Config) bool { return c.Tiers.Algorithm == ratelimit.SlidingWindow }},
+		{"RATE_LIMIT_ROUTES", "POST /auth/*=5/1m,GET nope", func(c *config.Config) bool { return len(c.Routes) == 1 && c.Routes[0].Limit.Name == "POST /auth/*" }},
+		{"RATE_LIMIT_FAIL_CLOSED", "auth", func(c *config.Config) bool { return len(c.FailClosed) == 1 && c.FailClosed[0].Text == "/auth/*" }},
+		{"RATE_LIMIT_FALLBACK_INSTANCES", "-3", func(c *config.Config) bool { return c.FallbackInstances == 10 }},
+		{"RATE_LIMIT_KEY_PREFIX", "a{b}", func(c *config.Config) bool { return c.KeyPrefix == "rl" }},
+		{"API_KEYS_REFRESH", "soon", func(c *config.Config) bool { return c.APIKeysRefresh == 5*time.Minute }},
+		{"API_KEY_HASHES", "xyz", func(c *config.Config) bool { return c.APIKeyHashes != nil && len(c.APIKeyHashes) == 0 }},
+		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == ratelimit.DefaultTimeout }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.variable, func(t *testing.T) {
+			cfg, err := config.FromEnv(envOf(map[string]string{tc.variable: tc.value}))
+			if err == nil || !strings.Contains(err.Error(), tc.variable) || !strings.Contains(err.Error(), tc.value) {
+				t.Errorf("error %v does not name %s and %q", err, tc.variable, tc.value)
+			}
+			if !tc.check(cfg) {
+				t.Errorf("%s=%q: default not used: %+v", tc.variable, tc.value, cfg)
+			}
+		})
+	}
+}
+
+func TestPathGlob(t *testing.T) {
+	cases := []struct {
+		glob, path string
+		want       bool
+	}{
+		{"/auth/*", "/auth/login", true},
+		{"/auth/*", "/auth/oauth/callback", true},
+		{"/auth/*", "/auth", false},
+		{"/auth/*", "/auth/", false},
+		{"/auth/*", "//auth//login/", true},
+		{"/auth/*", "/authx/login", false},
+		{"/auth/*", "/Auth/login", false},
+		{"/auth/**", "/auth", true},
+		{"/auth/**", "/auth/a/b", true},
+		{"/v1/*/items", "/v1/42/items", true},
+		{"/v1/*/items", "/v1/42/43/items", false},
+		{"/v1/*/items", "/v1//items", false},
+		{"/health", "/health", true},
+		{"/health", "/health/", true},
+		{"/health", "/healthz", false},
+		{"/**", "/", true},
+		{"/*", "/", false},
+		{"/*", "/x/y", true},
+		{"/auth/*", "auth/login", false},
+	}
+	for _, tc := range cases {
+		g, err := config.ParsePathGlob(tc.glob)
+		if err != nil {
+			t.Fatalf("ParsePathGlob(%q): %v", tc.glob, err)
+		}
+		if got := g.Match(tc.path); got != tc.want {
+			t.Errorf("%q matches %q = %v, want %v", tc.glob, tc.path, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"auth/*", "/a/**/b", "/a/b*", "/a b", ""} {
+		if _, err := config.ParsePathGlob(bad); err == nil {
+			t.Errorf("ParsePathGlob(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseRoutes(t *testing.T) {
+	routes, err := config.ParseRoutes(" post /auth/*=5/1m , ANY /search=100/10s,GET /v1/*/items=7/1h", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		method, path string
+		want         []string
+	}{
+		{"POST", "/auth/login", []string{"POST /auth/*"}},
+		{"GET", "/auth/login", nil},
+		{"DELETE", "/search", []string{"* /search"}},
+		{"GET", "/v1/9/items", []string{"GET /v1/*/items"}},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, r := range config.RoutesFor(routes, tc.method, tc.path) {
+			got = append(got, r.Limit.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s %s: %v, want %v", tc.method, tc.path, got, tc.want)
+		}
+	}
+	if none, err := config.ParseRoutes("none", ""); err != nil || none != nil {
+		t.Errorf("none: %v %v", none, err)
+	}
+}
+
+// TestStageCache: stage variables override per stage, each distinct set is
+// parsed (and a bad one reported) once, and the environment is untouched.
+func TestStageCache(t *testing.T) {
+	cfg, _ := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m"}))
+	var reported []error
+	cache := config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
+	beta := map[string]string{"rateLimitAnonymous": "6/1m", "rateLimitAlgorithm": "token-bucket"}
+	bad := map[string]string{"rateLimitUser": "many"}
+	for i := 0; i < 3; i++ {
+		if l := cache.For(beta); l.Tiers.Anonymous.String() != "6/1m" || l.Tiers.Algorithm != ratelimit.TokenBucket || l.Routes[0].Limit.Algorithm != ratelimit.TokenBucket {
+			t.Fatalf("beta: %+v", l.Tiers)
+		}
+		if l := cache.For(nil); l.Tiers.Anonymous.String() != "3/1m" || l.Tiers.Algorithm != ratelimit.SlidingWindow {
+			t.Fatalf("no stage variables: %+v", l.Tiers)
+		}
+		if l := cache.For(bad); l.Tiers.User.String() != "600/1m" {
+			t.Fatalf("bad: %+v", l.Tiers)
+		}
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitUser") {
+		t.Errorf("reported %v, want one error naming rateLimitUser", reported)
+	}
+	if a, b := cache.For(beta), cache.For(beta); a != b {
+		t.Error("the same stage variables were parsed again")
+	}
+}
+
+func FuzzRoutes(f *testing.F) {
+	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m"} {
+		f.Add(s, "/auth/login")
+	}
+	f.Fuzz(func(t *testing.T, spec, path string) {
+		routes, err := config.ParseRoutes(spec, "")
+		if err != nil {
+			return
+		}
+		for _, r := range routes {
+			if err := r.Limit.Validate(); err != nil {
+				t.Fatalf("ParseRoutes(%q) accepted an invalid limit: %v", spec, err)
+			}
+			_ = r.Matches("GET", path)
+		}
+		globs, _ := config.ParseFailClosed(spec)
+		_ = config.IsFailClosed(globs, path)
+	})
+}
+
+func FuzzStageVariables(f *testing.F) {
+	f.Add("6/1m", "600/1m", "10/1s", "token-bucket")
+	f.Add("", "", "", "")
+	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket")
+	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW")
+	cfg, _ := config.FromEnv(envOf(nil))
+	cache := config.NewStageCache(cfg, nil)
+	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm string) {
+		l := cache.For(map[string]string{"rateLimitAnonymous": anonymous, "rateLimitUser": user, "rateLimitOrg": org, "rateLimitAlgorithm": algorithm})
+		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org} {
+			if err := lim.Validate(); err != nil {
+				t.Fatalf("stage variables gave an unusable limit: %v", err)
+			}
+			if lim.Algorithm != l.Tiers.Algorithm {
+				t.Fatalf("tier algorithm %s differs from the stage's %s", lim.Algorithm, l.Tiers.Algorithm)
+			}
+		}
+	})
+}

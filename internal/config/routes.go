@@ -1,0 +1,263 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// PathGlob matches request paths segment by segment. Paths and globs are
+// split on '/' and empty segments are dropped ("/auth//login/" is
+// "/auth/login"). The rules:
+//
+//   - a literal segment matches itself exactly (paths are case-sensitive, as
+//     in API Gateway);
+//   - "*" matches exactly one non-empty segment, except as the LAST segment
+//     of the glob, where it matches one or more segments (the rest of the
+//     path): "/auth/*" matches "/auth/login" and "/auth/oauth/callback" but
+//     not "/auth";
+//   - "**" as the last segment matches zero or more segments: "/auth/**"
+//     matches "/auth" too;
+//   - "**" anywhere else, or a segment mixing '*' with other characters,
+//     is an error.
+//
+// A glob must start with '/'. "/**" matches every path, "/*" every path
+// but "/".
+type PathGlob struct {
+	// Text is the glob as written.
+	Text     string
+	segments []string
+}
+
+// ParsePathGlob parses one path glob.
+func ParsePathGlob(s string) (PathGlob, error) {
+	if !strings.HasPrefix(s, "/") {
+		return PathGlob{}, fmt.Errorf("path glob %q: must start with /", clip(s))
+	}
+	if len(s) > 1024 {
+		return PathGlob{}, fmt.Errorf("path glob %q: longer than 1024 bytes", clip(s))
+	}
+	segs := splitPath(s)
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch {
+		case seg == "*":
+		case seg == "**":
+			if !last {
+				return PathGlob{}, fmt.Errorf("path glob %q: ** is only allowed as the last segment", clip(s))
+			}
+		case strings.Contains(seg, "*"):
+			return PathGlob{}, fmt.Errorf("path glob %q: * must be a whole segment", clip(s))
+		case strings.ContainsAny(seg, " \t\r\n,="):
+			return PathGlob{}, fmt.Errorf("path glob %q: spaces, commas and '=' are not allowed", clip(s))
+		}
+	}
+	return PathGlob{Text: s, segments: segs}, nil
+}
+
+// Match reports whether path matches the glob.
+func (g PathGlob) Match(path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	return matchSegments(g.segments, splitPath(path))
+}
+
+func matchSegments(glob, path []string) bool {
+	for i, seg := range glob {
+		last := i == len(glob)-1
+		if last && seg == "**" {
+			return true
+		}
+		if i >= len(path) {
+			return false
+		}
+		if last && seg == "*" {
+			return true // path[i] exists and is non-empty: one or more segments
+		}
+		if seg != "*" && seg != path[i] {
+			return false
+		}
+	}
+	return len(path) == len(glob)
+}
+
+// splitPath splits a path into its non-empty segments: "/a//b/" is
+// ["a", "b"] and "/" is none. Empty segments are dropped so that "//auth/login"
+// cannot slip past a glob written "/auth/*".
+func splitPath(p string) []string {
+	segs := strings.Split(p, "/")
+	out := segs[:0]
+	for _, s := range segs {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// RouteLimit is an extra limit on the requests of one method and path glob,
+// counted per caller (the same identity as the caller's tier), so that the
+// tier and route limits of a request are decided by one script call.
+type RouteLimit struct {
+	// Method is the HTTP method in upper case, or "*" (also written ANY)
+	// for every method.
+	Method string
+	// Path is the path glob.
+	Path PathGlob
+	// Limit is the budget; its Name is "METHOD /glob", e.g. "POST /auth/*",
+	// the policy name of the RateLimit headers.
+	Limit ratelimit.Limit
+}
+
+// Matches reports whether the route limit applies to a request.
+func (r RouteLimit) Matches(method, path string) bool {
+	return (r.Method == "*" || r.Method == method) && r.Path.Match(path)
+}
+
+// ParseRoutes parses RATE_LIMIT_ROUTES: comma-separated entries
+// "METHOD /path-glob=N/window", such as "POST /auth/*=5/1m,GET /search=100/1m".
+// The method may be "*" or "ANY". The empty string and "none" mean no
+// route limits. Every limit gets the algorithm alg.
+func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, None) {
+		return nil, nil
+	}
+	var routes []RouteLimit
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		r, err := parseRoute(entry, alg)
+		if err != nil {
+			return nil, err
+		}
+		routes = append(routes, r)
+	}
+	if len(routes) > 64 {
+		return nil, errors.New("more than 64 route limits")
+	}
+	return routes, nil
+}
+
+func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
+	route, rate, ok := strings.Cut(entry, "=")
+	if !ok {
+		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window", clip(entry))
+	}
+	method, path, ok := strings.Cut(strings.TrimSpace(route), " ")
+	if !ok {
+		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window", clip(entry))
+	}
+	method = strings.ToUpper(strings.TrimSpace(method))
+	if method == "ANY" {
+		method = "*"
+	}
+	if method != "*" && !isToken(method) {
+		return RouteLimit{}, fmt.Errorf("route limit %q: method %q is not an HTTP method", clip(entry), clip(method))
+	}
+	glob, err := ParsePathGlob(strings.TrimSpace(path))
+	if err != nil {
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+	}
+	name := method + " " + glob.Text
+	limit, err := makeLimit(name, rate, alg)
+	if err != nil {
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+	}
+	return RouteLimit{Method: method, Path: glob, Limit: limit}, nil
+}
+
+func isToken(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseFailClosed parses RATE_LIMIT_FAIL_CLOSED: comma-separated path
+// globs. The empty string and "none" mean no fail-closed route.
+func ParseFailClosed(s string) ([]PathGlob, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, None) {
+		return nil, nil
+	}
+	var globs []PathGlob
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		g, err := ParsePathGlob(part)
+		if err != nil {
+			return nil, err
+		}
+		globs = append(globs, g)
+	}
+	return globs, nil
+}
+
+// parseRoutesVar applies the default rules to RATE_LIMIT_ROUTES: unset means
+// the default; a value with any bad entry is rejected as a whole (a
+// half-applied list would silently drop a limit the operator asked for) and
+// the default used.
+func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
+	if v == "" {
+		v = DefaultRoutes
+	}
+	routes, err := ParseRoutes(v, alg)
+	if err != nil {
+		def, derr := ParseRoutes(DefaultRoutes, alg)
+		if derr != nil {
+			panic(fmt.Sprintf("config: default RATE_LIMIT_ROUTES: %v", derr))
+		}
+		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", clip(v), err, DefaultRoutes)
+	}
+	return routes, nil
+}
+
+// parseFailClosedVar is parseRoutesVar for RATE_LIMIT_FAIL_CLOSED.
+func parseFailClosedVar(v string) ([]PathGlob, error) {
+	if v == "" {
+		v = DefaultFailClosed
+	}
+	globs, err := ParseFailClosed(v)
+	if err != nil {
+		def, derr := ParseFailClosed(DefaultFailClosed)
+		if derr != nil {
+			panic(fmt.Sprintf("config: default RATE_LIMIT_FAIL_CLOSED: %v", derr))
+		}
+		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", clip(v), err, DefaultFailClosed)
+	}
+	return globs, nil
+}
+
+// RoutesFor returns the route limits that apply to a request.
+func RoutesFor(routes []RouteLimit, method, path string) []RouteLimit {
+	var out []RouteLimit
+	for _, r := range routes {
+		if r.Matches(method, path) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// IsFailClosed reports whether path matches one of the fail-closed globs.
+func IsFailClosed(globs []PathGlob, path string) bool {
+	for _, g := range globs {
+		if g.Match(path) {
+			return true
+		}
+	}
+	return false
+}

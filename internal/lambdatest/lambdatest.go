@@ -1,0 +1,352 @@
+// Package lambdatest runs a function the way Lambda runs it, for tests:
+// it builds the function's bootstrap for the host (static, -tags
+// lambda.norpc, as for provided.al2023) and runs it under the AWS Lambda
+// Runtime Interface Emulator (RIE), built from its Go module into the
+// repository's bin folder. Several emulators can run at once, each on its
+// own free ports, like several warm Lambda instances.
+package lambdatest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RIEModule and RIEVersion pin the emulator; mk/functions.mk uses the same.
+const (
+	RIEModule  = "github.com/aws/aws-lambda-runtime-interface-emulator"
+	RIEVersion = "v0.0.0-20261030222936-bef5c4ba774d"
+	rieCommand = RIEModule + "/cmd/aws-lambda-rie"
+)
+
+// InvocationsPath is the RIE's invoke endpoint.
+const InvocationsPath = "/2015-03-31/functions/function/invocations"
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{} // package -> bootstrap path
+	rieOnce sync.Once
+	riePath string
+	rieErr  error
+)
+
+// ModuleRoot is the directory of the go.mod of the module under test.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside a Go module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// BuildBootstrap builds the main package pkg (e.g. "./functions/authorizer",
+// relative to the module root) as a bootstrap for the host's OS and
+// architecture, once per test binary, and returns its path.
+func BuildBootstrap(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatalf("build bootstrap %s: %v", pkg, err)
+	}
+	parent := filepath.Join(os.TempDir(), "slidegate-lambdatest")
+	if len(built) == 0 {
+		removeStaleBuilds(parent)
+	}
+	dir := filepath.Join(parent, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+"-"+strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("build bootstrap %s: %v", pkg, err)
+	}
+	out := filepath.Join(dir, "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build bootstrap %s: %v\n%s", pkg, err, msg)
+	}
+	built[pkg] = out
+	return out
+}
+
+// removeStaleBuilds deletes the bootstraps of test processes that are gone
+// (each test binary builds into a folder named for its pid, so that test
+// binaries running at once never overwrite each other's bootstrap).
+func removeStaleBuilds(parent string) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		i := strings.LastIndexByte(e.Name(), '-')
+		pid, err := strconv.Atoi(e.Name()[i+1:])
+		if i < 0 || err != nil || pid == os.Getpid() {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			_ = os.RemoveAll(filepath.Join(parent, e.Name()))
+		}
+	}
+}
+
+// RIEBinary returns the emulator binary, building it into <module>/bin with
+// go install the first time (this needs the Go module proxy once).
+func RIEBinary(t testing.TB) string {
+	t.Helper()
+	rieOnce.Do(func() {
+		root, err := ModuleRoot()
+		if err != nil {
+			rieErr = err
+			return
+		}
+		bin := filepath.Join(root, "bin")
+		riePath = filepath.Join(bin, "aws-lambda-rie")
+		if _, err := os.Stat(riePath); err == nil {
+			return
+		}
+		cmd := exec.Command("go", "install", rieCommand+"@"+RIEVersion)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOBIN="+bin, "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			rieErr = fmt.Errorf("go install %s@%s: %w\n%s", rieCommand, RIEVersion, err, msg)
+		}
+	})
+	if rieErr != nil {
+		t.Fatalf("runtime interface emulator: %v", rieErr)
+	}
+	return riePath
+}
+
+// RIE is one running emulator with one function: one warm instance.
+type RIE struct {
+	// Addr is the emulator's HTTP address, 127.0.0.1:PORT.
+	Addr string
+	// Started is when the emulator process was started.
+	Started time.Time
+
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	client *http.Client
+	done   chan struct{}
+}
+
+// StartRIE starts the emulator on free ports, running bootstrap with the
+// given environment (on top of a minimal one: PATH, HOME, a fake AWS
+// region, IMDS disabled). The emulator starts the bootstrap on the first
+// invocation, as Lambda does on a cold start. It is stopped, with the
+// bootstrap, when t finishes; its log (emulator and function) is written
+// to the test log if t failed.
+func StartRIE(t testing.TB, bootstrap string, env map[string]string) *RIE {
+	t.Helper()
+	bin := RIEBinary(t)
+	rieAddr, err := freeAddr()
+	if err != nil {
+		t.Fatalf("start RIE: %v", err)
+	}
+	apiAddr, err := freeAddr()
+	if err != nil {
+		t.Fatalf("start RIE: %v", err)
+	}
+	cmd := exec.Command(bin,
+		"--runtime-interface-emulator-address", rieAddr,
+		"--runtime-api-address", apiAddr,
+		"--log-level", "error",
+		bootstrap)
+	cmd.Dir = filepath.Dir(bootstrap)
+	cmd.Env = baseEnv(env)
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r := &RIE{Addr: rieAddr, cmd: cmd, logs: logs, done: make(chan struct{}),
+		client: &http.Client{Timeout: 30 * time.Second}}
+	r.Started = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start RIE: %v", err)
+	}
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		r.Stop()
+		if t.Failed() {
+			t.Logf("RIE %s log:\n%s", r.Addr, r.Logs())
+		}
+	})
+	if err := r.waitListening(10 * time.Second); err != nil {
+		t.Fatalf("start RIE: %v\n%s", err, r.Logs())
+	}
+	return r
+}
+
+func baseEnv(env map[string]string) []string {
+	vars := map[string]string{
+		"PATH":                        os.Getenv("PATH"),
+		"HOME":                        os.Getenv("HOME"),
+		"TMPDIR":                      os.TempDir(),
+		"AWS_REGION":                  "us-east-1",
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_LAMBDA_FUNCTION_TIMEOUT": "30",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+func (r *RIE) waitListening(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		conn, err := net.DialTimeout("tcp", r.Addr, 200*time.Millisecond)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-r.done:
+			return errors.New("emulator exited before listening")
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("emulator not listening on %s after %s", r.Addr, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FunctionError is the error payload a function returned
+// ({"errorMessage": ..., "errorType": ...}), e.g. "Unauthorized".
+type FunctionError struct {
+	Message string `json:"errorMessage"`
+	Type    string `json:"errorType"`
+}
+
+// Error implements error.
+func (e *FunctionError) Error() string { return "function error " + e.Type + ": " + e.Message }
+
+// Invoke sends one event and returns the function's response. A function
+// error comes back as a *FunctionError; a transport failure as another
+// error.
+func (r *RIE) Invoke(t testing.TB, event []byte) ([]byte, error) {
+	t.Helper()
+	return r.InvokeContext(context.Background(), event)
+}
+
+// InvokeContext is Invoke without a testing.TB, for benchmarks and
+// goroutines.
+func (r *RIE) InvokeContext(ctx context.Context, event []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.Addr+InvocationsPath, bytes.NewReader(event))
+	if err != nil {
+		return nil, fmt.Errorf("invoke: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: %w", r.Addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("invoke %s: read response: %w", r.Addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return body, fmt.Errorf("invoke %s: HTTP %d: %s", r.Addr, resp.StatusCode, body)
+	}
+	if fe := asFunctionError(body); fe != nil || resp.Header.Get("X-Amz-Function-Error") != "" {
+		if fe == nil {
+			fe = &FunctionError{Message: string(body), Type: resp.Header.Get("X-Amz-Function-Error")}
+		}
+		return body, fe
+	}
+	return body, nil
+}
+
+// asFunctionError recognises a Lambda error payload: an object whose only
+// members are errorMessage, errorType and optionally stackTrace.
+func asFunctionError(body []byte) *FunctionError {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	if _, ok := m["errorMessage"]; !ok {
+		return nil
+	}
+	for k := range m {
+		if k != "errorMessage" && k != "errorType" && k != "stackTrace" {
+			return nil
+		}
+	}
+	var fe FunctionError
+	if json.Unmarshal(body, &fe) != nil {
+		return nil
+	}
+	return &fe
+}
+
+// Logs returns everything the emulator and the function wrote so far.
+func (r *RIE) Logs() string { return r.logs.String() }
+
+// Stop kills the emulator and the bootstrap (their process group) and waits
+// for the emulator to exit. It may be called more than once.
+func (r *RIE) Stop() {
+	if r.cmd.Process != nil {
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// freeAddr returns a loopback address with a port free right now.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,16 @@
+# make bench: slidegate against its peers on one redis-server the benchmark
+# starts itself, in the separate bench/ module (peers never enter go.mod).
+# Writes docs/benchmarks.md, docs/benchmarks/*.svg and results.json.
+# BENCH_FLAGS passes flags through, e.g. BENCH_FLAGS=-quick or -rounds=5.
+
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-test
+
+## bench: the benchmark against peer libraries, writing docs/benchmarks.md (under 5 minutes)
+bench: ensure-redis
+	cd bench && GOFLAGS=-mod=mod $(GO) run . -out ../docs $(BENCH_FLAGS)
+
+## bench-test: the sliding-buckets bound tests, on a real redis-server
+bench-test: ensure-redis
+	cd bench && GOFLAGS=-mod=mod $(GO) test -count=1 ./...

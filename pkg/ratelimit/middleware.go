@@ -1,0 +1,170 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Verdict is what a Middleware's decide function reports about one request.
+type Verdict struct {
+	// Result is the decision over every limit that applies to the request.
+	// Its closest decision (Result.Closest) is written to the response
+	// headers. A Result with no decisions means the request is not rate
+	// limited: it passes without headers.
+	Result Result
+	// Unauthorized is true when the request presented credentials that do
+	// not verify. It was counted (against its source's anonymous limit) and
+	// is answered 401, unless that limit denied it, in which case the 429
+	// wins: a caller who is out of budget learns when to come back, whatever
+	// it presented.
+	Unauthorized bool
+}
+
+// Limited reports whether the verdict is about at least one limit.
+func (v Verdict) Limited() bool { return len(v.Result.Decisions) > 0 }
+
+// MiddlewareOptions configure a Middleware. The zero value is ready for
+// production.
+type MiddlewareOptions struct {
+	// ReportOnly lets a denied request through to the handler instead of
+	// answering 429, still with the rate-limit headers (but no Retry-After).
+	// It is meant for a decide function that peeks without spending, behind
+	// a status endpoint such as GET /v1/quota, which should answer even when
+	// the caller's budget is exhausted. Unauthorized and unavailable answers
+	// are unchanged.
+	ReportOnly bool
+	// UnavailableRetryAfter is the Retry-After of the 503 answered when a
+	// fail-closed request cannot be decided; DefaultUnavailableRetryAfter
+	// when zero. It is rounded up to whole seconds, at least 1.
+	UnavailableRetryAfter time.Duration
+	// Logger receives one record per request that could not be decided;
+	// slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// DefaultUnavailableRetryAfter is how long a client is asked to wait after
+// a fail-closed route could not be decided: about one circuit-breaker
+// probe interval, short enough that a blip is not felt for long.
+const DefaultUnavailableRetryAfter = time.Second
+
+// Codes of the JSON error bodies the middleware writes, next to
+// CodeTooManyRequests and CodeServiceUnavailable.
+const (
+	CodeUnauthorized  = "UNAUTHORIZED"
+	CodeInternalError = "INTERNAL_ERROR"
+)
+
+// ContentTypeJSON is the Content-Type of every body the middleware writes.
+const ContentTypeJSON = "application/json"
+
+// Middleware returns net/http middleware that rate-limits every request
+// through decide, which is called once per request and is expected to spend
+// the request's cost (or, with ReportOnly, to peek). The middleware knows
+// nothing of where requests come from: decide does (API Gateway events,
+// a local server, anything).
+//
+// The answers, per request:
+//
+//   - decide returns an error wrapping ErrUnavailable (a fail-closed route
+//     Redis could not decide): 503 with Retry-After and
+//     ServiceUnavailableBody; the handler is not called.
+//   - decide returns any other error: 500 with a JSON body of code
+//     INTERNAL_ERROR; the error is logged, never sent to the client.
+//   - the verdict has no decisions: the handler is called, no headers added.
+//   - the verdict denies: 429 with the rate-limit headers of the closest
+//     decision (SetHeaders), Retry-After and TooManyRequestsBody; the
+//     handler is not called. With ReportOnly the handler is called instead,
+//     with the headers but no Retry-After.
+//   - the verdict is Unauthorized: 401 with the rate-limit headers and a
+//     JSON body of code UNAUTHORIZED; the handler is not called.
+//   - otherwise the handler is called with the rate-limit headers already
+//     set on the response, and the verdict in the request's context
+//     (VerdictFromContext).
+//
+// Every JSON body is written with Content-Type: application/json.
+func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOptions) func(http.Handler) http.Handler {
+	unavailableRetry := opts.UnavailableRetryAfter
+	if unavailableRetry <= 0 {
+		unavailableRetry = DefaultUnavailableRetryAfter
+	}
+	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
+	logger := opts.Logger
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			verdict, err := decide(r)
+			if err != nil {
+				if errors.Is(err, ErrUnavailable) {
+					logFailure(logger, r, "rate limit undecided on a fail-closed route", err)
+					w.Header().Set(HeaderRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
+					writeJSON(w, http.StatusServiceUnavailable, ServiceUnavailableBody(unavailableSeconds))
+					return
+				}
+				logFailure(logger, r, "rate limit decision failed", err)
+				writeJSON(w, http.StatusInternalServerError, internalErrorBody)
+				return
+			}
+			if !verdict.Limited() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			closest := verdict.Result.Closest()
+			SetHeaders(w.Header(), closest)
+			switch {
+			case !verdict.Result.Allowed && !opts.ReportOnly:
+				// Equal to the closest decision's t, which Closest picks
+				// as the denial with the longest wait.
+				retry := RetryAfterSeconds(verdict.Result.RetryAfter())
+				w.Header().Set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
+				writeJSON(w, http.StatusTooManyRequests, TooManyRequestsBody(retry))
+				return
+			case verdict.Unauthorized:
+				w.Header().Del(HeaderRetryAfter)
+				writeJSON(w, http.StatusUnauthorized, unauthorizedBody)
+				return
+			}
+			// Retry-After means nothing on a response that lets the request
+			// through (RFC 9110, section 10.2.3).
+			w.Header().Del(HeaderRetryAfter)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verdictKey{}, verdict)))
+		})
+	}
+}
+
+// VerdictFromContext returns the verdict the Middleware reached for the
+// request whose context ctx is, for handlers that report it (a quota
+// endpoint, say). ok is false outside the middleware.
+func VerdictFromContext(ctx context.Context) (v Verdict, ok bool) {
+	v, ok = ctx.Value(verdictKey{}).(Verdict)
+	return v, ok
+}
+
+type verdictKey struct{}
+
+var (
+	unauthorizedBody  = []byte(`{"error":{"code":"` + CodeUnauthorized + `","message":"The API key or bearer token is not valid."}}`)
+	internalErrorBody = []byte(`{"error":{"code":"` + CodeInternalError + `","message":"The request could not be rate limited."}}`)
+)
+
+// logFailure logs a request that could not be decided; the path is
+// clipped, since a caller chooses it.
+func logFailure(logger *slog.Logger, r *http.Request, msg string, err error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger.LogAttrs(r.Context(), slog.LevelError, msg,
+		slog.String("method", truncate(r.Method, 16)),
+		slog.String("path", truncate(r.URL.Path, 256)),
+		slog.String("error", err.Error()))
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", ContentTypeJSON)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}

@@ -1,0 +1,236 @@
+package tests
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/internal/apihandler"
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// apiKnownKey is the API key the API tests configure as known (tier org).
+const apiKnownKey = "slidegate-example-api-key-0001"
+
+// apiEnv is the environment of an API function under test: the defaults
+// of SPEC, Redis at url, apiKnownKey known, then overrides.
+func apiEnv(url string, overrides map[string]string) map[string]string {
+	sum := sha256.Sum256([]byte(apiKnownKey))
+	env := map[string]string{
+		"REDIS_URL":      url,
+		"REDIS_TIMEOUT":  "100ms",
+		"API_KEY_HASHES": hex.EncodeToString(sum[:]),
+	}
+	for k, v := range overrides {
+		env[k] = v
+	}
+	return env
+}
+
+// startAPI builds the API function in-process, as its main does: one
+// Runtime, the handler, the Lambda entry point.
+func startAPI(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger})
+	if err != nil {
+		t.Fatalf("new runtime: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return apihandler.NewLambdaHandler(apihandler.New(rt, apihandler.Options{Logger: logger}), logger)
+}
+
+// apiResponse is an API Gateway proxy response (v1 or v2) as the client
+// would see it.
+type apiResponse struct {
+	StatusCode int
+	Header     http.Header
+	Body       string
+}
+
+// invokeAPI hands payload to the Lambda entry point and reads the answer
+// back from its JSON, as the Lambda runtime would send it.
+func invokeAPI(t testing.TB, h *apihandler.LambdaHandler, payload []byte) apiResponse {
+	t.Helper()
+	out, err := h.Invoke(context.Background(), payload)
+	if err != nil {
+		t.Fatalf("invoke returned an error: %v", err)
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		t.Fatalf("marshal response: %v", err)
+	}
+	return parseAPIResponse(t, raw)
+}
+
+// parseAPIResponse reads a v1 or v2 proxy response.
+func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
+	t.Helper()
+	var wire struct {
+		StatusCode        int                 `json:"statusCode"`
+		Headers           map[string]string   `json:"headers"`
+		MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+		Body              string              `json:"body"`
+		IsBase64Encoded   bool                `json:"isBase64Encoded"`
+	}
+	if err := json.Unmarshal(raw, &wire); err != nil {
+		t.Fatalf("response is not a proxy response: %v: %s", err, raw)
+	}
+	resp := apiResponse{StatusCode: wire.StatusCode, Header: http.Header{}, Body: wire.Body}
+	for k, v := range wire.Headers {
+		resp.Header.Set(k, v)
+	}
+	for k, vs := range wire.MultiValueHeaders {
+		resp.Header.Del(k)
+		for _, v := range vs {
+			resp.Header.Add(k, v)
+		}
+	}
+	if wire.IsBase64Encoded {
+		body, err := base64.StdEncoding.DecodeString(wire.Body)
+		if err != nil {
+			t.Fatalf("base64 body: %v", err)
+		}
+		resp.Body = string(body)
+	}
+	return resp
+}
+
+// readAPIEvent returns the bytes of events/<name>.
+func readAPIEvent(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "events", name))
+	if err != nil {
+		t.Fatalf("read event: %v", err)
+	}
+	return b
+}
+
+// apiRESTEvent is events/api-rest-anonymous.json changed by edit.
+func apiRESTEvent(t testing.TB, edit func(e *events.APIGatewayProxyRequest)) []byte {
+	t.Helper()
+	var e events.APIGatewayProxyRequest
+	if err := json.Unmarshal(readAPIEvent(t, "api-rest-anonymous.json"), &e); err != nil {
+		t.Fatal(err)
+	}
+	edit(&e)
+	return apiJSON(t, e)
+}
+
+// apiHTTPAPIEvent is events/api-httpapi-v2.json changed by edit.
+func apiHTTPAPIEvent(t testing.TB, edit func(e *events.APIGatewayV2HTTPRequest)) []byte {
+	t.Helper()
+	var e events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(readAPIEvent(t, "api-httpapi-v2.json"), &e); err != nil {
+		t.Fatal(err)
+	}
+	edit(&e)
+	return apiJSON(t, e)
+}
+
+// apiSetRESTHeader sets a header in both header maps of a REST event, as API
+// Gateway fills them.
+func apiSetRESTHeader(e *events.APIGatewayProxyRequest, name, value string) {
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+	if e.MultiValueHeaders == nil {
+		e.MultiValueHeaders = map[string][]string{}
+	}
+	e.Headers[name] = value
+	e.MultiValueHeaders[name] = []string{value}
+}
+
+func apiJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// apiSpecBody429 is the SPEC's 429 body with its number left open.
+var apiSpecBody429 = regexp.MustCompile(`^\{"error":\{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded\. Try again in ([0-9]+) seconds?\.","retry_after_seconds":([0-9]+)\}\}$`)
+
+// checkAPI429 asserts a SPEC 429: Retry-After of at least 1 second, equal to
+// the RateLimit header's t and to the body's number, and the body byte for
+// byte.
+func checkAPI429(t testing.TB, resp apiResponse) {
+	t.Helper()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429; body %s", resp.StatusCode, resp.Body)
+	}
+	retry, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64)
+	if err != nil || retry < 1 {
+		t.Fatalf("Retry-After = %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
+	}
+	if want := string(ratelimit.TooManyRequestsBody(retry)); resp.Body != want {
+		t.Fatalf("429 body\n got %s\nwant %s", resp.Body, want)
+	}
+	m := apiSpecBody429.FindStringSubmatch(resp.Body)
+	if m == nil || m[1] != strconv.FormatInt(retry, 10) || m[2] != m[1] {
+		t.Fatalf("429 body does not have the SPEC shape with %d seconds: %s", retry, resp.Body)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("429 Content-Type = %q", ct)
+	}
+	if got := resp.Header.Get("RateLimit"); !regexp.MustCompile(`;t=` + strconv.FormatInt(retry, 10) + `$`).MatchString(got) {
+		t.Fatalf("RateLimit %q disagrees with Retry-After %d", got, retry)
+	}
+	checkAPIRateLimitHeaders(t, resp)
+}
+
+// apiRateLimitHeaderNames are the headers SPEC puts on every limited response.
+var apiRateLimitHeaderNames = []string{
+	"RateLimit-Policy", "RateLimit",
+	"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+}
+
+// checkAPIRateLimitHeaders asserts every SPEC header is present and that the
+// three families agree.
+func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
+	t.Helper()
+	for _, name := range apiRateLimitHeaderNames {
+		if resp.Header.Get(name) == "" {
+			t.Fatalf("limited response (status %d) lacks %s; headers %v", resp.StatusCode, name, resp.Header)
+		}
+	}
+	h := resp.Header
+	if h.Get("RateLimit-Limit") != h.Get("X-RateLimit-Limit") || h.Get("RateLimit-Remaining") != h.Get("X-RateLimit-Remaining") {
+		t.Fatalf("RateLimit-* and X-RateLimit-* disagree: %v", h)
+	}
+	policy := regexp.MustCompile(`^"[^"]*";q=` + h.Get("RateLimit-Limit") + `;w=[0-9]+$`)
+	if !policy.MatchString(h.Get("RateLimit-Policy")) {
+		t.Fatalf("RateLimit-Policy %q does not match limit %s", h.Get("RateLimit-Policy"), h.Get("RateLimit-Limit"))
+	}
+	rl := regexp.MustCompile(`^"[^"]*";r=` + h.Get("RateLimit-Remaining") + `;t=` + h.Get("RateLimit-Reset") + `$`)
+	if !rl.MatchString(h.Get("RateLimit")) {
+		t.Fatalf("RateLimit %q disagrees with RateLimit-Remaining/-Reset %s/%s", h.Get("RateLimit"), h.Get("RateLimit-Remaining"), h.Get("RateLimit-Reset"))
+	}
+}
+
+// apiRedisKeyCount is the number of keys in srv's database.
+func apiRedisKeyCount(t testing.TB, srv *redistest.Server) int64 {
+	t.Helper()
+	n, err := srv.Client(t).DBSize(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("DBSIZE: %v", err)
+	}
+	return n
+}

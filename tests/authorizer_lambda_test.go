@@ -1,0 +1,361 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/lambdatest"
+	"github.com/slidegate/slidegate/internal/redistest"
+)
+
+// TestAuthorizerTierLimits: under the emulator, each kind of caller gets
+// its tier's limit, the limit+1th request is denied with retryAfter >= 1,
+// and nothing a caller adds to the request moves them to another bucket.
+func TestAuthorizerTierLimits(t *testing.T) {
+	srv := redistest.StartServer(t)
+	secret := azSecret(t)
+	rie := azStart(t, azEnv(srv.URL(), secret, nil))
+
+	cases := []struct {
+		name      string
+		requests  func(i int) azRequest
+		wantLimit int
+		wantTier  string
+	}{
+		{"anonymous caller: 3 per source IP", func(int) azRequest {
+			return azRequest{ip: "198.51.100.10"}
+		}, 3, "anonymous"},
+		{"known API key: the org limit of 5", func(int) azRequest {
+			return azRequest{ip: "198.51.100.11", headers: map[string]string{"X-API-Key": azKey}}
+		}, 5, "org"},
+		{"verified JWT: the user limit of 4", func(int) azRequest {
+			return azRequest{ip: "198.51.100.12", headers: map[string]string{"Authorization": "Bearer " + azToken(t, secret, "user-7")}}
+		}, 4, "user"},
+		{"the same user from many addresses is one bucket", func(i int) azRequest {
+			return azRequest{ip: fmt.Sprintf("198.51.100.%d", 100+i), headers: map[string]string{"authorization": "Bearer " + azToken(t, secret, "user-8")}}
+		}, 4, "user"},
+		{"X-Forwarded-For changes nothing", func(i int) azRequest {
+			return azRequest{ip: "198.51.100.13", headers: map[string]string{"X-Forwarded-For": fmt.Sprintf("10.0.0.%d", i)}}
+		}, 3, "anonymous"},
+		{"login route: its own limit of 2 on top of the tier", func(int) azRequest {
+			return azRequest{ip: "198.51.100.14", method: "POST", path: "/auth/login"}
+		}, 2, "anonymous"},
+		{"stage variable raises the anonymous limit on its stage", func(int) azRequest {
+			return azRequest{ip: "198.51.100.15", stage: "beta", stageVars: map[string]string{"rateLimitAnonymous": "6/1m"}}
+		}, 6, "anonymous"},
+		{"same address on a stage without the variable: the environment's 3", func(int) azRequest {
+			return azRequest{ip: "198.51.100.16", stage: "prod"}
+		}, 3, "anonymous"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < tc.wantLimit; i++ {
+				a := azInvoke(t, rie, azRESTEvent(t, tc.requests(i)))
+				if !a.allowed() {
+					t.Fatalf("request %d of %d: not allowed: %+v", i+1, tc.wantLimit, a)
+				}
+				if tier := a.resp.Context["tier"]; tier != tc.wantTier {
+					t.Fatalf("request %d: tier %v, want %s", i+1, tier, tc.wantTier)
+				}
+				if !strings.HasPrefix(a.resp.PrincipalID, tc.wantTier+":") {
+					t.Errorf("principalId %q does not start with the tier", a.resp.PrincipalID)
+				}
+			}
+			a := azInvoke(t, rie, azRESTEvent(t, tc.requests(tc.wantLimit)))
+			if !a.denied() {
+				t.Fatalf("request %d (limit+1): want Deny, got %+v", tc.wantLimit+1, a)
+			}
+			if ra, ok := a.ctxInt("retryAfter"); !ok || ra < 1 {
+				t.Errorf("Deny context retryAfter = %v, want >= 1", a.resp.Context["retryAfter"])
+			}
+			if rem, _ := a.ctxInt("remaining"); rem != 0 {
+				t.Errorf("Deny context remaining = %d, want 0", rem)
+			}
+		})
+	}
+	if logs := rie.Logs(); strings.Contains(logs, azKey) || strings.Contains(logs, secret) || strings.Contains(logs, "198.51.100.10") {
+		t.Error("the function log holds an API key, the JWT secret or a source IP in clear")
+	}
+}
+
+// TestAuthorizerSprayIsHeldAtTheAnonymousLimit: 1,000 requests from one
+// address, each with a different random API key or a forged token, are all
+// Unauthorized and all counted against the address's anonymous limit, so a
+// clean request from it is then denied; another address is untouched.
+func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	secret := azSecret(t)
+	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"RATE_LIMIT_ANONYMOUS": "5/1h"}))
+	const sprayer = "203.0.113.66"
+	unauthorized := 0
+	for i := 0; i < 1000; i++ {
+		headers := map[string]string{"x-api-key": azSecret(t)}
+		if i%2 == 1 {
+			headers = map[string]string{"Authorization": "Bearer " + azToken(t, azSecret(t), "victim")}
+		}
+		a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: sprayer, headers: headers}))
+		if a.allowed() || a.err != nil {
+			t.Fatalf("spray request %d: want Unauthorized, got %+v", i, a)
+		}
+		if a.unauthorized {
+			unauthorized++
+		}
+	}
+	if unauthorized != 1000 {
+		t.Errorf("%d of 1000 sprayed requests were Unauthorized", unauthorized)
+	}
+	clean := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: sprayer}))
+	if !clean.denied() {
+		t.Fatalf("after the spray, the sprayer's clean request: want Deny (anonymous limit spent), got %+v", clean)
+	}
+	if limit, _ := clean.ctxInt("limit"); limit != 5 {
+		t.Errorf("the sprayer is held at limit %d, want the anonymous 5", limit)
+	}
+	other := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "203.0.113.67"}))
+	if !other.allowed() {
+		t.Errorf("another address was affected by the spray: %+v", other)
+	}
+}
+
+// TestAuthorizerInstancesShareOneLimit: several emulators (warm instances)
+// hit concurrently for one address admit exactly the limit between them.
+func TestAuthorizerInstancesShareOneLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const (
+		instances = 4
+		each      = 25
+		limit     = 40
+	)
+	env := azEnv(srv.URL(), azSecret(t), map[string]string{
+		"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1h", limit),
+		"RATE_LIMIT_ALGORITHM": "sliding-log", // exact in any window
+		"REDIS_TIMEOUT":        "2s",          // this test is about counting, not latency
+	})
+	ries := make([]*lambdatest.RIE, instances)
+	for i := range ries {
+		ries[i] = azStart(t, env)
+	}
+	event := azRESTEvent(t, azRequest{ip: "192.0.2.77"})
+	var admitted, denied atomic.Int64
+	errs := make(chan error, instances*each)
+	var wg sync.WaitGroup
+	for _, r := range ries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				body, err := r.InvokeContext(context.Background(), event)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				switch {
+				case strings.Contains(string(body), `"Effect":"Allow"`):
+					admitted.Add(1)
+					if strings.Contains(string(body), `"degraded":true`) {
+						errs <- errors.New("a decision was degraded: the count is not Redis's")
+					}
+				case strings.Contains(string(body), `"Effect":"Deny"`):
+					denied.Add(1)
+				default:
+					errs <- fmt.Errorf("unexpected answer %s", body)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if admitted.Load() != limit || denied.Load() != instances*each-limit {
+		t.Errorf("%d instances x %d requests: admitted %d, denied %d; want exactly %d admitted", instances, each, admitted.Load(), denied.Load(), limit)
+	}
+}
+
+// TestAuthorizerWithRedisStopped: with Redis gone, a normal route gets a
+// degraded Allow and the login route (fail-closed) an error that is not
+// "Unauthorized" (API Gateway: AUTHORIZER_FAILURE, 503 by the template),
+// both within REDIS_TIMEOUT plus a margin.
+func TestAuthorizerWithRedisStopped(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rie := azStart(t, azEnv(srv.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
+	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.50"})); !a.allowed() {
+		t.Fatalf("warm-up with Redis up: %+v", a)
+	}
+	srv.Stop()
+
+	const bound = 2 * time.Second // generous; the measured figure is logged
+	cases := []struct {
+		name  string
+		req   azRequest
+		check func(t *testing.T, a azAnswer)
+	}{
+		{"normal route: degraded Allow", azRequest{ip: "192.0.2.50"}, func(t *testing.T, a azAnswer) {
+			if !a.allowed() || a.resp.Context["degraded"] != true {
+				t.Errorf("want Allow with degraded true, got %+v", a)
+			}
+		}},
+		{"login route: an error, not Unauthorized", azRequest{ip: "192.0.2.50", method: "POST", path: "/auth/login"}, func(t *testing.T, a azAnswer) {
+			if a.err == nil || a.unauthorized {
+				t.Errorf("want a function error other than Unauthorized, got %+v", a)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			a := azInvoke(t, rie, azRESTEvent(t, tc.req))
+			took := time.Since(start)
+			tc.check(t, a)
+			t.Logf("answered in %s with Redis stopped (REDIS_TIMEOUT=100ms)", took)
+			if took > bound {
+				t.Errorf("took %s, want within %s", took, bound)
+			}
+		})
+	}
+}
+
+// TestAuthorizerEvents invokes every events/authorizer-*.json, as `make
+// invoke` would, with the test-only credentials those events were made with
+// (see mk/functions.mk), and checks each does what its name says.
+func TestAuthorizerEvents(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := azEnv(srv.URL(), "slidegate-test-only-hs256-secret", map[string]string{
+		"API_KEY_HASHES":       "1f3fda5b3594c211778c561901737661ca21e8ebcf1ac1a3d60f006c470129f8", // slidegate-example-api-key-0001
+		"RATE_LIMIT_ANONYMOUS": "30/1m",
+		"RATE_LIMIT_ROUTES":    "POST /auth/*=5/1m",
+	})
+	rie := azStart(t, env)
+	want := map[string]func(t *testing.T, body []byte, err error){
+		"authorizer-anonymous.json":   wantPolicy("Allow", "anonymous", false),
+		"authorizer-api-key.json":     wantPolicy("Allow", "org", true),
+		"authorizer-jwt-valid.json":   wantPolicy("Allow", "user", false),
+		"authorizer-jwt-invalid.json": wantUnauthorized,
+		"authorizer-login.json":       wantPolicy("Allow", "anonymous", false),
+		"authorizer-malformed.json":   wantUnauthorized,
+		"authorizer-httpapi-v2.json": func(t *testing.T, body []byte, err error) {
+			if err != nil || !strings.Contains(string(body), `"isAuthorized":true`) || !strings.Contains(string(body), `"tier":"anonymous"`) {
+				t.Errorf("want a simple response isAuthorized true, got %s (%v)", body, err)
+			}
+		},
+	}
+	files, err := filepath.Glob(filepath.Join("..", "events", "authorizer-*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no events/authorizer-*.json (%v)", err)
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(name, func(t *testing.T) {
+			check, ok := want[name]
+			if !ok {
+				t.Fatalf("%s has no expectation in this test", name)
+			}
+			event, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := rie.Invoke(t, event)
+			var fe *lambdatest.FunctionError
+			if err != nil && !errors.As(err, &fe) {
+				t.Fatal(err)
+			}
+			check(t, body, err)
+		})
+	}
+	t.Run("the login event carries the route limit", func(t *testing.T) {
+		a := azInvoke(t, rie, azReadEvent(t, "authorizer-login.json"))
+		if a.resp.Context["name"] != "POST /auth/*" {
+			t.Errorf("login context name = %v, want the route limit", a.resp.Context["name"])
+		}
+	})
+}
+
+func wantPolicy(effect, tier string, usageKey bool) func(t *testing.T, body []byte, err error) {
+	return func(t *testing.T, body []byte, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("function error %v", err)
+		}
+		s := string(body)
+		if !strings.Contains(s, `"Effect":"`+effect+`"`) || !strings.Contains(s, `"tier":"`+tier+`"`) {
+			t.Errorf("want %s for tier %s, got %s", effect, tier, s)
+		}
+		if got := strings.Contains(s, `"usageIdentifierKey":"slidegate-example-api-key-0001"`); got != usageKey {
+			t.Errorf("usageIdentifierKey present = %v, want %v: %s", got, usageKey, s)
+		}
+	}
+}
+
+func wantUnauthorized(t *testing.T, body []byte, err error) {
+	t.Helper()
+	var fe *lambdatest.FunctionError
+	if !errors.As(err, &fe) || fe.Message != "Unauthorized" {
+		t.Errorf("want the error Unauthorized, got %s (%v)", body, err)
+	}
+}
+
+// TestAuthorizerWithRedisHanging: Redis accepts connections and never
+// answers. Decisions are still bounded by REDIS_TIMEOUT (plus a margin): a
+// degraded Allow on a normal route, an error on the login route.
+func TestAuthorizerWithRedisHanging(t *testing.T) {
+	blackhole, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			conn, err := blackhole.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // read and never answer
+				_, _ = io.Copy(io.Discard, conn)
+				conn.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() { blackhole.Close() })
+
+	rie := azStart(t, azEnv("redis://"+blackhole.Addr().String(), azSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
+	// The cold start (script preload against a silent server) is not what
+	// is measured here.
+	azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.90", path: "/warm-up"}))
+
+	const bound = 2 * time.Second
+	cases := []struct {
+		name       string
+		req        azRequest
+		wantDegrad bool
+	}{
+		{"normal route: degraded Allow", azRequest{ip: "192.0.2.91"}, true},
+		{"login route: an error", azRequest{ip: "192.0.2.91", method: "POST", path: "/auth/login"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			a := azInvoke(t, rie, azRESTEvent(t, tc.req))
+			took := time.Since(start)
+			t.Logf("answered in %s with Redis hanging (REDIS_TIMEOUT=100ms)", took)
+			if tc.wantDegrad && (!a.allowed() || a.resp.Context["degraded"] != true) {
+				t.Errorf("want a degraded Allow, got %+v", a)
+			}
+			if !tc.wantDegrad && (a.err == nil || a.unauthorized) {
+				t.Errorf("want a function error other than Unauthorized, got %+v", a)
+			}
+			if took > bound {
+				t.Errorf("took %s, want within %s", took, bound)
+			}
+		})
+	}
+}
