@@ -125,15 +125,34 @@ func missExplanations(res *results) string {
 			w("it is also the least careful one (a window that starts at the first request, 2x at its edge, and no retry time beyond the TTL). ")
 		}
 		if rr != nil && def.usecPerDecision() >= rr.usecPerDecision() {
-			w("redis_rate (%.2f us) runs one GCRA script of about the same size as slidegate's; the two are within the noise of each other. ", rr.usecPerDecision())
+			w("redis_rate (%.2f us) runs one GCRA script of about the same size as slidegate's counter, which is %.0f%% above it in this run. ",
+				rr.usecPerDecision(), (def.usecPerDecision()/rr.usecPerDecision()-1)*100)
 		}
 		w("On this machine the figure also moves between rounds by more than the margins involved (load average %s at the start; compare the median and the least disturbed round in the Redis cost table).\n", res.LoadBefore)
 	}
 	for _, t := range res.Targets {
-		if t.Met || !strings.HasPrefix(t.Name, "decisions per second") {
+		if t.Met || !strings.HasPrefix(t.Name, "decisions per second") || def == nil {
 			continue
 		}
-		w("- **Decisions per second.** On 2 shared cores the Go client (connection pool, RESP encoding, the benchmark's own goroutines) costs more CPU than Redis; all one-round-trip limiters sit between the PING ceiling and a fraction of it, and rounds move by tens of percent (see the brackets in the throughput table). The figure says more about the machine's load during a round than about the limiter.\n")
+		hi, best := 0, (*contenderResult)(nil)
+		for _, tr := range def.Throughput {
+			hi = max(hi, tr.Concurrency)
+		}
+		for _, c := range res.Contenders {
+			if c.Group == "peer" && c.at(hi) != nil && (best == nil || c.at(hi).Median.PerSecond > best.at(hi).Median.PerSecond) {
+				best = c
+			}
+		}
+		d := def.at(hi)
+		if best == nil || d == nil {
+			continue
+		}
+		p := best.at(hi)
+		w("- **Decisions per second.** On 2 shared cores, client and Redis compete for the same CPU, so decisions per second follow the CPU one decision costs on both sides together. ")
+		w("At concurrency %d the default algorithm cost %.1f us of client CPU and %.1f us of Redis CPU per decision; %s cost %.1f us and %.1f us. ",
+			hi, d.Median.ClientCPUus, d.Median.RedisCPUus, best.Name, p.Median.ClientCPUus, p.Median.RedisCPUus)
+		w("On the client, slidegate builds its key and arguments and parses a reply of six integers per decision (%.0f allocations per `Limiter.Allow`, go-redis included, see the Lambda figures); ", res.Lambda.AllocsPerDecision)
+		w("on Redis, its script does more work than the peer's (the Redis cost table). Rounds also move by tens of percent with the machine's other load (the brackets in the throughput table), so only a gap wider than those brackets means anything.\n")
 	}
 	if missed["bytes per active identity"] && def != nil && def.Memory != nil && rr != nil && rr.Memory != nil {
 		w("- **Bytes per identity.** Every contender but the two-key baseline keeps one key per identity, so the difference is key and value length. ")

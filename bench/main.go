@@ -63,6 +63,7 @@ func main() {
 		traceN   = flag.Int("trace", 1_000_000, "requests in the accuracy trace (about)")
 		quick    = flag.Bool("quick", false, "a smoke run: small everything (figures not for publishing)")
 		root     = flag.String("root", "..", "the slidegate checkout (functions/, events/, bin/aws-lambda-rie)")
+		render   = flag.String("render", "", "re-render the report and charts from this results.json instead of measuring")
 		lambda   = flag.Bool("lambda", true, "measure the Lambda figures (bootstrap size, cold start and warm overhead under the emulator, allocations)")
 	)
 	flag.Parse()
@@ -91,6 +92,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cfg.root, cfg.lambda = *root, *lambda
+	if *render != "" {
+		if err := rerender(*render, *out); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, cfg, *out, *luaDir, *server); err != nil {
 		fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)
 		os.Exit(1)
@@ -326,4 +334,20 @@ func machine() (cpu string, nproc int) {
 		}
 	}
 	return runtime.GOARCH, nproc
+}
+
+// rerender rebuilds the report and charts from a results.json, so that the
+// report's wording can change without measuring again. Targets are checked
+// again from the figures.
+func rerender(path, out string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	var res results
+	if err := json.Unmarshal(data, &res); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	res.Targets = checkTargets(&res)
+	return writeOutputs(out, &res)
 }

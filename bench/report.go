@@ -246,7 +246,7 @@ func renderReport(res *results) string {
 	}
 	b.WriteString(missExplanations(res))
 
-	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run in well under a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\n```\n", res.Seconds)
+	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run, about half a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\ncd bench && go run . -render ../docs/benchmarks/results.json   # rebuild this report and the charts from the JSON\nmake bench-test                 # the sliding-buckets bound tests on a real redis-server\n```\n", res.Seconds)
 	return b.String()
 }
 

@@ -12,13 +12,16 @@ import (
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	// go-redis's own messages (failed dials) become JSON lines too.
+	redis.SetLogger(app.RedisLog{L: logger})
 	ctx := context.Background()
 	rt, err := app.NewRuntime(ctx, os.Getenv, app.Options{Logger: logger})
 	if err != nil {

@@ -24,6 +24,7 @@ const (
 	CtxWindow     = "window"     // its window, seconds
 	CtxResetAt    = "resetAt"    // Unix seconds of the reset (X-RateLimit-Reset)
 	CtxRetryAfter = "retryAfter" // whole seconds, >= 1, only when denied
+	CtxRetryIn    = "retryIn"    // the wait in words ("18 seconds", "1 second"), only when denied
 	CtxDegraded   = "degraded"   // true, only when decided by the local fallback
 )
 
@@ -45,7 +46,9 @@ func AuthorizerContext(o Outcome) map[string]any {
 	ctx[CtxWindow] = ratelimit.CeilSeconds(d.Limit.Window)
 	ctx[CtxResetAt] = unixCeil(d.At) + reset
 	if !o.Result.Allowed {
-		ctx[CtxRetryAfter] = ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
+		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
+		ctx[CtxRetryAfter] = retry
+		ctx[CtxRetryIn] = ratelimit.RetryPhrase(retry)
 	}
 	if o.Result.Degraded {
 		ctx[CtxDegraded] = true

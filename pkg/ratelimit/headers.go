@@ -115,13 +115,20 @@ func ServiceUnavailableBody(retryAfterSeconds int64) []byte {
 	return errorBody(CodeServiceUnavailable, "Rate limiting is temporarily unavailable.", retryAfterSeconds)
 }
 
+// RetryPhrase is how the JSON bodies say a wait: "18 seconds", "1 second".
+// The authorizer passes it in its context so that the gateway response's
+// body, which cannot branch, reads the same as the API function's.
+func RetryPhrase(seconds int64) string {
+	seconds = max(seconds, 1)
+	if seconds == 1 {
+		return "1 second"
+	}
+	return strconv.FormatInt(seconds, 10) + " seconds"
+}
+
 func errorBody(code, sentence string, seconds int64) []byte {
 	seconds = max(seconds, 1)
 	n := strconv.FormatInt(seconds, 10)
-	unit := " seconds."
-	if seconds == 1 {
-		unit = " second."
-	}
 	var b strings.Builder
 	b.Grow(128)
 	b.WriteString(`{"error":{"code":"`)
@@ -129,8 +136,8 @@ func errorBody(code, sentence string, seconds int64) []byte {
 	b.WriteString(`","message":"`)
 	b.WriteString(sentence)
 	b.WriteString(" Try again in ")
-	b.WriteString(n)
-	b.WriteString(unit)
+	b.WriteString(RetryPhrase(seconds))
+	b.WriteString(".")
 	b.WriteString(`","retry_after_seconds":`)
 	b.WriteString(n)
 	b.WriteString("}}")

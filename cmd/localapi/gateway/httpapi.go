@@ -43,8 +43,14 @@ func (g *Gateway) serveHTTPAPI(w http.ResponseWriter, r *http.Request, body []by
 		stageVars = g.spec.StageVariables
 	}
 
+	// The template gives the HTTP API the same unauthenticated routes as
+	// the REST API (GET /health, GET /v1/quota): they skip the authorizer.
+	authorize := g.authorizer != nil
+	if route, _, ok := g.spec.Match(r.Method, r.URL.Path); ok && !route.Authorized {
+		authorize = false
+	}
 	var lambdaContext map[string]any
-	if g.authorizer != nil {
+	if authorize {
 		event := events.APIGatewayV2CustomAuthorizerV2Request{
 			Version:               "2.0",
 			Type:                  "REQUEST",
