@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs every Fuzz* target in the module for the given time each (default 3s).
+# Runs every Fuzz* target in the module for the given -fuzztime each: a
+# duration (5m) or a count of inputs (20000x, the default).
 # Seed corpora live next to the tests, in testdata/fuzz/<FuzzName>/.
 # Minimizing is off: several fuzzers call a real Redis, and minimizing new
 # inputs would eat the whole short budget.
 set -euo pipefail
-fuzztime="${1:-3s}"
+fuzztime="${1:-20000x}"
 cd "$(dirname "$0")/.."
 status=0
 for pkg in $(go list ./...); do

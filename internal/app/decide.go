@@ -153,24 +153,37 @@ func (rt *Runtime) logDecision(ctx context.Context, req Request, o Outcome, reas
 	attrs = append(attrs,
 		slog.Int("Decisions", 1),
 		slog.Float64("DecisionLatency", ms),
-		slog.Any("_aws", emfMetadata(time.Now())),
 	)
+	redisMs := float64(o.Result.RedisLatency.Microseconds()) / 1000
+	if o.Result.RedisLatency > 0 {
+		attrs = append(attrs, slog.Float64("RedisLatency", redisMs))
+	}
+	attrs = append(attrs, slog.Any("_aws", emfMetadata(time.Now(), o.Result.RedisLatency > 0)))
 	rt.logger.LogAttrs(ctx, level, "rate limit decision", attrs...)
 }
 
 // emfMetadata is the "_aws" member of an Embedded Metric Format record.
-func emfMetadata(now time.Time) map[string]any {
-	return map[string]any{
-		"Timestamp": now.UnixMilli(),
-		"CloudWatchMetrics": []map[string]any{{
-			"Namespace":  "slidegate",
-			"Dimensions": [][]string{{"tier", "outcome"}},
-			"Metrics": []map[string]string{
-				{"Name": "Decisions", "Unit": "Count"},
-				{"Name": "DecisionLatency", "Unit": "Milliseconds"},
-			},
-		}},
+// Decisions are published by tier and outcome, by outcome alone (what the
+// template's denial and degraded alarms watch) and in total; RedisLatency,
+// when Redis was asked, with no dimension (the latency alarm's p99).
+func emfMetadata(now time.Time, withRedis bool) map[string]any {
+	metrics := []map[string]string{
+		{"Name": "Decisions", "Unit": "Count"},
+		{"Name": "DecisionLatency", "Unit": "Milliseconds"},
 	}
+	directives := []map[string]any{{
+		"Namespace":  "slidegate",
+		"Dimensions": [][]string{{"tier", "outcome"}, {"outcome"}},
+		"Metrics":    metrics,
+	}}
+	if withRedis {
+		directives = append(directives, map[string]any{
+			"Namespace":  "slidegate",
+			"Dimensions": [][]string{{}},
+			"Metrics":    []map[string]string{{"Name": "RedisLatency", "Unit": "Milliseconds"}},
+		})
+	}
+	return map[string]any{"Timestamp": now.UnixMilli(), "CloudWatchMetrics": directives}
 }
 
 // clipPath bounds caller-controlled text in the log.

@@ -36,6 +36,10 @@ type Result struct {
 	// Degraded is true when Redis could not decide and a local fallback
 	// limit did (Gate, fail-open routes only).
 	Degraded bool
+	// RedisLatency is how long the Redis round trips of this decision took,
+	// as Gate measured them; zero when Redis was not asked (deny cache,
+	// open breaker, fallback) or when the Limiter was called directly.
+	RedisLatency time.Duration
 }
 
 // RetryAfter is how long a denied request should wait: the longest

@@ -24,6 +24,11 @@
 //     bursts at all. A request may cost at most 1.
 //   - [FixedWindow] counts per aligned window. It is the baseline: up to
 //     2x Count can pass in a moment that straddles a window edge.
+//   - [SlidingBuckets] keeps ten sub-window counters in one key and admits
+//     a request only if both a weighted sliding count and the plain sum of
+//     the last eleven buckets allow it: bounded memory, and provably never
+//     more than floor(1.1 x Count) in any rolling window (the proof is in
+//     lua/sliding_buckets.lua).
 //
 // # What a decision promises
 //

@@ -168,7 +168,9 @@ func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks
 	defer cancel()
 	sent := g.now()
 	g.stats.redisCalls.Add(1)
+	started := time.Now()
 	res, err := g.limiter.decide(budget, cost, spend, checks)
+	res.RedisLatency = time.Since(started)
 	done(err, ctx)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {

@@ -82,6 +82,8 @@ func algorithmCode(a Algorithm) string {
 		return "lb"
 	case FixedWindow:
 		return "fw"
+	case SlidingBuckets:
+		return "sb"
 	default:
 		return "sw"
 	}

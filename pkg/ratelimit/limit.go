@@ -14,15 +14,16 @@ type Algorithm string
 // The algorithms, spelled as in RATE_LIMIT_ALGORITHM and the
 // rateLimitAlgorithm stage variable.
 const (
-	SlidingWindow Algorithm = "sliding-window"
-	SlidingLog    Algorithm = "sliding-log"
-	TokenBucket   Algorithm = "token-bucket"
-	LeakyBucket   Algorithm = "leaky-bucket"
-	FixedWindow   Algorithm = "fixed-window"
+	SlidingWindow  Algorithm = "sliding-window"
+	SlidingLog     Algorithm = "sliding-log"
+	TokenBucket    Algorithm = "token-bucket"
+	LeakyBucket    Algorithm = "leaky-bucket"
+	FixedWindow    Algorithm = "fixed-window"
+	SlidingBuckets Algorithm = "sliding-buckets"
 )
 
 // Algorithms lists every supported algorithm, the default first.
-var Algorithms = []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow}
+var Algorithms = []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow, SlidingBuckets}
 
 // ParseAlgorithm returns the algorithm spelled s. An empty s is the default,
 // [SlidingWindow].
@@ -35,7 +36,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of sliding-window, sliding-log, token-bucket, leaky-bucket, fixed-window)", truncate(s, 64))
+	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of sliding-window, sliding-log, token-bucket, leaky-bucket, fixed-window, sliding-buckets)", truncate(s, 64))
 }
 
 // orDefault resolves the zero value.
@@ -47,13 +48,26 @@ func (a Algorithm) orDefault() Algorithm {
 }
 
 // Bounds of a limit. Windows are whole milliseconds so that key expiry
-// (PEXPIRE) and window edges agree; counts stay small enough that every
-// scaled product inside the scripts is an exact integer below 2^53.
+// (PEXPIRE) and window edges agree. The scripts compute with products of a
+// count and a window in microseconds, exact only below 2^53 (Lua numbers
+// are doubles), so count x window (us) may not exceed MaxCountWindow: for
+// instance 10,000/1d or 1,000,000/30m, but not 10,000/30d (a quota, not a
+// rate).
 const (
-	MinWindow = time.Millisecond
-	MaxWindow = 366 * 24 * time.Hour
-	MaxCount  = 1_000_000
+	MinWindow      = time.Millisecond
+	MaxWindow      = 366 * 24 * time.Hour
+	MaxCount       = 1_000_000
+	MaxCountWindow = 1 << 50
 )
+
+// checkScale reports a count and window whose product the scripts cannot
+// compute exactly.
+func checkScale(count int64, window time.Duration) error {
+	if us := window.Microseconds(); us > 0 && count > MaxCountWindow/us {
+		return fmt.Errorf("count %d per %s is too large to compute exactly (count x window in microseconds must stay below 2^50); use a shorter window", count, formatWindow(window))
+	}
+	return nil
+}
 
 // Limit is a budget of Count units per Window for one identity.
 type Limit struct {
@@ -92,6 +106,9 @@ func (l Limit) Validate() error {
 	if l.Window < MinWindow || l.Window > MaxWindow || l.Window%time.Millisecond != 0 {
 		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, MinWindow, MaxWindow)
 	}
+	if err := checkScale(l.Count, l.Window); err != nil {
+		return fmt.Errorf("limit %q: %w", l.Name, err)
+	}
 	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
@@ -118,10 +135,14 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 	}
 	window, err = time.ParseDuration(per)
 	if err != nil {
-		return 0, 0, fmt.Errorf("rate %q: window: %w", truncate(raw, 64), err)
+		// Not wrapped: time's error quotes the whole input, unbounded.
+		return 0, 0, fmt.Errorf("rate %q: window %q is not a duration like 1m, 10s or 1h", truncate(raw, 32), truncate(per, 16))
 	}
 	if window < MinWindow || window > MaxWindow || window%time.Millisecond != 0 {
 		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), MinWindow, MaxWindow)
+	}
+	if err := checkScale(count, window); err != nil {
+		return 0, 0, fmt.Errorf("rate %q: %w", truncate(raw, 64), err)
 	}
 	return count, window, nil
 }

@@ -34,6 +34,9 @@ func TestParseRate(t *testing.T) {
 		{name: "window over a year", in: "30/9000h", bad: true},
 		{name: "garbage unit", in: "30/1parsec", bad: true},
 		{name: "two slashes", in: "30/1m/2", bad: true},
+		{name: "largest exact product", in: "1000000/18m", count: 1000000, window: 18 * time.Minute},
+		{name: "product beyond exact arithmetic", in: "1000000/19m", bad: true},
+		{name: "a month is a quota, not a rate", in: "10000/720h", bad: true},
 		{name: "overflowing count", in: "99999999999999999999/1m", bad: true},
 	}
 	for _, tt := range tests {

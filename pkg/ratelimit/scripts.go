@@ -24,7 +24,7 @@ type script struct {
 // scriptSet holds the script of every algorithm. Token and leaky buckets
 // share the GCRA script; they differ only in the burst they pass.
 type scriptSet struct {
-	slidingWindow, slidingLog, gcra, fixedWindow script
+	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
 }
 
 func mustLoadScript(file string) script {
@@ -39,10 +39,11 @@ func mustLoadScript(file string) script {
 
 func newScriptSet() scriptSet {
 	return scriptSet{
-		slidingWindow: mustLoadScript("sliding_window.lua"),
-		slidingLog:    mustLoadScript("sliding_log.lua"),
-		gcra:          mustLoadScript("gcra.lua"),
-		fixedWindow:   mustLoadScript("fixed_window.lua"),
+		slidingWindow:  mustLoadScript("sliding_window.lua"),
+		slidingLog:     mustLoadScript("sliding_log.lua"),
+		gcra:           mustLoadScript("gcra.lua"),
+		fixedWindow:    mustLoadScript("fixed_window.lua"),
+		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 	}
 }
 
@@ -54,13 +55,15 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 		return &s.gcra
 	case FixedWindow:
 		return &s.fixedWindow
+	case SlidingBuckets:
+		return &s.slidingBuckets
 	default:
 		return &s.slidingWindow
 	}
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow}
+	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets}
 }
 
 // loadOn loads every script into one node's script cache and checks that the
