@@ -54,7 +54,7 @@ func BenchmarkDecision(b *testing.B) {
 	for _, alg := range ratelimit.Algorithms {
 		// A limit no benchmark run can exhaust, over 1,000 identities, so
 		// every decision is a full admit-and-write.
-		lim := ratelimit.Limit{Name: "user", Count: 1_000_000, Window: time.Hour, Algorithm: alg}
+		lim := ratelimit.Limit{Name: "user", Count: 1_000_000, Window: 15 * time.Minute, Algorithm: alg}
 		if alg == ratelimit.LeakyBucket || alg == ratelimit.SlidingLog {
 			// The leaky bucket admits one per interval, and the log keeps
 			// one member per admitted unit: keep both realistic.
@@ -78,8 +78,8 @@ func BenchmarkDecision(b *testing.B) {
 	b.Run("decide/sliding-window-tier+route", func(b *testing.B) {
 		id := "bench-two-limits"
 		checks := []ratelimit.Check{
-			{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 1_000_000, Window: time.Hour}},
-			{Identity: id, Limit: ratelimit.Limit{Name: "GET /v1/*", Count: 1_000_000, Window: time.Hour}},
+			{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 1_000_000, Window: 15 * time.Minute}},
+			{Identity: id, Limit: ratelimit.Limit{Name: "GET /v1/*", Count: 1_000_000, Window: 15 * time.Minute}},
 		}
 		b.ReportAllocs()
 		for b.Loop() {
