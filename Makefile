@@ -13,13 +13,16 @@ STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 20000x
 
-.PHONY: all test unit vet lint staticcheck ensure-redis fuzz fuzz-long clean
+.PHONY: all test vet staticcheck ensure-redis fuzz fuzz-long clean
 
 all: test
 
-## test: vet, staticcheck, then every test (unit, integration on real Redis, short fuzz runs)
+## test: vet, staticcheck, then every test (unit, integration on real Redis),
+## every Go benchmark once (so none rots; figures come from `go test -bench`
+## and `make bench`), and short fuzz runs
 test: ensure-redis vet staticcheck
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./... > /dev/null
 	$(MAKE) --no-print-directory fuzz
 
 ## ensure-redis: install redis-server if missing (Debian/Ubuntu as root) or say how
