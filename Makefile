@@ -22,7 +22,7 @@ all: test
 ## and `make bench`), and short fuzz runs
 test: ensure-redis vet staticcheck
 	$(GO) test -count=1 -timeout 15m ./...
-	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
 
 ## ensure-redis: install redis-server if missing (Debian/Ubuntu as root) or say how

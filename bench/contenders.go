@@ -44,7 +44,7 @@ const (
 // contender is one rate limiter (or ceiling) under test.
 type contender struct {
 	Name  string
-	Group string // slidegate, stretch, peer, baseline, ceiling
+	Group string // slidegate, peer, baseline, ceiling
 	Clock string
 	// build returns a decider for lim. now is the virtual clock for
 	// contenders whose time can be controlled, nil for real time.
@@ -87,33 +87,43 @@ func isAllowedReply(v any) bool {
 	return false
 }
 
-// loadContenders builds every contender on client. luaDir is
-// pkg/ratelimit/lua of the checkout, where the stretch algorithm's script
-// is read from.
+// slidegateScripts gives, for each of pkg/ratelimit's algorithms, the code
+// it puts in its keys (pkg/ratelimit/keys.go) and its script file. Decisions
+// go through Limiter and Gate; only the accuracy replay and the memory fill,
+// which need many decisions at explicit instants on one pipeline, run the
+// script by EVALSHA with the Limiter's KEYS and ARGV.
+var slidegateScripts = map[ratelimit.Algorithm]struct{ code, file string }{
+	ratelimit.SlidingWindow:  {"sw", "sliding_window.lua"},
+	ratelimit.SlidingLog:     {"sl", "sliding_log.lua"},
+	ratelimit.TokenBucket:    {"tb", "gcra.lua"},
+	ratelimit.LeakyBucket:    {"lb", "gcra.lua"},
+	ratelimit.FixedWindow:    {"fw", "fixed_window.lua"},
+	ratelimit.SlidingBuckets: {"sb", "sliding_buckets.lua"},
+}
+
+// loadContenders builds every contender on client: one per algorithm in
+// ratelimit.Algorithms (each once), then the peers, baselines and ceilings.
+// luaDir is pkg/ratelimit/lua of the checkout, which the replay reads.
 func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([]*contender, error) {
 	var out []*contender
 
-	algos := []struct {
-		alg  ratelimit.Algorithm
-		code string
-		file string
-	}{
-		{ratelimit.SlidingWindow, "sw", "sliding_window.lua"},
-		{ratelimit.SlidingLog, "sl", "sliding_log.lua"},
-		{ratelimit.TokenBucket, "tb", "gcra.lua"},
-		{ratelimit.LeakyBucket, "lb", "gcra.lua"},
-		{ratelimit.FixedWindow, "fw", "fixed_window.lua"},
-	}
-	for _, a := range algos {
-		src, err := os.ReadFile(filepath.Join(luaDir, a.file))
+	for _, alg := range ratelimit.Algorithms {
+		s, ok := slidegateScripts[alg]
+		if !ok {
+			return nil, fmt.Errorf("algorithm %q has no entry in slidegateScripts (bench/contenders.go): add its key code and script file", alg)
+		}
+		src, err := os.ReadFile(filepath.Join(luaDir, s.file))
 		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", a.file, err)
+			return nil, fmt.Errorf("read %s: %w", s.file, err)
 		}
 		sc := redis.NewScript(string(src))
 		if err := sc.Load(ctx, client).Err(); err != nil {
-			return nil, fmt.Errorf("load %s: %w", a.file, err)
+			return nil, fmt.Errorf("load %s: %w", s.file, err)
 		}
-		alg, code := a.alg, a.code
+		code := s.code
+		limitOf := func(lim limitSpec) ratelimit.Limit {
+			return ratelimit.Limit{Name: "bench", Count: lim.Count, Window: lim.Window, Algorithm: alg}
+		}
 		out = append(out, &contender{
 			Name: "slidegate " + string(alg), Group: "slidegate", Clock: clockInjected, Virtual: true,
 			build: func(now func() time.Time, lim limitSpec) (decider, error) {
@@ -124,7 +134,7 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				if err := l.LoadScripts(ctx); err != nil {
 					return nil, err
 				}
-				limit := ratelimit.Limit{Name: "bench", Count: lim.Count, Window: lim.Window, Algorithm: alg}
+				limit := limitOf(lim)
 				return func(ctx context.Context, id string) (bool, error) {
 					d, err := l.Allow(ctx, id, limit)
 					return d.Allowed, err
@@ -136,7 +146,7 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 					return nil, err
 				}
 				g := ratelimit.NewGate(l, ratelimit.GateOptions{DenyCacheDisabled: denyCacheOff})
-				check := ratelimit.Check{Limit: ratelimit.Limit{Name: "bench", Count: lim.Count, Window: lim.Window, Algorithm: alg}}
+				check := ratelimit.Check{Limit: limitOf(lim)}
 				return func(ctx context.Context, id string) (bool, error) {
 					c := check
 					c.Identity = id
@@ -145,46 +155,12 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				}, nil
 			},
 			replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
-				burst := lim.Count
-				if alg == ratelimit.LeakyBucket {
-					burst = 1
-				}
 				return sc.EvalSha(ctx, pipe, []string{slidegateKey(code, id, lim)},
-					nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), burst)
+					nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), limitOf(lim).Burst())
 			},
 			keyOf: func(id string, lim limitSpec) string { return slidegateKey(code, id, lim) },
 		})
 	}
-
-	// The stretch algorithm, read from the checkout and run by EVALSHA
-	// with the same ARGV layout as the others.
-	bsrc, err := os.ReadFile(filepath.Join(luaDir, "sliding_buckets.lua"))
-	if err != nil {
-		return nil, fmt.Errorf("read sliding_buckets.lua: %w", err)
-	}
-	buckets := redis.NewScript(string(bsrc))
-	if err := buckets.Load(ctx, client).Err(); err != nil {
-		return nil, fmt.Errorf("load sliding_buckets.lua: %w", err)
-	}
-	out = append(out, &contender{
-		Name: "sliding-buckets (new)", Group: "stretch", Clock: clockInjected, Virtual: true,
-		build: func(now func() time.Time, lim limitSpec) (decider, error) {
-			return func(ctx context.Context, id string) (bool, error) {
-				at := ""
-				if now != nil {
-					at = strconv.FormatInt(now().UnixMicro(), 10)
-				}
-				v, err := buckets.Run(ctx, client, []string{slidegateKey("sb", id, lim)},
-					at, "1", "1", lim.Count, lim.Window.Microseconds(), lim.Count).Result()
-				return isAllowedReply(v), err
-			}, nil
-		},
-		replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
-			return buckets.EvalSha(ctx, pipe, []string{slidegateKey("sb", id, lim)},
-				nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), lim.Count)
-		},
-		keyOf: func(id string, lim limitSpec) string { return slidegateKey("sb", id, lim) },
-	})
 
 	out = append(out, &contender{
 		Name: "redis_rate v10 (GCRA)", Group: "peer", Clock: clockRedis,

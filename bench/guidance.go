@@ -7,8 +7,10 @@ import (
 
 // bucketsSection explains the sixth algorithm and its proof.
 const bucketsSection = "## The sixth algorithm: sliding buckets\n\n" +
-	"`pkg/ratelimit/lua/sliding_buckets.lua` answers the issue's stretch goal: bounded memory per identity (one string of at most " +
-	"K+1 = 11 small counters) and a **provable** worst case of floor(1.1 x limit) in any rolling window.\n\n" +
+	"`sliding-buckets` (`ratelimit.SlidingBuckets`, script `pkg/ratelimit/lua/sliding_buckets.lua`) answers the issue's stretch goal: bounded memory per identity (one string of at most " +
+	"K+1 = 11 small counters) and a **provable** worst case of floor(1.1 x limit) in any rolling window. It is a first-class algorithm: " +
+	"`RATE_LIMIT_ALGORITHM=sliding-buckets` (or the `rateLimitAlgorithm` stage variable), or `Algorithm: ratelimit.SlidingBuckets` in a `Limit`; " +
+	"it runs through `Limiter` and `Gate` by EVALSHA like the other five, and this benchmark measures it that way.\n\n" +
 	"Time is cut into aligned buckets of W/K (K = 10). The key holds the units admitted in the current bucket and the K before it. " +
 	"A request of cost n at time t, in bucket b, is admitted only when both hold:\n\n" +
 	"- **(B)** units in buckets b-K+1..b + (units in bucket b-K) x f + n <= limit, where f is the share of bucket b-K still inside " +
@@ -20,20 +22,17 @@ const bucketsSection = "## The sixth algorithm: sliding buckets\n\n" +
 	"floor(limit x 1.1) units, and so does every rolling window. (B) counts buckets b-K+1..b in full, so the same argument shows that any K consecutive aligned buckets hold " +
 	"at most the limit, which is why a burst from idle admits exactly the limit (100 of 5,000 above). The bound is tight: a full burst at the " +
 	"end of one bucket followed by greedy attempts reaches exactly 110 for a limit of 100.\n\n" +
-	"`bench/buckets_test.go` checks this on a real `redis-server` (`cd bench && go test -run SlidingBuckets`): adversarial schedules " +
-	"(bursts, requests hugging bucket edges from both sides, random costs up to the limit, six limits from 1 per 10 s to 1,000 per hour" +
-	") never exceed either bound; the tight case reaches exactly 110; and `retry_after` is exact to the microsecond.\n\n" +
+	"`tests/core_buckets_test.go`, part of `make test`, checks this through `Limiter` with an injected clock on real `redis-server`s (a single node and a 3-master cluster; " +
+	"`go test ./tests -run SlidingBuckets -v`): adversarial schedules (a full window packed into the last microsecond of a window or of a bucket and then refilled greedily, " +
+	"bursts on both sides of bucket edges, and random mixes with costs up to the limit, for limits from 1 per 10 s to 1,000 per hour) never exceed either bound; " +
+	"the tight case reaches exactly 110 and a burst from idle exactly 100; and `RetryAfter` is exact to the microsecond where (A) is the binding check. " +
+	"Removing either check from the script makes these tests fail: without (A) the refill reaches about twice the limit, without (B) a burst from idle admits 110.\n\n" +
 	"*What it costs.* (B) weighs the oldest bucket by the share of it still in the window, as if its units were spread evenly; " +
 	"when they were not, it errs both ways, like the sliding-window counter but on a bucket of W/10 instead of a whole window, " +
 	"and (A) caps every error on the generous side at 10%. Memory and Redis time are those of one small string key " +
 	"(figures above), against the sorted-set log's one member per admitted unit; the Lua does more work than the counter's (11 counters to " +
-	"parse and sum), which shows in its Redis time per decision.\n\n" +
-	"*How it plugs in* (for the lead; this benchmark does not edit `limit.go`, `keys.go` or `scripts.go`): add `SlidingBuckets Algorithm = " +
-	"\"sliding-buckets\"` to `Algorithms` and `ParseAlgorithm`; `algorithmCode` returns `\"sb\"`; `scriptSet` gains `slidingBuckets: " +
-	"mustLoadScript(\"sliding_buckets.lua\")`, returned by `forAlgorithm` and listed in `all()`; `Burst()` stays `Count`. The script takes " +
-	"the same KEYS and ARGV and returns the same reply as the others, so `runGroup`, `Peek`, multi-limit checks and the deny cache work " +
-	"unchanged. The bound needs the script's clock to move forward per key; Redis `TIME` does, and a clock that steps back is treated as " +
-	"the newest stored bucket, which only ever counts more.\n\n"
+	"parse and sum), which shows in its Redis time per decision. The bound needs the script's clock to move forward per key; Redis `TIME` does, " +
+	"and a clock that steps back is treated as the newest stored bucket, which only ever counts more.\n\n"
 
 // guidance recommends an algorithm per kind of route, quoting this run.
 func guidance(res *results) string {
@@ -86,7 +85,7 @@ func guidance(res *results) string {
 		cheaper = "is cheaper"
 	}
 	w("- **Login and other credential routes** (`POST /auth/*`, small limits such as 5/1m, fail-closed): the limit is a security boundary, so the worst case matters more than cost. ")
-	w("Use **sliding-log** (exact: %s worst case; one sorted-set member per admitted request, which is cheap at a small limit) or, once wired in, **sliding-buckets** (%s, bounded memory). ", adv(sl), adv(nameBuckets))
+	w("Use **sliding-log** (exact: %s worst case; one sorted-set member per admitted request, which is cheap at a small limit) or **sliding-buckets** (%s worst case, at most 1.1x by proof; %s per identity whatever the limit; %s per decision against the log's %s). ", adv(sl), adv(nameBuckets), bytes(nameBuckets), usec(nameBuckets), usec(sl))
 	w("Avoid fixed-window (%s at a boundary), token-bucket (%s) and the sliding-window counter (%s): each lets an attacker who times requests get close to twice the attempts the limit promises.\n", adv(fw), adv(tb), adv(sw))
 	w("- **Public reads** (anonymous per-IP limits, high volume, fail-open): cost per decision and memory per identity dominate, and a brief 2x at a window edge is harmless. ")
 	w("The default **sliding-window** counter (%s, %s per identity) is the sensible choice; it disagreed with the exact log on %s of the trace (the baseline two-key counter: %s), far from the \"under 0.05%%\" the design slidegate grew from claims, so do not sell it as exact. ",
@@ -94,7 +93,7 @@ func guidance(res *results) string {
 	w("**fixed-window** (%s) %s and is simpler to explain, if its boundary burst (%s) is acceptable.\n", usec(fw), cheaper, adv(fw))
 	w("- **Paid tiers** (per API key, large limits such as 10000/1m, customers who read the headers): customers expect bursts up to their quota and a smooth refill. ")
 	w("**token-bucket** (GCRA) gives exactly that (burst = limit, then an even refill; %s, one small key whatever the limit); its %s over a rolling window is the burst the customer pays for, not an accident of window edges. ", usec(tb), adv(tb))
-	w("Where a contract says \"N per rolling window\" and must hold closely, use **sliding-buckets** (at most 1.1x, %s of the trace decided differently from the exact log) rather than the sliding-log, whose memory grows with every admitted request and so with a large limit.\n", differ(nameBuckets))
+	w("Where a contract says \"N per rolling window\" and must hold closely, use **sliding-buckets** (`RATE_LIMIT_ALGORITHM=sliding-buckets`: at most 1.1x by proof, %s here; %s of the trace decided differently from the exact log; %s and %s per identity) rather than the sliding-log, whose memory grows with every admitted request and so with a large limit (%s per identity here, holding two requests).\n", adv(nameBuckets), differ(nameBuckets), usec(nameBuckets), bytes(nameBuckets), bytes(sl))
 	w("- **leaky-bucket** spaces requests evenly (burst 1): right for calls to a fragile downstream, wrong for interactive traffic: it disagreed with the exact log on %s of the trace because it refuses every burst.\n\n", differ(lb))
 	return b.String()
 }

@@ -70,8 +70,7 @@ func renderReport(res *results) string {
 		w("| %s | %s | %s |\n", c.Name, c.Group, c.Clock)
 	}
 	w(`
-- **slidegate**: the five algorithms of ` + "`pkg/ratelimit`" + `, called through ` + "`Limiter.Allow`" + ` (one EVALSHA per decision).
-- **sliding-buckets (new)**: the sixth algorithm proposed by this benchmark (` + "`pkg/ratelimit/lua/sliding_buckets.lua`" + `, see below), run by EVALSHA of that file with the same arguments as the others; not yet wired into ` + "`Limiter`" + `.
+- **slidegate**: the six algorithms of ` + "`pkg/ratelimit`" + ` (every entry of ` + "`ratelimit.Algorithms`" + `, sliding-buckets included), called through ` + "`Limiter.Allow`" + ` (one EVALSHA per decision), and through ` + "`Gate.Decide`" + ` in the flood. Only the accuracy replay and the memory fill, which need many decisions at exact instants on one pipeline, send the same EVALSHA with the same keys and arguments directly.
 - **peers**: ` + "`github.com/go-redis/redis_rate/v10`" + ` (GCRA, burst = limit) and ` + "`github.com/ulule/limiter/v3`" + ` with its Redis store (a counter whose window starts at the first request and ends with the key's TTL).
 - **baselines**, written here from the published design slidegate grew from (` + "`bench/lua/`" + `): the two-key sliding-window counter whose Lua builds both key names from a client-side timestamp in seconds, and the sorted-set log (ZREMRANGEBYSCORE, ZCARD, ZADD, EXPIRE) with a client-side timestamp in milliseconds (one Lua call; each member gets a unique suffix so that two requests in one millisecond stay two).
 - **ceilings**: an EVALSHA of ` + "`return 1`" + ` and a PING: what one round trip costs with no rate limiting at all.
@@ -246,7 +245,7 @@ func renderReport(res *results) string {
 	}
 	b.WriteString(missExplanations(res))
 
-	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run, about half a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\ncd bench && go run . -render ../docs/benchmarks/results.json   # rebuild this report and the charts from the JSON\nmake bench-test                 # the sliding-buckets bound tests on a real redis-server\n```\n", res.Seconds)
+	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run, about half a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\ncd bench && go run . -render ../docs/benchmarks/results.json   # rebuild this report and the charts from the JSON\ngo test ./tests -run SlidingBuckets -v   # the sliding-buckets bound, through Limiter on real redis-servers (part of make test)\n```\n", res.Seconds)
 	return b.String()
 }
 
