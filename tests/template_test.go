@@ -58,14 +58,16 @@ func tplLoad(t *testing.T) tplTemplate {
 	root := doc.Content[0]
 
 	// goformation types AWS::Serverless::Api GatewayResponses as
-	// map[string]string, which no real gateway response fits: parse a copy
-	// without them, and check them on the YAML nodes below.
+	// map[string]string, which no real gateway response fits, and does not
+	// know SAM's ApiKeySourceType: parse a copy without them, and check them
+	// on the YAML nodes below.
 	var stripped yaml.Node
 	if err := yaml.Unmarshal(raw, &stripped); err != nil {
 		t.Fatalf("parse template YAML: %v", err)
 	}
 	for _, res := range tplResources(stripped.Content[0], "AWS::Serverless::Api") {
 		yamlDelete(yamlGet(res.node, "Properties"), "GatewayResponses")
+		yamlDelete(yamlGet(res.node, "Properties"), "ApiKeySourceType")
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -169,6 +171,11 @@ func TestTemplateAuthorizer(t *testing.T) {
 		if n := yamlGet(identity, optional); n != nil && len(n.Content) > 0 {
 			t.Errorf("Identity.%s: %s; only sources every request has (context, stage variables) may be listed", optional, yamlString(n))
 		}
+	}
+	// Usage plans must meter the key the authorizer returns
+	// (usageIdentifierKey), not the raw header.
+	if got := yamlScalar(yamlGet(yamlGet(api.node, "Properties"), "ApiKeySourceType")); got != "AUTHORIZER" {
+		t.Errorf("ApiKeySourceType: got %q, want AUTHORIZER (usage plans would ignore usageIdentifierKey)", got)
 	}
 	// The typed model sees the same default authorizer.
 	typedAPI, err := tpl.typed.GetServerlessApiWithName(api.id)
