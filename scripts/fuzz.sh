@@ -8,12 +8,14 @@ set -euo pipefail
 fuzztime="${1:-20000x}"
 cd "$(dirname "$0")/.."
 status=0
+log=$(mktemp -t slidegate-fuzz.XXXXXX)
+trap 'rm -f "$log"' EXIT
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for name in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "fuzz $pkg $name for $fuzztime"
-    if ! go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 >/tmp/slidegate-fuzz.log 2>&1; then
-      cat /tmp/slidegate-fuzz.log
+    if ! go test "$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 0 >"$log" 2>&1; then
+      cat "$log"
       status=1
     fi
   done

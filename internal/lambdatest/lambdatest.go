@@ -178,7 +178,7 @@ func StartRIE(t testing.TB, bootstrap string, env map[string]string) *RIE {
 	cmd.Env = baseEnv(env)
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = emulatorProcAttr()
 	r := &RIE{Addr: rieAddr, cmd: cmd, logs: logs, done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second}}
 	r.Started = time.Now()

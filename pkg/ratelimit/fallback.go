@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"crypto/sha256"
 	"sync"
 	"time"
 )
@@ -19,11 +20,21 @@ type fallbackLimiter struct {
 	buckets map[fallbackKey]time.Time // theoretical arrival time (GCRA)
 }
 
+// fallbackKey identifies one identity's limit. The identity is kept as a
+// 128-bit hash: a flood of long identities costs the same memory as short
+// ones, and no raw identity stays in memory longer than its request.
 type fallbackKey struct {
-	identity string
+	identity [16]byte
 	name     string
 	count    int64
 	window   time.Duration
+}
+
+func newFallbackKey(c Check) fallbackKey {
+	sum := sha256.Sum256([]byte(c.Identity))
+	k := fallbackKey{name: c.Limit.Name, count: c.Limit.Count, window: c.Limit.Window}
+	copy(k.identity[:], sum[:16])
+	return k
 }
 
 func newFallbackLimiter(divisor int64, maxEntries int, now func() time.Time) *fallbackLimiter {
@@ -53,11 +64,13 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 	}
 	res := Result{Allowed: true, Degraded: true, Decisions: make([]Decision, len(checks))}
 	next := make([]time.Time, len(checks))
+	keys := make([]fallbackKey, len(checks))
 	for i, c := range checks {
 		local := f.localLimit(c.Limit)
 		burst := local.Burst()
 		interval := local.Window / time.Duration(local.Count)
-		key := fallbackKey{c.Identity, c.Limit.Name, c.Limit.Count, c.Limit.Window}
+		key := newFallbackKey(c)
+		keys[i] = key
 		tat := f.buckets[key]
 		if tat.Before(now) {
 			tat = now
@@ -81,8 +94,8 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		next[i] = newTAT
 	}
 	if res.Allowed && spend {
-		for i, c := range checks {
-			f.buckets[fallbackKey{c.Identity, c.Limit.Name, c.Limit.Count, c.Limit.Window}] = next[i]
+		for i := range checks {
+			f.buckets[keys[i]] = next[i]
 		}
 	}
 	return res
