@@ -25,7 +25,7 @@ const bucketsSection = "## The sixth algorithm: sliding buckets\n\n" +
 	"`tests/core_buckets_test.go`, part of `make test`, checks this through `Limiter` with an injected clock on real `redis-server`s (a single node and a 3-master cluster; " +
 	"`go test ./tests -run SlidingBuckets -v`): adversarial schedules (a full window packed into the last microsecond of a window or of a bucket and then refilled greedily, " +
 	"bursts on both sides of bucket edges, and random mixes with costs up to the limit, for limits from 1 per 10 s to 1,000 per hour) never exceed either bound; " +
-	"the tight case reaches exactly 110 and a burst from idle exactly 100; and `RetryAfter` is exact to the microsecond where (A) is the binding check. " +
+	"the tight case reaches exactly 110 and a burst from idle exactly 100; and `RetryAfter` is exact to the microsecond whether (A) or (B) is the check that denies. " +
 	"Removing either check from the script makes these tests fail: without (A) the refill reaches about twice the limit, without (B) a burst from idle admits 110.\n\n" +
 	"*What it costs.* (B) weighs the oldest bucket by the share of it still in the window, as if its units were spread evenly; " +
 	"when they were not, it errs both ways, like the sliding-window counter but on a bucket of W/10 instead of a whole window, " +
