@@ -1,9 +1,13 @@
 package tests
 
 import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,8 +95,9 @@ func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 }
 
 // TestAPIReusesTheAuthorizerDecision: when the authorizer's context is in
-// the event, its decision makes the headers (or the 429) and Redis is not
-// touched: nothing is counted twice.
+// the event, its decision makes the headers (or the 429, or the 503 of a
+// fail-closed route it could not decide) and Redis is not touched: nothing
+// is counted twice.
 func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 	srv := redistest.StartServer(t)
 	api := startAPI(t, apiEnv(srv.URL(), nil))
@@ -143,6 +148,22 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 			wantStatus:  http.StatusTooManyRequests,
 			wantHeaders: map[string]string{"Retry-After": "18", "RateLimit": `"anonymous";r=0;t=18`},
 		},
+		{
+			name:        "HTTP API, the authorizer could not decide a fail-closed route: 503 from the context (events/api-httpapi-v2-unavailable.json)",
+			event:       readAPIEvent(t, "api-httpapi-v2-unavailable.json"),
+			wantStatus:  http.StatusServiceUnavailable,
+			wantHeaders: map[string]string{"Retry-After": "1", "RateLimit": ""},
+		},
+		{
+			name: "HTTP API, unavailable as a string on another route: 503 too",
+			event: apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+				e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{
+					"tier": "org", "unavailable": "true", "retryAfter": "1",
+				}}
+			}),
+			wantStatus:  http.StatusServiceUnavailable,
+			wantHeaders: map[string]string{"Retry-After": "1", "RateLimit": ""},
+		},
 	}
 	before := apiRedisKeyCount(t, srv)
 	for _, tt := range tests {
@@ -152,9 +173,14 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 				if resp.StatusCode != tt.wantStatus {
 					t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.wantStatus, resp.Body)
 				}
-				if resp.StatusCode == http.StatusTooManyRequests {
+				switch resp.StatusCode {
+				case http.StatusTooManyRequests:
 					checkAPI429(t, resp)
-				} else {
+				case http.StatusServiceUnavailable:
+					if resp.Body != string(ratelimit.ServiceUnavailableBody(1)) {
+						t.Fatalf("503 body %s", resp.Body)
+					}
+				default:
 					checkAPIRateLimitHeaders(t, resp)
 				}
 				for name, want := range tt.wantHeaders {
@@ -298,6 +324,105 @@ func TestAPIRoutes(t *testing.T) {
 			t.Fatalf("unknown route: %d, remaining %q, %s", resp.StatusCode, resp.Header.Get("RateLimit-Remaining"), resp.Body)
 		}
 	})
+}
+
+// TestAPIQuotaIsNoFreeKeyCheck: GET /v1/quota spends nothing for a caller
+// with no credential or a valid one, but 50 random API keys asking it from
+// one address are counted against the address's anonymous limit, logged,
+// and answered exactly as on GET /v1/items: 401 within the limit, then 429.
+// Otherwise the quota would test keys for free.
+func TestAPIQuotaIsNoFreeKeyCheck(t *testing.T) {
+	srv := redistest.StartServer(t)
+	const limit, sprayed = 30, 50
+	var logs bytes.Buffer
+	api := startAPILogging(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1m", limit)}), &logs)
+
+	statuses := func(ip, path string) []int {
+		got := make([]int, sprayed)
+		for i := range sprayed {
+			resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+				e.RequestContext.Identity.SourceIP = ip
+				e.Path, e.Resource = path, path
+				apiSetRESTHeader(e, "x-api-key", randomAPIKey(t))
+			}))
+			got[i] = resp.StatusCode
+			switch {
+			case i < limit && resp.StatusCode == http.StatusUnauthorized:
+				checkAPIRateLimitHeaders(t, resp)
+				if got := resp.Header.Get("RateLimit-Remaining"); got != strconv.Itoa(limit-1-i) {
+					t.Fatalf("%s request %d: RateLimit-Remaining %s, want %d", path, i+1, got, limit-1-i)
+				}
+			case i >= limit && resp.StatusCode == http.StatusTooManyRequests:
+				checkAPI429(t, resp)
+			default:
+				t.Fatalf("%s request %d with a made-up credential: status %d, want %s; %s",
+					path, i+1, resp.StatusCode, map[bool]string{true: "401", false: "429"}[i < limit], resp.Body)
+			}
+		}
+		return got
+	}
+	quota := statuses("203.0.113.120", "/v1/quota")
+	items := statuses("203.0.113.121", "/v1/items")
+	if !slices.Equal(quota, items) {
+		t.Fatalf("GET /v1/quota answered %v, GET /v1/items %v", quota, items)
+	}
+
+	// The spray on the quota spent the address's budget: its clean requests
+	// are denied, and its quota (still free) shows the limit spent.
+	checkAPI429(t, invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		e.RequestContext.Identity.SourceIP = "203.0.113.120"
+	})))
+	for range 3 {
+		resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.RequestContext.Identity.SourceIP = "203.0.113.120"
+			e.Path, e.Resource = "/v1/quota", "/v1/quota"
+		}))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "0" {
+			t.Fatalf("the sprayer's clean quota: %d, remaining %q", resp.StatusCode, resp.Header.Get("RateLimit-Remaining"))
+		}
+	}
+
+	// Every sprayed quota request is a decision in the log, like any other.
+	var logged int
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"rate limit decision"`) && strings.Contains(line, `"path":"/v1/quota"`) && strings.Contains(line, `"unauthorized":true`) {
+			logged++
+		}
+	}
+	if logged != sprayed {
+		t.Errorf("%d of %d unauthorized quota requests were logged as decisions", logged, sprayed)
+	}
+}
+
+// randomAPIKey is a key nobody was ever given.
+func randomAPIKey(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestAPICredentialsSurviveManyHeaders: a request with far more headers
+// than the function keeps still has its API key read, every time: an
+// unknown key with 200 padding headers is a 401, never a 200 as an
+// anonymous caller.
+func TestAPICredentialsSurviveManyHeaders(t *testing.T) {
+	srv := redistest.StartServer(t)
+	api := startAPI(t, apiEnv(srv.URL(), nil))
+	for try := range 40 {
+		resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.RequestContext.Identity.SourceIP = fmt.Sprintf("203.0.113.%d", 130+try%10)
+			for i := range 200 {
+				apiSetRESTHeader(e, fmt.Sprintf("X-Pad-%03d", i), "x")
+			}
+			apiSetRESTHeader(e, "x-api-key", "unknown-key")
+		}))
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("try %d: status %d, want 401; %s", try+1, resp.StatusCode, resp.Body)
+		}
+	}
 }
 
 // TestAPILoginRouteLimit: with the default configuration, POST /auth/login

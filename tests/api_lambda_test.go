@@ -50,6 +50,9 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 		{"api-rest-with-authorizer-context.json", http.StatusOK, true, map[string]string{"RateLimit": `"org";r=9876;t=41`, "X-RateLimit-Reset": "1795986041"}},
 		{"api-login.json", http.StatusOK, true, map[string]string{"RateLimit": `"POST /auth/*";r=1;t=`}},
 		{"api-quota.json", http.StatusOK, true, map[string]string{"RateLimit": `"anonymous";r=3;t=`}},
+		// The HTTP API authorizer's answer for a fail-closed route Redis
+		// could not decide: the function answers the SPEC's 503 itself.
+		{"api-httpapi-v2-unavailable.json", http.StatusServiceUnavailable, false, map[string]string{"Retry-After": "1"}},
 		{"api-malformed.json", http.StatusBadRequest, false, nil},
 	}
 	onDisk, err := filepath.Glob(filepath.Join("..", "events", "api-*.json"))
@@ -80,6 +83,9 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 					checkAPIRateLimitHeaders(t, resp)
 				} else if resp.Header.Get("RateLimit") != "" {
 					t.Fatalf("unlimited answer carries RateLimit %q", resp.Header.Get("RateLimit"))
+				}
+				if resp.StatusCode == http.StatusServiceUnavailable && resp.Body != string(ratelimit.ServiceUnavailableBody(1)) {
+					t.Errorf("503 body %s", resp.Body)
 				}
 				for name, prefix := range f.headers {
 					if got := resp.Header.Get(name); !strings.HasPrefix(got, prefix) {

@@ -45,7 +45,13 @@ func apiEnv(url string, overrides map[string]string) map[string]string {
 // Runtime, the handler, the Lambda entry point.
 func startAPI(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
 	t.Helper()
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	return startAPILogging(t, env, io.Discard)
+}
+
+// startAPILogging is startAPI with the function's JSON log written to logs.
+func startAPILogging(t testing.TB, env map[string]string, logs io.Writer) *apihandler.LambdaHandler {
+	t.Helper()
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger})
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)

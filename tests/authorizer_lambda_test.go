@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/slidegate/slidegate/internal/lambdatest"
 	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // TestAuthorizerTierLimits: under the emulator, each kind of caller gets
@@ -90,29 +94,40 @@ func TestAuthorizerTierLimits(t *testing.T) {
 
 // TestAuthorizerSprayIsHeldAtTheAnonymousLimit: 1,000 requests from one
 // address, each with a different random API key or a forged token, are all
-// Unauthorized and all counted against the address's anonymous limit, so a
-// clean request from it is then denied; another address is untouched.
+// counted against the address's anonymous limit: the first <limit> are
+// Unauthorized (401), the rest denied with retryAfter (429, as the API
+// function's middleware answers them), so a clean request from it is then
+// denied; another address is untouched.
 func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
 	secret := azSecret(t)
-	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"RATE_LIMIT_ANONYMOUS": "5/1h"}))
+	const limit = 5
+	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1h", limit)}))
 	const sprayer = "203.0.113.66"
-	unauthorized := 0
+	unauthorized, denied := 0, 0
 	for i := 0; i < 1000; i++ {
 		headers := map[string]string{"x-api-key": azSecret(t)}
 		if i%2 == 1 {
 			headers = map[string]string{"Authorization": "Bearer " + azToken(t, azSecret(t), "victim")}
 		}
 		a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: sprayer, headers: headers}))
-		if a.allowed() || a.err != nil {
-			t.Fatalf("spray request %d: want Unauthorized, got %+v", i, a)
-		}
-		if a.unauthorized {
+		switch {
+		case i < limit && a.unauthorized:
 			unauthorized++
+		case i >= limit && a.denied():
+			denied++
+			if ra, ok := a.ctxInt("retryAfter"); !ok || ra < 1 {
+				t.Fatalf("spray request %d: Deny with retryAfter %v, want >= 1", i+1, a.resp.Context["retryAfter"])
+			}
+			if got, _ := a.ctxInt("limit"); got != limit || a.resp.Context["tier"] != "anonymous" || a.resp.UsageIdentifierKey != "" {
+				t.Fatalf("spray request %d: denied as %+v, want the anonymous limit of 5", i+1, a.resp)
+			}
+		default:
+			t.Fatalf("spray request %d: want %s, got %+v", i+1, map[bool]string{true: "Unauthorized", false: "Deny"}[i < limit], a)
 		}
 	}
-	if unauthorized != 1000 {
-		t.Errorf("%d of 1000 sprayed requests were Unauthorized", unauthorized)
+	if unauthorized != limit || denied != 1000-limit {
+		t.Errorf("of 1000 sprayed requests, %d were Unauthorized and %d denied; want %d and %d", unauthorized, denied, limit, 1000-limit)
 	}
 	clean := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: sprayer}))
 	if !clean.denied() {
@@ -125,6 +140,71 @@ func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
 	if !other.allowed() {
 		t.Errorf("another address was affected by the spray: %+v", other)
 	}
+}
+
+// TestAuthorizerHTTPAPI runs the HTTP API (payload 2.0) simple-response
+// authorizer under the emulator and hands its answers to the API function,
+// as an HTTP API would: an HTTP API answers isAuthorized false with 403
+// and an authorizer error with a bare 500, so a 429 or a 503 can only come
+// from the function, reading the authorizer's context.
+func TestAuthorizerHTTPAPI(t *testing.T) {
+	srv := redistest.StartServer(t)
+	secret := azSecret(t)
+	rie := azStart(t, azEnv(srv.URL(), secret, nil)) // anonymous 3/1m, POST /auth/*=2/1m
+	// The API function behind it, on a Redis of its own: any decision it
+	// made itself would leave a key there.
+	fnRedis := redistest.StartServer(t)
+	api := startAPI(t, apiEnv(fnRedis.URL(), nil))
+	function := func(t *testing.T, ctx map[string]any, method, path string) apiResponse {
+		t.Helper()
+		return invokeAPI(t, api, apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			e.RequestContext.HTTP.Method = method
+			e.RawPath, e.RequestContext.HTTP.Path = path, path
+			e.Body = `{"username":"demo","password":"demo"}`
+			e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: ctx}
+		}))
+	}
+
+	t.Run("made-up keys: not authorized within the anonymous limit, then 429 from the function", func(t *testing.T) {
+		for i := range 10 {
+			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.70", stage: "prod", headers: map[string]string{"X-API-Key": azSecret(t)}}))
+			if i < 3 {
+				if resp.IsAuthorized {
+					t.Fatalf("request %d within the limit: authorized %+v, want isAuthorized false (403)", i+1, resp)
+				}
+				continue
+			}
+			if !resp.IsAuthorized || resp.Context["retryAfter"] == nil || resp.Context["tier"] != "anonymous" {
+				t.Fatalf("request %d over the limit: %+v, want authorized with the anonymous denial", i+1, resp)
+			}
+			checkAPI429(t, function(t, resp.Context, "GET", "/v1/items"))
+		}
+	})
+
+	t.Run("Redis stopped: the login route is a 503 from the function, not a 500", func(t *testing.T) {
+		srv.Stop()
+		before := apiRedisKeyCount(t, fnRedis)
+		for _, headers := range []map[string]string{nil, {"x-api-key": azSecret(t)}} {
+			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.71", method: "POST", path: "/auth/login", headers: headers}))
+			if !resp.IsAuthorized || resp.Context["unavailable"] != true {
+				t.Fatalf("login with Redis stopped (headers %v): %+v, want authorized with unavailable true", headers, resp)
+			}
+			if ra, ok := resp.Context["retryAfter"].(float64); !ok || ra != 1 {
+				t.Fatalf("retryAfter %v, want 1", resp.Context["retryAfter"])
+			}
+			got := function(t, resp.Context, "POST", "/auth/login")
+			if got.StatusCode != http.StatusServiceUnavailable || got.Header.Get("Retry-After") != "1" || got.Body != string(ratelimit.ServiceUnavailableBody(1)) {
+				t.Fatalf("function answered %d, Retry-After %q, %s; want the SPEC 503", got.StatusCode, got.Header.Get("Retry-After"), got.Body)
+			}
+		}
+		if after := apiRedisKeyCount(t, fnRedis); after != before {
+			t.Fatalf("the function's Redis went from %d to %d keys: it decided again", before, after)
+		}
+		resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.71"}))
+		if !resp.IsAuthorized || resp.Context["degraded"] != true || resp.Context["unavailable"] != nil {
+			t.Fatalf("fail-open route with Redis stopped: %+v, want a degraded allowance", resp)
+		}
+	})
 }
 
 // TestAuthorizerInstancesShareOneLimit: several emulators (warm instances)

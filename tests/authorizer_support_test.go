@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +177,63 @@ func azReadEvent(t testing.TB, name string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// azHTTPEvent builds a real-shaped HTTP API (payload 2.0) authorizer event
+// for r, on r.stage ("$default" when empty).
+func azHTTPEvent(t testing.TB, r azRequest) []byte {
+	t.Helper()
+	if r.method == "" {
+		r.method = "GET"
+	}
+	if r.path == "" {
+		r.path = "/v1/items"
+	}
+	if r.stage == "" {
+		r.stage = "$default"
+	}
+	rawPath := r.path
+	if r.stage != "$default" {
+		rawPath = "/" + r.stage + r.path
+	}
+	headers := map[string]string{"host": "f9e8d7c6b5.execute-api.us-east-1.amazonaws.com", "user-agent": "slidegate-test"}
+	for k, v := range r.headers {
+		headers[strings.ToLower(k)] = v // as an HTTP API sends them
+	}
+	ev := events.APIGatewayV2CustomAuthorizerV2Request{
+		Version:        "2.0",
+		Type:           "REQUEST",
+		RouteArn:       "arn:aws:execute-api:us-east-1:123456789012:f9e8d7c6b5/" + r.stage + "/" + r.method + r.path,
+		RouteKey:       "$default",
+		RawPath:        rawPath,
+		Headers:        headers,
+		StageVariables: r.stageVars,
+	}
+	ev.RequestContext.AccountID = "123456789012"
+	ev.RequestContext.APIID = "f9e8d7c6b5"
+	ev.RequestContext.Stage = r.stage
+	ev.RequestContext.HTTP.Method = r.method
+	ev.RequestContext.HTTP.Path = rawPath
+	ev.RequestContext.HTTP.SourceIP = r.ip
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// azHTTPInvoke sends one HTTP API authorizer event and reads its simple
+// response; a function error fails the test (an HTTP API would answer it
+// with a bare 500).
+func azHTTPInvoke(t testing.TB, rie *lambdatest.RIE, event []byte) events.APIGatewayV2CustomAuthorizerSimpleResponse {
+	t.Helper()
+	body, err := rie.Invoke(t, event)
+	if err != nil {
+		t.Fatalf("HTTP API authorizer answered with an error (a 500 at the gateway): %v", err)
+	}
+	var resp events.APIGatewayV2CustomAuthorizerSimpleResponse
+	if err := json.Unmarshal(body, &resp); err != nil {
+		t.Fatalf("simple response %s: %v", body, err)
+	}
+	return resp
 }

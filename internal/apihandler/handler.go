@@ -59,7 +59,8 @@ const (
 //
 //   - GET /health answers 200 and is not rate limited;
 //   - GET /v1/quota answers the caller's limits without spending any
-//     (Runtime.Peek), even when they are exhausted;
+//     (Runtime.Peek), even when they are exhausted; an unknown API key or
+//     bad token is counted and answered as on any route (401, then 429);
 //   - GET /v1/items is an ordinary limited route;
 //   - POST /auth/login is a demo login, limited by its route limit
 //     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
@@ -112,10 +113,21 @@ type deciders struct {
 	rt Runtime
 }
 
+// errAuthorizerUnavailable is what a decider reports for a request the HTTP
+// API authorizer could not decide on a fail-closed route (app.CtxUnavailable
+// in its context): the middleware answers it 503, like a Redis outage seen
+// by the function itself.
+var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
+
 // spend reuses the authorizer's decision when the event carries it, and
-// otherwise counts the request through the Runtime.
+// otherwise counts the request through the Runtime. An authorizer that could
+// not decide a fail-closed route is believed: 503, without asking Redis
+// again.
 func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 	req := readRequest(r)
+	if app.UnavailableFromContext(req.Authorizer) {
+		return ratelimit.Verdict{}, errAuthorizerUnavailable
+	}
 	if req.Authorizer != nil {
 		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {
 			return ratelimit.Verdict{Result: ratelimit.Result{
@@ -133,9 +145,16 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 }
 
 // peek reports the caller's limits without spending: the authorizer's
-// context holds only the closest limit, so the quota always asks Redis.
+// context holds only the closest limit, so the quota always asks Redis
+// (unless an authorizer in front of it could not decide a fail-closed
+// route). An unknown key or bad token is not a peek: Runtime.Peek counts
+// it against the source IP's anonymous limit, and the middleware answers
+// 401, or 429 once that limit denies.
 func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
 	req := readRequest(r)
+	if app.UnavailableFromContext(req.Authorizer) {
+		return ratelimit.Verdict{}, errAuthorizerUnavailable
+	}
 	out, err := d.rt.Peek(r.Context(), req.Request)
 	if err != nil {
 		return ratelimit.Verdict{}, fmt.Errorf("peek %s %s: %w", req.Method, req.Path, err)

@@ -3,6 +3,7 @@ package apihandler
 import (
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
@@ -54,18 +55,45 @@ func readRequest(r *http.Request) gatewayRequest {
 	return req
 }
 
+// credentialHeaders are the headers identity.Resolver reads (lower-case).
+// They are kept whatever else a request holds: dropping one would turn a
+// caller with an unknown key into an anonymous one, and a 401 into a 200.
+var credentialHeaders = [...]string{"x-api-key", "authorization"}
+
 // lowerHeaders copies the first value of each header under its lower-case
-// name, as app.Request wants them.
+// name, as app.Request wants them, keeping at most maxHeaders. The
+// credential headers are always kept; the others are chosen by sorted name,
+// never by map iteration order, so that the same request always gives the
+// same app.Request. When names differ only in case (a hand-made event), the
+// exactly lower-case spelling wins, else the one that sorts first: the
+// authorizer's rule.
 func lowerHeaders(h http.Header) map[string]string {
-	out := make(map[string]string, min(len(h), maxHeaders))
+	names := make([]string, 0, len(h))
 	for name, values := range h {
-		if len(out) == maxHeaders {
-			break
+		if len(values) > 0 {
+			names = append(names, name)
 		}
-		if len(values) == 0 {
+	}
+	slices.Sort(names)
+	out := make(map[string]string, min(len(names), maxHeaders))
+	add := func(name, lower string) {
+		if _, dup := out[lower]; !dup || name == lower {
+			out[lower] = h[name][0]
+		}
+	}
+	for _, name := range names {
+		if lower := strings.ToLower(name); slices.Contains(credentialHeaders[:], lower) {
+			add(name, lower)
+		}
+	}
+	for _, name := range names {
+		lower := strings.ToLower(name)
+		if slices.Contains(credentialHeaders[:], lower) {
 			continue
 		}
-		out[strings.ToLower(name)] = values[0]
+		if _, dup := out[lower]; dup || len(out) < maxHeaders {
+			add(name, lower)
+		}
 	}
 	return out
 }

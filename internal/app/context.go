@@ -26,7 +26,38 @@ const (
 	CtxRetryAfter = "retryAfter" // whole seconds, >= 1, only when denied
 	CtxRetryIn    = "retryIn"    // the wait in words ("18 seconds", "1 second"), only when denied
 	CtxDegraded   = "degraded"   // true, only when decided by the local fallback
+	// CtxUnavailable is true only in an HTTP API authorizer's answer for a
+	// fail-closed route Redis could not decide. An HTTP API answers an
+	// authorizer error with a bare 500, so the authorizer authorizes the
+	// request with this flag (and tier and retryAfter only: there is no
+	// decision) and the API function answers the SPEC's 503 with
+	// Retry-After and code SERVICE_UNAVAILABLE without asking Redis again
+	// (its Retry-After is the function's own UnavailableRetryAfter, 1 s by
+	// default like the authorizer's and template.yaml's). The REST
+	// authorizer never sets it: it returns an error, which template.yaml's
+	// AUTHORIZER_FAILURE response maps to the same 503.
+	CtxUnavailable = "unavailable"
 )
+
+// AuthorizerUnavailableContext is the HTTP API authorizer's context for a
+// fail-closed route Redis could not decide: the caller's tier, CtxUnavailable
+// and the Retry-After of the 503 (whole seconds, at least 1).
+func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[string]any {
+	return map[string]any{
+		CtxTier:        o.Caller.Tier,
+		CtxUnavailable: true,
+		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
+	}
+}
+
+// UnavailableFromContext reports whether an authorizer context says the
+// request's fail-closed route could not be decided (CtxUnavailable true,
+// as a boolean or a string). Such a request must be answered 503 and never
+// reach the handler.
+func UnavailableFromContext(ctx map[string]any) bool {
+	b, ok := ctxBool(ctx, CtxUnavailable)
+	return ok && b
+}
 
 // AuthorizerContext is the authorizer context of an outcome, describing the
 // limit closest to denying. Values are strings, numbers and booleans only.

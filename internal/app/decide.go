@@ -42,10 +42,19 @@ func (rt *Runtime) Decide(ctx context.Context, req Request) (Outcome, error) {
 // Peek is Decide without spending anything: the caller's quota as it
 // stands (GET /v1/quota). A Redis outage gives the local fallback's view,
 // marked degraded, on every route.
+//
+// Only a caller with a verified identity (or none at all) peeks for free.
+// An unknown API key or a bearer token that does not verify is decided
+// exactly as Decide would: counted against the source IP's anonymous limit
+// (and every route limit of the request), logged, and subject to the
+// route's failure policy. Otherwise the quota would be a free, unlogged
+// oracle for guessing keys and tokens.
 func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 	return rt.decide(ctx, req, false)
 }
 
+// decide resolves the caller and decides. spend is false for Peek, and is
+// overridden for an unauthorized caller, who never peeks for free.
 func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome, error) {
 	start := time.Now()
 	req.Method = strings.ToUpper(req.Method)
@@ -58,6 +67,9 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 		FailClosed:   config.IsFailClosed(rt.cfg.FailClosed, req.Path),
 	}
 	checks := rt.checks(out.Caller, req)
+	if who.Unauthorized {
+		spend = true
+	}
 
 	var (
 		res ratelimit.Result

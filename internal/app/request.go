@@ -58,8 +58,9 @@ type Outcome struct {
 	// anonymous caller of the source IP, who was charged.
 	Caller Caller
 	// Unauthorized is true when the request presented an API key that is
-	// not known or a bearer token that does not verify: the answer is 401,
-	// and the request was counted against its source IP's anonymous limit.
+	// not known or a bearer token that does not verify. The request was
+	// counted against its source IP's anonymous limit: the answer is 401
+	// while that limit admits it, 429 once it denies.
 	Unauthorized bool
 	// FailClosed is true when the request's route fails closed.
 	FailClosed bool

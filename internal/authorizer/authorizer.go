@@ -20,20 +20,25 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // ErrUnauthorized is the error whose message, exactly "Unauthorized", makes
 // API Gateway answer 401.
 var ErrUnauthorized = errors.New("Unauthorized")
 
-// ErrUnavailable is the error of a fail-closed route Redis could not
-// decide. Any error other than "Unauthorized" makes API Gateway answer
-// with AUTHORIZER_FAILURE (500, mapped to 503 by template.yaml).
+// ErrUnavailable is the REST authorizer's error for a fail-closed route
+// Redis could not decide. Any error other than "Unauthorized" makes a REST
+// API answer with AUTHORIZER_FAILURE (500, mapped to 503 by template.yaml).
+// An HTTP API would answer it with a bare 500, so the HTTP API authorizer
+// answers the same outage with app.CtxUnavailable in its context instead.
 var ErrUnavailable = errors.New("rate limiter unavailable")
 
 // ErrUndecidable is the error of a request whose limits can never be
@@ -117,6 +122,15 @@ func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 	return ErrUnauthorized
 }
 
+// unauthorizedWithinLimit reports whether o is answered as unauthorized:
+// a credential that does not verify, counted against the source IP's
+// anonymous limit, which admitted it. When that limit denies it, the denial
+// wins (429 with Retry-After), as in the API function's middleware: a caller
+// out of budget learns when to come back, whatever it presented.
+func unauthorizedWithinLimit(o app.Outcome) bool {
+	return o.Unauthorized && (o.Result.Allowed || len(o.Result.Decisions) == 0)
+}
+
 // REST answers a REST API REQUEST authorizer event with a policy on the
 // request's own method ARN (no wildcard: with caching off, the policy is
 // only ever used for this request).
@@ -136,16 +150,21 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		Method:         method,
 		Path:           path,
 		SourceIP:       ev.RequestContext.Identity.SourceIP,
-		Headers:        mergeHeaders(ev.Headers, ev.MultiValueHeaders),
+		Headers:        requestHeaders(ev.Headers, ev.MultiValueHeaders),
 		StageVariables: ev.StageVariables,
 	}
 	o, err := h.rt.Decide(ctx, req)
-	if o.Unauthorized {
-		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
-	}
 	if err != nil {
+		// Before Unauthorized: on a fail-closed route Redis cannot decide,
+		// a 401 would tell a caller, uncounted, that its key or token is
+		// bad.
 		return events.APIGatewayCustomAuthorizerResponse{}, failure(err)
 	}
+	if unauthorizedWithinLimit(o) {
+		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
+	}
+	// An unauthorized request its source IP's anonymous limit denied falls
+	// through to the Deny (429), as in the API function's middleware.
 	effect := "Deny"
 	if o.Result.Allowed {
 		effect = "Allow"
@@ -170,15 +189,24 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 
 // HTTP answers an HTTP API (payload 2.0) authorizer event with a simple
 // response. An HTTP API answers every unauthorized simple response with 403
-// and cannot turn it into a 429, so a request over its limit is authorized
-// WITH the denial in its context (retryAfter present): the API function's
-// middleware reads it and answers 429 with the SPEC headers and body, without
-// counting the request again. Unknown keys and bad tokens are not authorized
-// (403); a fail-closed route Redis cannot decide is an error (500).
+// and every authorizer error with 500, and can turn neither into a 429 or a
+// 503, so:
+//
+//   - a request over its limit is authorized WITH the denial in its context
+//     (retryAfter present): the API function's middleware reads it and
+//     answers 429 with the SPEC headers and body, without counting the
+//     request again. That includes an unknown key or bad token that its
+//     source IP's anonymous limit denied;
+//   - an unknown key or bad token within that limit is not authorized (403);
+//   - a fail-closed route Redis cannot decide is authorized with
+//     unavailable: true and retryAfter in its context
+//     (app.AuthorizerUnavailableContext): the API function answers the
+//     SPEC's 503 without asking Redis;
+//   - a request whose limits can never be decided is an error (500).
 //
 // This relies on the integration honouring the context: put the API
 // function (or another slidegate middleware) behind an HTTP API authorizer,
-// never a backend that ignores retryAfter.
+// never a backend that ignores retryAfter and unavailable.
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	rc := ev.RequestContext
 	path := rc.HTTP.Path
@@ -189,15 +217,21 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 		Method:         rc.HTTP.Method,
 		Path:           stripStage(path, rc.Stage),
 		SourceIP:       rc.HTTP.SourceIP,
-		Headers:        ev.Headers,
+		Headers:        requestHeaders(ev.Headers, nil),
 		StageVariables: ev.StageVariables,
 	}
 	o, err := h.rt.Decide(ctx, req)
-	if o.Unauthorized {
-		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
-	}
 	if err != nil {
+		if app.IsUnavailable(err) {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+				IsAuthorized: true,
+				Context:      app.AuthorizerUnavailableContext(o, ratelimit.DefaultUnavailableRetryAfter),
+			}, nil
+		}
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, failure(err)
+	}
+	if unauthorizedWithinLimit(o) {
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 		IsAuthorized: true,
@@ -221,22 +255,47 @@ func stripStage(path, stage string) string {
 	return path
 }
 
-// mergeHeaders returns the single-value headers, completed by the first
-// value of any header present only in the multi-value map.
-func mergeHeaders(single map[string]string, multi map[string][]string) map[string]string {
-	if len(multi) == 0 {
-		return single
-	}
-	out := make(map[string]string, len(single)+len(multi))
-	for k, v := range single {
-		out[k] = v
-	}
-	for k, vs := range multi {
-		if _, ok := out[k]; !ok && len(vs) > 0 {
-			out[k] = vs[0]
+// requestHeaders returns the headers of an event with lower-case names, as
+// app.Request wants them: the single-value headers, completed by the first
+// value of any header present only in the multi-value map. When two names
+// differ only in case, the choice between them is deterministic, never the
+// order of a map iteration: the exactly lower-case spelling wins, then the
+// one that sorts first.
+func requestHeaders(single map[string]string, multi map[string][]string) map[string]string {
+	out := make(map[string]string, len(single))
+	addSorted(out, single, func(v string) (string, bool) { return v, true })
+	if len(multi) > 0 {
+		fromMulti := make(map[string]string, len(multi))
+		addSorted(fromMulti, multi, func(vs []string) (string, bool) {
+			if len(vs) == 0 {
+				return "", false
+			}
+			return vs[0], true
+		})
+		for k, v := range fromMulti {
+			if _, ok := out[k]; !ok {
+				out[k] = v
+			}
 		}
 	}
 	return out
+}
+
+// addSorted adds h to out under lower-case names, visiting the names in
+// sorted order so that the first spelling of a name to arrive is always
+// the same one; an exactly lower-case spelling replaces it.
+func addSorted[V any](out map[string]string, h map[string]V, value func(V) (string, bool)) {
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		v, ok := value(h[name])
+		if !ok {
+			continue
+		}
+		lower := strings.ToLower(name)
+		if _, dup := out[lower]; dup && name != lower {
+			continue
+		}
+		out[lower] = v
+	}
 }
 
 func clip(s string) string {

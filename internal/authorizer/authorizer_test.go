@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -26,6 +28,7 @@ func newHandler(t testing.TB, redisURL string) *authorizer.Handler {
 		"JWT_ISSUER":           "https://auth.example.com/",
 		"JWT_AUDIENCE":         "slidegate-example",
 		"JWT_HS256_SECRET":     "slidegate-test-only-hs256-secret",
+		"REDIS_TIMEOUT":        "100ms",
 	}
 	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
 		app.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -97,6 +100,197 @@ func TestHTTPAPIDeny(t *testing.T) {
 	}
 	if !last.IsAuthorized || last.Context["retryAfter"] == nil {
 		t.Errorf("third request: %+v, want authorized with retryAfter in the context", last)
+	}
+}
+
+// restEvent is a REST REQUEST authorizer event from ip with headers.
+func restEvent(method, path, ip string, headers map[string]string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
+	ev := events.APIGatewayCustomAuthorizerRequestTypeRequest{
+		Type: "REQUEST", MethodArn: "arn:aws:execute-api:us-east-1:1:a/prod/" + method + path,
+		Path: path, HTTPMethod: method, Headers: headers,
+	}
+	ev.RequestContext.Identity.SourceIP = ip
+	return ev
+}
+
+// httpEvent is an HTTP API (payload 2.0) authorizer event from ip with
+// headers, on the stage prod.
+func httpEvent(method, path, ip string, headers map[string]string) events.APIGatewayV2CustomAuthorizerV2Request {
+	ev := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", Type: "REQUEST", Headers: headers}
+	ev.RequestContext.HTTP.Method = method
+	ev.RequestContext.HTTP.Path = "/prod" + path
+	ev.RequestContext.HTTP.SourceIP = ip
+	ev.RequestContext.Stage = "prod"
+	return ev
+}
+
+// TestUnauthorizedOverTheLimitIsDenied: an unknown key or a bad token is
+// answered unauthorized while its source IP's anonymous limit (2) admits
+// it, and denied with retryAfter once that limit is spent, as the API
+// function's middleware answers 401 then 429. REST: the error
+// "Unauthorized" (401), then a Deny (ACCESS_DENIED, 429). HTTP API: not
+// authorized (403), then authorized with the denial in the context, for
+// the API function to answer 429.
+func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
+	srv := redistest.StartServer(t)
+	h := newHandler(t, srv.URL())
+	credentials := []struct {
+		name    string
+		headers func(i int) map[string]string
+	}{
+		{"unknown API key", func(i int) map[string]string { return map[string]string{"X-Api-Key": fmt.Sprintf("guess-%d", i)} }},
+		{"token that does not verify", func(i int) map[string]string {
+			return map[string]string{"Authorization": fmt.Sprintf("Bearer eyJhbGciOiJIUzI1NiJ9.e30.forged%d", i)}
+		}},
+	}
+	for n, c := range credentials {
+		t.Run("REST, "+c.name, func(t *testing.T) {
+			ip := fmt.Sprintf("192.0.2.%d", 10+n)
+			for i := range 2 {
+				_, err := h.REST(context.Background(), restEvent("GET", "/v1/items", ip, c.headers(i)))
+				if !errors.Is(err, authorizer.ErrUnauthorized) {
+					t.Fatalf("request %d within the anonymous limit: err = %v, want Unauthorized", i+1, err)
+				}
+			}
+			resp, err := h.REST(context.Background(), restEvent("GET", "/v1/items", ip, c.headers(2)))
+			if err != nil {
+				t.Fatalf("request 3, over the anonymous limit: err = %v, want a Deny", err)
+			}
+			if effect := resp.PolicyDocument.Statement[0].Effect; effect != "Deny" {
+				t.Fatalf("request 3: effect %s, want Deny", effect)
+			}
+			if retry, ok := resp.Context[app.CtxRetryAfter].(int64); !ok || retry < 1 {
+				t.Errorf("Deny context retryAfter = %v, want >= 1", resp.Context[app.CtxRetryAfter])
+			}
+			if resp.Context[app.CtxTier] != app.TierAnonymous || resp.UsageIdentifierKey != "" || !strings.HasPrefix(resp.PrincipalID, "anonymous:") {
+				t.Errorf("Deny is not the anonymous caller's: %+v", resp)
+			}
+		})
+		t.Run("HTTP API, "+c.name, func(t *testing.T) {
+			ip := fmt.Sprintf("192.0.2.%d", 20+n)
+			for i := range 2 {
+				resp, err := h.HTTP(context.Background(), httpEvent("GET", "/v1/items", ip, c.headers(i)))
+				if err != nil || resp.IsAuthorized {
+					t.Fatalf("request %d within the anonymous limit: %+v, %v; want not authorized", i+1, resp, err)
+				}
+			}
+			resp, err := h.HTTP(context.Background(), httpEvent("GET", "/v1/items", ip, c.headers(2)))
+			if err != nil || !resp.IsAuthorized {
+				t.Fatalf("request 3, over the anonymous limit: %+v, %v; want authorized with the denial", resp, err)
+			}
+			d, ok := app.DecisionFromContext(resp.Context)
+			if !ok || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != app.TierAnonymous {
+				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
+			}
+		})
+	}
+}
+
+// TestHTTPAPIFailClosedOutage: with Redis down, the HTTP API authorizer
+// authorizes a fail-closed route with unavailable and retryAfter in the
+// context (an error would be a bare 500), whether or not the credential
+// verifies; a fail-open route gets a degraded allowance. The REST
+// authorizer's answer to the same outage stays an error.
+func TestHTTPAPIFailClosedOutage(t *testing.T) {
+	srv := redistest.StartServer(t)
+	h := newHandler(t, srv.URL())
+	srv.Stop()
+	tests := []struct {
+		name  string
+		ev    events.APIGatewayV2CustomAuthorizerV2Request
+		check func(t *testing.T, ctx map[string]any)
+	}{
+		{"login: unavailable", httpEvent("POST", "/auth/login", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
+			if !app.UnavailableFromContext(ctx) || ctx[app.CtxRetryAfter] != int64(1) || ctx[app.CtxTier] != app.TierAnonymous {
+				t.Errorf("context %v, want tier, unavailable true and retryAfter 1", ctx)
+			}
+			if _, ok := app.DecisionFromContext(ctx); ok {
+				t.Errorf("context %v reads as a decision", ctx)
+			}
+		}},
+		{"login with an unknown key: unavailable, not a free 403", httpEvent("POST", "/auth/login", "192.0.2.30", map[string]string{"x-api-key": "guess"}), func(t *testing.T, ctx map[string]any) {
+			if !app.UnavailableFromContext(ctx) {
+				t.Errorf("context %v, want unavailable", ctx)
+			}
+		}},
+		{"items: degraded allowance", httpEvent("GET", "/v1/items", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
+			if app.UnavailableFromContext(ctx) || ctx[app.CtxDegraded] != true {
+				t.Errorf("context %v, want degraded and not unavailable", ctx)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := h.HTTP(context.Background(), tt.ev)
+			if err != nil || !resp.IsAuthorized {
+				t.Fatalf("%+v, %v; want authorized", resp, err)
+			}
+			tt.check(t, resp.Context)
+			// The context crosses API Gateway as JSON and must read back
+			// the same on the other side.
+			b, err := json.Marshal(resp.Context)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wire map[string]any
+			if err := json.Unmarshal(b, &wire); err != nil {
+				t.Fatal(err)
+			}
+			if app.UnavailableFromContext(wire) != app.UnavailableFromContext(resp.Context) {
+				t.Errorf("unavailable does not survive JSON: %s", b)
+			}
+		})
+	}
+	t.Run("REST login: still an error", func(t *testing.T) {
+		_, err := h.REST(context.Background(), restEvent("POST", "/auth/login", "192.0.2.30", map[string]string{"X-Api-Key": "guess"}))
+		if !errors.Is(err, authorizer.ErrUnavailable) {
+			t.Errorf("err = %v, want ErrUnavailable", err)
+		}
+	})
+}
+
+// TestHeaderSpellings: whatever the spelling of a header's name, and
+// however many spellings an event carries, the credential the runtime
+// sees is chosen the same way every time: the exactly lower-case one,
+// else the one that sorts first; a multi-value header fills in only what
+// the single-value map lacks.
+func TestHeaderSpellings(t *testing.T) {
+	srv := redistest.StartServer(t)
+	h := newHandler(t, srv.URL())
+	const known = "slidegate-example-api-key-0001"
+	tests := []struct {
+		name   string
+		single map[string]string
+		multi  map[string][]string
+		want   string // "org" or "unauthorized"
+	}{
+		{"canonical spelling", map[string]string{"X-Api-Key": known}, nil, "org"},
+		{"upper case", map[string]string{"X-API-KEY": known}, nil, "org"},
+		{"the lower-case spelling wins over others", map[string]string{"X-API-KEY": "guess", "X-Api-Key": "guess", "x-api-key": known}, nil, "org"},
+		{"without a lower-case spelling, the first in sorted order wins", map[string]string{"X-API-KEY": known, "X-Api-Key": "guess"}, nil, "org"},
+		{"multi-value only", nil, map[string][]string{"X-Api-Key": {known, "guess"}}, "org"},
+		{"single-value wins over multi-value", map[string]string{"x-api-key": "guess"}, map[string][]string{"x-api-key": {known}}, "unauthorized"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := range 20 { // map order would differ between runs
+				ev := restEvent("GET", "/v1/items", "192.0.2.40", tt.single)
+				ev.MultiValueHeaders = tt.multi
+				resp, err := h.REST(context.Background(), ev)
+				got := "unauthorized"
+				if err == nil {
+					got, _ = resp.Context[app.CtxTier].(string)
+				} else if !errors.Is(err, authorizer.ErrUnauthorized) {
+					t.Fatal(err)
+				}
+				if got != tt.want {
+					t.Fatalf("run %d: %s, want %s", i+1, got, tt.want)
+				}
+				if got == "unauthorized" {
+					return // the IP's anonymous limit is small
+				}
+			}
+		})
 	}
 }
 

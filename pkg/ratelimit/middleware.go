@@ -35,7 +35,8 @@ type MiddlewareOptions struct {
 	// It is meant for a decide function that peeks without spending, behind
 	// a status endpoint such as GET /v1/quota, which should answer even when
 	// the caller's budget is exhausted. Unauthorized and unavailable answers
-	// are unchanged.
+	// are unchanged: an Unauthorized verdict never reaches the handler, and
+	// is answered 429 when denied, 401 otherwise, as without ReportOnly.
 	ReportOnly bool
 	// UnavailableRetryAfter is the Retry-After of the 503 answered when a
 	// fail-closed request cannot be decided; DefaultUnavailableRetryAfter
@@ -78,9 +79,11 @@ const ContentTypeJSON = "application/json"
 //   - the verdict denies: 429 with the rate-limit headers of the closest
 //     decision (SetHeaders), Retry-After and TooManyRequestsBody; the
 //     handler is not called. With ReportOnly the handler is called instead,
-//     with the headers but no Retry-After.
-//   - the verdict is Unauthorized: 401 with the rate-limit headers and a
-//     JSON body of code UNAUTHORIZED; the handler is not called.
+//     with the headers but no Retry-After, unless the verdict is also
+//     Unauthorized: that is a 429 with or without ReportOnly.
+//   - the verdict is Unauthorized (and allows): 401 with the rate-limit
+//     headers and a JSON body of code UNAUTHORIZED; the handler is not
+//     called.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the verdict in the request's context
 //     (VerdictFromContext).
@@ -114,7 +117,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOpti
 			closest := verdict.Result.Closest()
 			SetHeaders(w.Header(), closest)
 			switch {
-			case !verdict.Result.Allowed && !opts.ReportOnly:
+			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
 				retry := RetryAfterSeconds(verdict.Result.RetryAfter())

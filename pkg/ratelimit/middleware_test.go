@@ -171,6 +171,28 @@ func TestMiddlewareAnswers(t *testing.T) {
 			},
 		},
 		{
+			name:       "report only, unauthorized over the anonymous limit: the 429 still wins",
+			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
+			opts:       MiddlewareOptions{ReportOnly: true},
+			wantStatus: http.StatusTooManyRequests,
+			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
+			wantHeaders: map[string]string{
+				"Retry-After": "18",
+				"RateLimit":   `"anonymous";r=0;t=18`,
+			},
+		},
+		{
+			name:       "report only, unauthorized within the anonymous limit: 401, not the handler",
+			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
+			opts:       MiddlewareOptions{ReportOnly: true},
+			wantStatus: http.StatusUnauthorized,
+			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
+			wantHeaders: map[string]string{
+				"RateLimit-Remaining": "12",
+				"Retry-After":         "",
+			},
+		},
+		{
 			name:       "degraded allowance: through, headers of the fallback limit",
 			verdict:    Verdict{Result: Result{Allowed: true, Degraded: true, Decisions: []Decision{{Limit: Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
 			wantStatus: http.StatusOK,
