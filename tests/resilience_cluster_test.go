@@ -65,7 +65,7 @@ func startLoad(gate *ratelimit.Gate, workers int, failClosed bool, checks func(r
 func manyIdentities(r *rand.Rand) ratelimit.Check {
 	return ratelimit.Check{
 		Identity: fmt.Sprintf("203.0.113.%d/%d", r.IntN(250), r.IntN(2)),
-		Limit:    ratelimit.Limit{Name: "org", Count: ratelimit.MaxCount, Window: time.Hour},
+		Limit:    ratelimit.Limit{Name: "org", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
 	}
 }
 
@@ -86,7 +86,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		// ASK not followed is an error here, not a quiet fallback.
 		client := clientWithBudget(t, clusterURL(cluster.Addrs()), true, generousBudget)
 		gate := productionGate(t, client, "topo", ratelimit.GateOptions{Timeout: generousBudget})
-		limit := ratelimit.Limit{Name: "user", Count: ratelimit.MaxCount, Window: time.Hour}
+		limit := ratelimit.Limit{Name: "user", Count: ratelimit.MaxCount, Window: 15 * time.Minute}
 		mover := ratelimit.Check{Identity: "user-that-moves", Limit: limit}
 		var moverAllowed atomic.Int64
 		decideMover := func(log *decisionLog) {

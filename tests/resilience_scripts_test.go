@@ -65,7 +65,7 @@ func failClosedLoad(gate *ratelimit.Gate, workers int) (stop func() (ok int64, e
 			for i := 0; !done.Load(); i++ {
 				check := ratelimit.Check{
 					Identity: fmt.Sprintf("login/%d/%d", w, i%200),
-					Limit:    ratelimit.Limit{Name: "login", Count: ratelimit.MaxCount, Window: time.Hour},
+					Limit:    ratelimit.Limit{Name: "login", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
 				}
 				_, err := gate.Decide(context.Background(), 1, true, check)
 				if err != nil {

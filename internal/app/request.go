@@ -30,6 +30,11 @@ type Request struct {
 	Headers map[string]string
 	// StageVariables are the REST API stage's variables, if any.
 	StageVariables map[string]string
+	// APIID is the REST API's id (requestContext.apiId): only API keys of
+	// its usage plans are known keys. Empty where there is none (HTTP APIs
+	// have no usage plans): then every enabled key of the account counts,
+	// unless API_KEY_HASHES is set.
+	APIID string
 }
 
 // Tier names: the policy names of the per-caller limits.

@@ -2,14 +2,16 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -20,9 +22,10 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// APIKeyLister lists API Gateway API keys: *apigateway.Client or anything
-// answering GetApiKeys the same way (a test server behind the real SDK).
-type APIKeyLister = identity.APIKeyLister
+// APIGatewayClient reads API Gateway API keys and usage plans:
+// *apigateway.Client, or anything answering GetApiKeys, GetUsagePlans and
+// GetUsagePlanKeys the same way (a test server behind the real SDK).
+type APIGatewayClient = identity.GatewayAPI
 
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
 type SecretReader interface {
@@ -40,22 +43,32 @@ type Options struct {
 	Redis redis.UniversalClient
 	// HTTPClient fetches the JWKS; a client with a short timeout when nil.
 	HTTPClient *http.Client
-	// APIGateway lists the API keys when API_KEY_HASHES is unset; the
-	// aws-sdk-go-v2 API Gateway client of the default AWS configuration
-	// when nil.
-	APIGateway APIKeyLister
+	// APIGateway lists the API keys and usage plans when API_KEY_HASHES is
+	// unset; the aws-sdk-go-v2 API Gateway client of the default AWS
+	// configuration when nil.
+	APIGateway APIGatewayClient
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
 	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
 	SecretsManager SecretReader
 	// Now is the clock of API key refreshes; time.Now when nil. Rate-limit
 	// decisions use the Redis clock, never this one.
 	Now func() time.Time
+	// ColdStartBudget is how long NewRuntime may take in all;
+	// DefaultColdStartBudget when zero.
+	ColdStartBudget time.Duration
 }
 
-// Cold-start budgets: the Lambda init phase allows 10 s in all.
+// Cold-start timing. The Lambda init phase allows 10 s in all.
 const (
+	// DefaultColdStartBudget is how long NewRuntime waits, in all, for
+	// what it loads at cold start: the Redis AUTH secret then the scripts,
+	// and, alongside them, the API Gateway keys, the JWKS and the HS256
+	// secret. What has not loaded by then goes on loading in the
+	// background.
+	DefaultColdStartBudget = 4 * time.Second
+	// coldStartScriptBudget bounds the script preload (within the
+	// cold-start budget): decisions load scripts on demand anyway.
 	coldStartScriptBudget = time.Second
-	coldStartAWSBudget    = 3 * time.Second
 )
 
 // Runtime is the process-wide state of a function: configuration, Redis
@@ -69,13 +82,31 @@ type Runtime struct {
 	gate       *ratelimit.Gate
 	resolver   *identity.Resolver
 	logger     *slog.Logger
+
+	// gatewayKeys and verifier, when configured, are the identity sources
+	// that load in the background (also held by resolver).
+	gatewayKeys *identity.GatewayKeys
+	verifier    *identity.Verifier
+	// coldStartLoaded is closed when every cold-start load has ended,
+	// within the cold-start budget or after it.
+	coldStartLoaded chan struct{}
 }
 
 // NewRuntime builds the runtime at cold start: it parses the configuration
 // once (bad values are logged and replaced by their defaults), builds the
 // Redis client and preloads the scripts (a failure is logged, not fatal:
 // Redis may be down at cold start and back by the first request), reads the
-// secrets and lists the API keys. getenv is os.Getenv when nil.
+// secrets, lists the API keys and fetches the JWKS. getenv is os.Getenv
+// when nil.
+//
+// It takes at most opts.ColdStartBudget (DefaultColdStartBudget), plus a
+// few milliseconds, however slow AWS, the JWKS host or Redis are: every
+// step shares that one deadline and the independent ones run in parallel.
+// The Redis AUTH secret and the script preload are bounded by it (a
+// secret not read by then is not used: Redis answers NOAUTH, which the
+// failure policy handles); the API keys, the JWKS and the HS256 secret go
+// on loading in the background after it, and until they arrive API keys
+// count as anonymous and bearer tokens do not verify.
 //
 // Nothing in the environment makes it fail: an unset REDIS_URL gives a
 // runtime whose every decision finds Redis unavailable (fail-open routes
@@ -90,6 +121,13 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	if logger == nil {
 		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
+	budget := opts.ColdStartBudget
+	if budget <= 0 {
+		budget = DefaultColdStartBudget
+	}
+	initCtx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
@@ -98,14 +136,17 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 
 	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}
 
+	// Who is counted: these loads start first and run alongside Redis's.
+	loads := &coldStartLoads{ctx: context.WithoutCancel(ctx)}
+	keys := rt.buildKeyStore(ctx, aws, opts.Now, loads)
+	rt.verifier = rt.buildVerifier(aws, opts.HTTPClient, loads)
+	rt.resolver = identity.NewResolver(keys, rt.verifier, logger)
+	rt.coldStartLoaded = loads.finished()
+
 	// Redis.
 	rt.client = opts.Redis
 	if rt.client == nil {
-		client, err := rt.buildClient(ctx, aws)
-		if err != nil {
-			return nil, err
-		}
-		rt.client, rt.ownsClient = client, true
+		rt.client, rt.ownsClient = rt.buildClient(initCtx, aws), true
 	}
 	limiter, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout})
 	if err != nil {
@@ -113,25 +154,19 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	rt.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{FallbackInstances: cfg.FallbackInstances})
-	loadCtx, cancel := context.WithTimeout(ctx, max(coldStartScriptBudget, cfg.Redis.Timeout))
+	loadCtx, cancelLoad := context.WithTimeout(initCtx, max(coldStartScriptBudget, cfg.Redis.Timeout))
 	if err := limiter.LoadScripts(loadCtx); err != nil {
 		logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
 			slog.String("error", err.Error()))
 	}
-	cancel()
+	cancelLoad()
 
-	// Who is counted.
-	keys, err := rt.buildKeyStore(ctx, aws, opts.Now)
-	if err != nil {
-		rt.Close()
-		return nil, err
+	select {
+	case <-rt.coldStartLoaded:
+	case <-initCtx.Done():
+		logger.LogAttrs(ctx, slog.LevelWarn, "cold-start budget spent; the rest loads in the background (API keys count as anonymous and bearer tokens do not verify until their keys arrive)",
+			slog.Duration("budget", budget), slog.Any("loading", loads.pending()))
 	}
-	verifier, err := rt.buildVerifier(ctx, aws, opts.HTTPClient)
-	if err != nil {
-		rt.Close()
-		return nil, err
-	}
-	rt.resolver = identity.NewResolver(keys, verifier, logger)
 
 	logger.LogAttrs(ctx, slog.LevelInfo, "runtime ready",
 		slog.String("algorithm", string(cfg.Tiers.Algorithm)),
@@ -141,24 +176,94 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Int("routeLimits", len(cfg.Routes)),
 		slog.Bool("redisCluster", cfg.Redis.Cluster),
 		slog.Duration("redisTimeout", cfg.Redis.Timeout),
-		slog.Bool("jwt", verifier != nil),
+		slog.Bool("jwt", rt.verifier != nil),
 		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil))
 	return rt, nil
 }
 
-// buildClient builds the Redis client from the configuration.
-func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) (redis.UniversalClient, error) {
+// coldStartLoads are the loads NewRuntime starts in the background: it
+// waits for them until its deadline, and they go on after it, each bounded
+// by its own timeout.
+type coldStartLoads struct {
+	// ctx is NewRuntime's context without its cancellation: a load that
+	// outlives NewRuntime is not cut short by the caller's context ending.
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu      sync.Mutex
+	loading map[string]struct{}
+}
+
+// start runs load in the background under name (for the log).
+func (l *coldStartLoads) start(name string, load func(context.Context)) {
+	l.mu.Lock()
+	if l.loading == nil {
+		l.loading = make(map[string]struct{})
+	}
+	l.loading[name] = struct{}{}
+	l.mu.Unlock()
+	l.wg.Go(func() {
+		load(l.ctx)
+		l.mu.Lock()
+		delete(l.loading, name)
+		l.mu.Unlock()
+	})
+}
+
+// finished returns a channel closed when every load started so far has
+// ended.
+func (l *coldStartLoads) finished() chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		l.wg.Wait()
+		close(done)
+	}()
+	return done
+}
+
+// pending names the loads still running, sorted.
+func (l *coldStartLoads) pending() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.loading))
+}
+
+// WaitLoaded waits until nothing the runtime loads in the background is in
+// flight (the cold-start loads that outlived the cold-start budget, API key
+// listings, JWKS fetches), or until ctx is done. Decisions never wait for
+// these loads; this is for tests and tools that need a settled runtime.
+// The error is ctx's, or that of the last listing or fetch waited for.
+func (rt *Runtime) WaitLoaded(ctx context.Context) error {
+	select {
+	case <-rt.coldStartLoaded:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var errs []error
+	if rt.gatewayKeys != nil {
+		errs = append(errs, rt.gatewayKeys.Wait(ctx))
+	}
+	if rt.verifier != nil {
+		errs = append(errs, rt.verifier.Wait(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// buildClient builds the Redis client from the configuration, reading the
+// AUTH secret within ctx (the cold-start deadline).
+func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.UniversalClient {
 	cc := rt.cfg.Redis
 	if cc.URL == "" {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL is not set: every decision will find Redis unavailable (fail-open routes use the local fallback limit, fail-closed routes fail)")
-		return unconfiguredClient(), nil
+		return unconfiguredClient()
 	}
 	if arn := rt.cfg.RedisAuthSecretARN; arn != "" {
 		secret, err := aws.readSecret(ctx, arn)
 		if err != nil {
 			// Without the token every command fails with NOAUTH; that is
 			// an outage the failure policy handles, and the log says why.
-			rt.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed", slog.String("error", err.Error()))
+			rt.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed; Redis commands will fail with NOAUTH",
+				slog.String("error", err.Error()))
 		} else {
 			cc.Password = secret
 		}
@@ -166,9 +271,9 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) (redis.Univ
 	client, err := ratelimit.NewClient(cc)
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL does not parse: every decision will find Redis unavailable", slog.String("error", err.Error()))
-		return unconfiguredClient(), nil
+		return unconfiguredClient()
 	}
-	return client, nil
+	return client
 }
 
 // errRedisUnconfigured is what every command of an unconfigured client
@@ -192,25 +297,27 @@ func unconfiguredClient() redis.UniversalClient {
 }
 
 // buildKeyStore returns the known API keys: API_KEY_HASHES, or the API
-// Gateway keys listed now (a failed listing is logged and retried later).
-func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func() time.Time) (identity.KeyStore, error) {
+// Gateway keys, whose first listing it starts in the background (a failed
+// listing is logged and retried later).
+func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func() time.Time, loads *coldStartLoads) identity.KeyStore {
 	if rt.cfg.APIKeyHashes != nil {
-		return identity.StaticKeys(rt.cfg.APIKeyHashes), nil
+		return identity.StaticKeys(rt.cfg.APIKeyHashes)
 	}
-	lister, err := aws.apiGatewayClient(ctx)
+	api, err := aws.apiGatewayClient(ctx)
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "no API Gateway client: requests with API keys count as anonymous",
 			slog.String("error", err.Error()))
-		return unverifiableKeys{}, nil
+		return unverifiableKeys{}
 	}
-	keys := identity.NewGatewayKeys(lister, rt.cfg.APIKeysRefresh, now, rt.logger)
-	listCtx, cancel := context.WithTimeout(ctx, coldStartAWSBudget)
-	defer cancel()
-	if err := keys.Refresh(listCtx); err != nil {
-		rt.logger.LogAttrs(ctx, slog.LevelError, "list API Gateway keys at cold start failed; requests with keys count as anonymous until a listing succeeds",
-			slog.String("error", err.Error()))
-	}
-	return keys, nil
+	keys := identity.NewGatewayKeys(api, rt.cfg.APIKeysRefresh, now, rt.logger)
+	rt.gatewayKeys = keys
+	loads.start("API Gateway keys", func(ctx context.Context) {
+		if err := keys.Refresh(ctx); err != nil {
+			rt.logger.LogAttrs(ctx, slog.LevelError, "list API Gateway keys at cold start failed; requests with keys count as anonymous until a listing succeeds",
+				slog.String("error", err.Error()))
+		}
+	})
+	return keys
 }
 
 // unverifiableKeys is the key store of a runtime that cannot list keys at
@@ -218,51 +325,51 @@ func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func(
 type unverifiableKeys struct{}
 
 // Lookup implements identity.KeyStore.
-func (unverifiableKeys) Lookup(context.Context, string) identity.KeyStatus {
+func (unverifiableKeys) Lookup(context.Context, string, string) identity.KeyStatus {
 	return identity.KeyUnverifiable
 }
 
 // buildVerifier returns the bearer token verifier, or nil when no JWT key
-// source is configured.
-func (rt *Runtime) buildVerifier(ctx context.Context, aws *awsClients, httpClient *http.Client) (*identity.Verifier, error) {
+// source is configured. It starts reading JWT_HS256_SECRET_ARN and fetching
+// the JWKS in the background; until the secret is read HS256 tokens do not
+// verify, and if it cannot be read they never do (they are refused, not
+// ignored).
+func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads *coldStartLoads) *identity.Verifier {
 	j := rt.cfg.JWT
 	if !j.Enabled() {
-		return nil, nil
+		return nil
 	}
-	secret := j.HS256Secret
+	vc := identity.VerifierConfig{
+		Issuer:     j.Issuer,
+		Audience:   j.Audience,
+		JWKSURL:    j.JWKSURL,
+		HTTPClient: httpClient,
+		Logger:     rt.logger,
+	}
 	if j.HS256SecretARN != "" {
-		s, err := aws.readSecret(ctx, j.HS256SecretARN)
-		if err != nil {
-			rt.logger.LogAttrs(ctx, slog.LevelError, "read JWT_HS256_SECRET_ARN failed; HS256 tokens will not verify", slog.String("error", err.Error()))
-			secret = nil
-		} else {
-			secret = []byte(s)
-		}
+		vc.HS256SecretPending = true
+	} else {
+		vc.HS256Secret = j.HS256Secret
 	}
-	v := identity.NewVerifier(identity.VerifierConfig{
-		Issuer:      j.Issuer,
-		Audience:    j.Audience,
-		HS256Secret: secret,
-		JWKSURL:     j.JWKSURL,
-		HTTPClient:  httpClient,
-		Logger:      rt.logger,
-	})
-	if v == nil {
-		// The only key source was a secret that could not be read: bearer
-		// tokens must still be refused, not ignored, so verify against a
-		// random key nobody holds.
-		unguessable := make([]byte, 32)
-		_, _ = rand.Read(unguessable) // never fails (crypto/rand)
-		v = identity.NewVerifier(identity.VerifierConfig{Issuer: j.Issuer, Audience: j.Audience, HS256Secret: unguessable, Logger: rt.logger})
+	v := identity.NewVerifier(vc)
+	if arn := j.HS256SecretARN; arn != "" {
+		loads.start("JWT_HS256_SECRET_ARN", func(ctx context.Context) {
+			secret, err := aws.readSecret(ctx, arn)
+			if err != nil {
+				rt.logger.LogAttrs(ctx, slog.LevelError, "read JWT_HS256_SECRET_ARN failed; HS256 tokens will not verify", slog.String("error", err.Error()))
+				return
+			}
+			v.SetHS256Secret([]byte(secret))
+		})
 	}
 	if j.JWKSURL != "" {
-		fetchCtx, cancel := context.WithTimeout(ctx, coldStartAWSBudget)
-		defer cancel()
-		if err := v.Prefetch(fetchCtx); err != nil {
-			rt.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS at cold start failed; retried on the first token", slog.String("error", err.Error()))
-		}
+		loads.start("JWKS", func(ctx context.Context) {
+			if err := v.Prefetch(ctx); err != nil {
+				rt.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS at cold start failed; fetched again in the background on a token with an unknown kid", slog.String("error", err.Error()))
+			}
+		})
 	}
-	return v, nil
+	return v
 }
 
 // logConfigErrors logs each configuration error on its own line.
@@ -303,24 +410,26 @@ func (rt *Runtime) Close() error {
 }
 
 // lowerHeaders returns h with lower-case names, copying only when needed.
+// When names differ only in case, the exactly lower-case one wins, else the
+// first in byte order: the same headers always give the same answer, which
+// a map's iteration order would not.
 func lowerHeaders(h map[string]string) map[string]string {
 	for k := range h {
 		if strings.ToLower(k) != k {
-			out := make(map[string]string, len(h))
-			for k, v := range h {
-				lk := strings.ToLower(k)
-				if _, dup := out[lk]; dup && k == lk {
-					// Prefer the exactly lower-case spelling; either is the
-					// caller's own choice.
-					out[lk] = v
-					continue
-				} else if dup {
-					continue
-				}
-				out[lk] = v
-			}
-			return out
+			return foldHeaderNames(h)
 		}
 	}
 	return h
+}
+
+func foldHeaderNames(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		lk := strings.ToLower(k)
+		if _, dup := out[lk]; dup && k != lk {
+			continue
+		}
+		out[lk] = h[k]
+	}
+	return out
 }

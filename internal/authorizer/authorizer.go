@@ -150,6 +150,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		Method:         method,
 		Path:           path,
 		SourceIP:       ev.RequestContext.Identity.SourceIP,
+		APIID:          ev.RequestContext.APIID,
 		Headers:        requestHeaders(ev.Headers, ev.MultiValueHeaders),
 		StageVariables: ev.StageVariables,
 	}

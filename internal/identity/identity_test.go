@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -17,104 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/identity"
 )
-
-// apiKeysServer answers GET /apikeys like API Gateway, one key a page.
-type apiKeysServer struct {
-	mu    sync.Mutex
-	keys  []string
-	calls atomic.Int64
-}
-
-func (s *apiKeysServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.calls.Add(1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := 0
-	if p := r.URL.Query().Get("position"); p != "" {
-		i = int(p[0] - '0')
-	}
-	out := map[string]any{"item": []map[string]any{}}
-	if i < len(s.keys) {
-		out["item"] = []map[string]any{{"id": "id", "value": s.keys[i], "enabled": true}}
-	}
-	if i+1 < len(s.keys) {
-		out["position"] = string(rune('0' + i + 1))
-	}
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-func sdkClient(url string) *apigateway.Client {
-	return apigateway.New(apigateway.Options{
-		BaseEndpoint: aws.String(url),
-		Region:       "us-east-1",
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-	})
-}
-
-type clock struct{ now time.Time }
-
-func (c *clock) Now() time.Time { return c.now }
-
-// TestGatewayKeysRefresh pins when the key list is read again: on a stale
-// list, and on an unknown key at most once per UnknownKeyRefreshInterval.
-func TestGatewayKeysRefresh(t *testing.T) {
-	srv := &apiKeysServer{keys: []string{"a", "b", "c"}}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	clk := &clock{now: time.Unix(1_800_000_000, 0)}
-	keys := identity.NewGatewayKeys(sdkClient(hs.URL), 5*time.Minute, clk.Now, nil)
-	ctx := context.Background()
-
-	steps := []struct {
-		name      string
-		advance   time.Duration
-		addKey    string
-		lookup    string
-		want      identity.KeyStatus
-		wantCalls int64 // cumulative HTTP requests (3 per listing: one key a page)
-	}{
-		{"first lookup lists every page", 0, "", "c", identity.KeyKnown, 3},
-		{"known key: no listing", time.Second, "", "a", identity.KeyKnown, 3},
-		{"unknown key within the interval: no listing", time.Second, "", "zzz", identity.KeyUnknown, 3},
-		{"new key after the interval: one listing finds it", identity.UnknownKeyRefreshInterval, "d", "d", identity.KeyKnown, 7},
-		{"another unknown key right after: no listing", time.Second, "", "yyy", identity.KeyUnknown, 7},
-		{"stale list is read again", 5 * time.Minute, "", "a", identity.KeyKnown, 11},
-	}
-	for _, s := range steps {
-		clk.now = clk.now.Add(s.advance)
-		if s.addKey != "" {
-			srv.mu.Lock()
-			srv.keys = append(srv.keys, s.addKey)
-			srv.mu.Unlock()
-		}
-		if got := keys.Lookup(ctx, identity.KeyHash(s.lookup)); got != s.want {
-			t.Errorf("%s: Lookup = %v, want %v", s.name, got, s.want)
-		}
-		if got := srv.calls.Load(); got != s.wantCalls {
-			t.Errorf("%s: %d API calls so far, want %d", s.name, got, s.wantCalls)
-		}
-	}
-}
-
-// TestGatewayKeysUnreachable: a list that was never read leaves keys
-// unverifiable (the caller is counted as anonymous, not refused).
-func TestGatewayKeysUnreachable(t *testing.T) {
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, `{"message":"boom"}`, http.StatusInternalServerError)
-	}))
-	defer hs.Close()
-	keys := identity.NewGatewayKeys(sdkClient(hs.URL), time.Minute, nil, nil)
-	if got := keys.Lookup(context.Background(), identity.KeyHash("k")); got != identity.KeyUnverifiable {
-		t.Errorf("Lookup = %v, want KeyUnverifiable", got)
-	}
-}
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
@@ -223,7 +130,7 @@ func TestVerifier(t *testing.T) {
 		})
 	}
 
-	t.Run("a new kid is fetched once, then unknown kids wait for the interval", func(t *testing.T) {
+	t.Run("a new kid is fetched once, in the background, then unknown kids wait for the interval", func(t *testing.T) {
 		setKeys(true)
 		before := jwks.fetches.Load()
 		// The last fetch (Prefetch) was under JWKSRefetchInterval ago: the
@@ -233,21 +140,104 @@ func TestVerifier(t *testing.T) {
 				t.Fatal("a token with an unknown kid verified")
 			}
 		}
+		if err := v.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		if got := jwks.fetches.Load() - before; got != 0 {
 			t.Errorf("%d JWKS fetches within the refetch interval, want 0", got)
 		}
-		// After the interval, the first token naming the new kid fetches
-		// the set once and verifies; the next one needs no fetch.
-		clk.now = clk.now.Add(identity.JWKSRefetchInterval)
+		// After the interval, the first token naming the new kid is refused
+		// (the set it is checked against is the one already fetched) and
+		// starts one fetch; once that has ended, the kid verifies with no
+		// further fetch.
+		clk.Advance(identity.JWKSRefetchInterval)
+		if _, err := v.Verify(context.Background(), sign(jwt.SigningMethodES256, "ec-1", claims(nil), ecKey)); err == nil {
+			t.Fatal("the first token with the rotated-in kid verified before the JWKS was fetched again")
+		}
+		if err := v.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		for i := 0; i < 2; i++ {
 			if sub, err := v.Verify(context.Background(), sign(jwt.SigningMethodES256, "ec-1", claims(nil), ecKey)); err != nil || sub != "alice" {
 				t.Fatalf("ES256 token with the rotated-in kid: %q, %v", sub, err)
 			}
 		}
+		if err := v.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		if got := jwks.fetches.Load() - before; got != 1 {
 			t.Errorf("%d JWKS fetches for the rotated-in key, want 1", got)
 		}
 	})
+}
+
+// TestVerifierNeverWaitsForJWKS: tokens are checked against the keys
+// already fetched; a fetch in flight (at cold start or for an unknown kid)
+// never holds a Verify up.
+func TestVerifierNeverWaitsForJWKS(t *testing.T) {
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": "rsa-1", "n": b64(rsaKey.N.Bytes()), "e": b64(big.NewInt(int64(rsaKey.E)).Bytes())}}})
+	gate := newHoldGate()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gate.pass(r) {
+			_, _ = w.Write(doc)
+		}
+	}))
+	defer hs.Close()
+	clk := &clock{now: time.Now()}
+	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", JWKSURL: hs.URL, Now: clk.Now})
+	unsigned := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": "iss", "aud": "aud", "sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+	unsigned.Header["kid"] = "rsa-1"
+	tok, err := unsigned.SignedString(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	release := gate.Hold()
+	defer release()
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := v.Prefetch(expired); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prefetch past its deadline = %v, want context.Canceled", err)
+	}
+	gate.Entered()
+	for i := 0; i < 3; i++ {
+		if _, err := v.Verify(ctx, tok); err == nil {
+			t.Fatal("a token verified before the JWKS was fetched")
+		}
+	}
+	if gate.Held() != 1 {
+		t.Fatalf("%d fetches held after the Verify calls, want the cold-start one: a Verify waited or fetched again", gate.Held())
+	}
+	release()
+	if err := v.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sub, err := v.Verify(ctx, tok); err != nil || sub != "alice" {
+		t.Fatalf("after the fetch: %q, %v", sub, err)
+	}
+}
+
+// TestVerifierHS256SecretPending: HS256 tokens are refused until the secret
+// being read arrives, and verify from then on.
+func TestVerifierHS256SecretPending(t *testing.T) {
+	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256SecretPending: true})
+	if v == nil {
+		t.Fatal("no verifier for a pending HS256 secret: tokens would be ignored instead of refused")
+	}
+	secret := []byte("arrives-later")
+	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "iss", "aud": "aud", "sub": "bob", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+	if _, err := v.Verify(context.Background(), tok); err == nil {
+		t.Fatal("an HS256 token verified before the secret arrived")
+	}
+	v.SetHS256Secret(secret)
+	if sub, err := v.Verify(context.Background(), tok); err != nil || sub != "bob" {
+		t.Fatalf("after SetHS256Secret: %q, %v", sub, err)
+	}
 }
 
 func TestResolverOrder(t *testing.T) {

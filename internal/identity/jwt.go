@@ -12,9 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/big"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -32,8 +33,11 @@ const (
 	maxSubjectLen = 512
 	// maxJWKSBytes bounds a JWKS document.
 	maxJWKSBytes = 1 << 20
-	// jwksTimeout bounds one JWKS fetch.
+	// jwksTimeout bounds one JWKS fetch (in the background: no request
+	// waits for it).
 	jwksTimeout = 3 * time.Second
+	// minRSABits is the smallest RSA modulus a JWKS may hold.
+	minRSABits = 2048
 )
 
 // ErrTokenInvalid is the error of every token that does not verify.
@@ -47,6 +51,10 @@ type VerifierConfig struct {
 	Audience string
 	// HS256Secret, when set, verifies HS256 tokens.
 	HS256Secret []byte
+	// HS256SecretPending says HS256 tokens are expected but the secret is
+	// not known yet (it is still being read): they do not verify until
+	// SetHS256Secret provides it.
+	HS256SecretPending bool
 	// JWKSURL, when set, verifies RS*, PS*, ES* and EdDSA tokens with the
 	// keys it serves.
 	JWKSURL string
@@ -61,20 +69,22 @@ type VerifierConfig struct {
 
 // Verifier verifies bearer JWTs. It is safe for concurrent use.
 type Verifier struct {
-	cfg    VerifierConfig
-	parser *jwt.Parser
-	jwks   *jwksCache
+	issuer, audience string
+	parser           *jwt.Parser
+	hs256            atomic.Pointer[[]byte]
+	jwks             *jwksCache
 }
 
 // NewVerifier returns a verifier, or nil when cfg has no key source (bearer
-// tokens then earn nothing). It does not fetch the JWKS; the first token
-// (or Prefetch) does.
+// tokens then earn nothing). It does not fetch the JWKS; Prefetch (at cold
+// start) or the first token does, in the background.
 func NewVerifier(cfg VerifierConfig) *Verifier {
-	if len(cfg.HS256Secret) == 0 && cfg.JWKSURL == "" {
+	hs256 := len(cfg.HS256Secret) > 0 || cfg.HS256SecretPending
+	if !hs256 && cfg.JWKSURL == "" {
 		return nil
 	}
 	var methods []string
-	if len(cfg.HS256Secret) > 0 {
+	if hs256 {
 		methods = append(methods, "HS256")
 	}
 	if cfg.JWKSURL != "" {
@@ -92,7 +102,10 @@ func NewVerifier(cfg VerifierConfig) *Verifier {
 		jwt.WithLeeway(clockLeeway),
 		jwt.WithTimeFunc(now),
 	}
-	v := &Verifier{cfg: cfg, parser: jwt.NewParser(opts...)}
+	v := &Verifier{issuer: cfg.Issuer, audience: cfg.Audience, parser: jwt.NewParser(opts...)}
+	if len(cfg.HS256Secret) > 0 {
+		v.SetHS256Secret(cfg.HS256Secret)
+	}
 	if cfg.JWKSURL != "" {
 		client := cfg.HTTPClient
 		if client == nil {
@@ -102,25 +115,56 @@ func NewVerifier(cfg VerifierConfig) *Verifier {
 		if logger == nil {
 			logger = slog.New(slog.DiscardHandler)
 		}
-		v.jwks = &jwksCache{url: cfg.JWKSURL, client: client, now: now, logger: logger}
+		c := &jwksCache{url: cfg.JWKSURL, client: client, logger: logger}
+		c.fetches = &refresher{load: c.fetch, timeout: jwksTimeout, now: now}
+		v.jwks = c
 	}
 	return v
 }
 
-// Prefetch fetches the JWKS, if one is configured (at cold start).
+// SetHS256Secret sets the HS256 secret of a verifier made with
+// HS256SecretPending (or replaces the one it has). An empty secret is
+// ignored.
+func (v *Verifier) SetHS256Secret(secret []byte) {
+	if len(secret) == 0 {
+		return
+	}
+	s := append([]byte(nil), secret...)
+	v.hs256.Store(&s)
+}
+
+// Prefetch fetches the JWKS, if one is configured, or joins the fetch in
+// flight, and waits until it ends or ctx is done (the fetch then goes on in
+// the background). It is for cold start: the only wait for a fetch a
+// process ever does.
 func (v *Verifier) Prefetch(ctx context.Context) error {
 	if v == nil || v.jwks == nil {
 		return nil
 	}
-	_, err := v.jwks.lookup(ctx, "", true)
-	return err
+	return v.jwks.fetches.trigger(0).wait(ctx)
+}
+
+// Wait waits until the JWKS fetch in flight, if any, ends, and returns its
+// error, or until ctx is done. It is for tests and tools that need a
+// settled key set; Verify never waits.
+func (v *Verifier) Wait(ctx context.Context) error {
+	if v == nil || v.jwks == nil {
+		return nil
+	}
+	if a := v.jwks.fetches.current(); a != nil {
+		return a.wait(ctx)
+	}
+	return nil
 }
 
 // Verify checks a token's signature, issuer, audience and expiry and
 // returns its subject. Every failure wraps ErrTokenInvalid; the message
-// never contains the token.
-func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
-	if v.cfg.Issuer == "" || v.cfg.Audience == "" {
+// never contains the token. It never waits for the network: a token whose
+// kid is not in the JWKS already fetched does not verify, and starts a
+// fetch in the background (at most one per JWKSRefetchInterval) for the
+// tokens after it.
+func (v *Verifier) Verify(_ context.Context, token string) (string, error) {
+	if v.issuer == "" || v.audience == "" {
 		return "", fmt.Errorf("%w: JWT_ISSUER and JWT_AUDIENCE are not configured", ErrTokenInvalid)
 	}
 	if len(token) > maxCredentialLen {
@@ -129,16 +173,17 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	keyfunc := func(t *jwt.Token) (any, error) {
 		switch t.Method.(type) {
 		case *jwt.SigningMethodHMAC:
-			if len(v.cfg.HS256Secret) == 0 {
+			secret := v.hs256.Load()
+			if secret == nil {
 				return nil, errors.New("no HS256 secret")
 			}
-			return v.cfg.HS256Secret, nil
+			return *secret, nil
 		default:
 			if v.jwks == nil {
 				return nil, errors.New("no JWKS")
 			}
 			kid, _ := t.Header["kid"].(string)
-			return v.jwks.lookup(ctx, kid, false)
+			return v.jwks.lookup(kid)
 		}
 	}
 	var claims jwt.RegisteredClaims
@@ -151,67 +196,60 @@ func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
 	return claims.Subject, nil
 }
 
-// jwksCache holds the JWKS of one URL, fetched once per process and again
-// (at most every JWKSRefetchInterval) when a token names an unknown kid.
+// jwksCache holds the JWKS of one URL, fetched at cold start and again, in
+// the background and at most every JWKSRefetchInterval, when a token names
+// a kid it does not hold.
 type jwksCache struct {
-	url    string
-	client *http.Client
-	now    func() time.Time
-	logger *slog.Logger
-
-	mu        sync.Mutex
-	keys      map[string]any // kid -> public key
-	fetchedAt time.Time
-	fetched   bool
+	url     string
+	client  *http.Client
+	logger  *slog.Logger
+	keys    atomic.Pointer[map[string]any] // kid -> public key; nil until a fetch succeeds
+	fetches *refresher
 }
 
 // lookup returns the key of kid ("" when the token names none: allowed only
-// when the set holds exactly one key). force fetches regardless of the
-// refetch interval.
-func (c *jwksCache) lookup(ctx context.Context, kid string, force bool) (any, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if key, ok := c.findLocked(kid); ok && !force {
-		return key, nil
-	}
-	if force || !c.fetched || c.now().Sub(c.fetchedAt) >= JWKSRefetchInterval {
-		c.fetched, c.fetchedAt = true, c.now()
-		keys, err := c.fetch(ctx)
-		if err != nil {
-			c.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS failed", slog.String("error", err.Error()))
-			if force {
-				return nil, err
-			}
-		} else {
-			c.keys = keys
-			c.logger.LogAttrs(ctx, slog.LevelInfo, "fetched JWKS", slog.Int("keys", len(keys)))
+// when the set holds exactly one key) from the set already fetched.
+func (c *jwksCache) lookup(kid string) (any, error) {
+	keys := c.keys.Load()
+	if keys != nil {
+		if key, ok := findKey(*keys, kid); ok {
+			return key, nil
 		}
 	}
-	if key, ok := c.findLocked(kid); ok {
-		return key, nil
-	}
-	if force {
-		return nil, nil
+	c.fetches.trigger(JWKSRefetchInterval)
+	if keys == nil {
+		return nil, errors.New("JWKS not fetched yet")
 	}
 	return nil, errors.New("unknown kid")
 }
 
-func (c *jwksCache) findLocked(kid string) (any, bool) {
+func findKey(keys map[string]any, kid string) (any, bool) {
 	if kid == "" {
-		if len(c.keys) != 1 {
+		if len(keys) != 1 {
 			return nil, false
 		}
-		for _, k := range c.keys {
+		for _, k := range keys {
 			return k, true
 		}
 	}
-	k, ok := c.keys[kid]
+	k, ok := keys[kid]
 	return k, ok
 }
 
-func (c *jwksCache) fetch(ctx context.Context) (map[string]any, error) {
-	ctx, cancel := context.WithTimeout(ctx, jwksTimeout)
-	defer cancel()
+// fetch reads the JWKS and, when it parses, replaces the keys.
+func (c *jwksCache) fetch(ctx context.Context) error {
+	keys, err := c.read(ctx)
+	if err != nil {
+		c.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS failed; keeping the previous keys",
+			slog.String("error", err.Error()), slog.Bool("everFetched", c.keys.Load() != nil))
+		return err
+	}
+	c.keys.Store(&keys)
+	c.logger.LogAttrs(ctx, slog.LevelInfo, "fetched JWKS", slog.Int("keys", len(keys)))
+	return nil
+}
+
+func (c *jwksCache) read(ctx context.Context) (map[string]any, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("fetch JWKS: %w", err)
@@ -283,10 +321,14 @@ func (k jwk) publicKey() (any, error) {
 			return nil, errors.New("bad RSA exponent")
 		}
 		exp := new(big.Int).SetBytes(e)
-		if len(n) < 256 || !exp.IsInt64() || exp.Int64() < 3 {
-			return nil, errors.New("RSA key too small or bad exponent")
+		if exp.Int64() < 3 || exp.Int64() > math.MaxInt32 || exp.Bit(0) == 0 {
+			return nil, errors.New("bad RSA exponent")
 		}
-		return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(exp.Int64())}, nil
+		modulus := new(big.Int).SetBytes(n)
+		if modulus.BitLen() < minRSABits || modulus.Bit(0) == 0 {
+			return nil, errors.New("RSA modulus too small or even")
+		}
+		return &rsa.PublicKey{N: modulus, E: int(exp.Int64())}, nil
 	case "EC":
 		var curve elliptic.Curve
 		switch k.Crv {

@@ -1,0 +1,188 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/redistest"
+)
+
+// TestIdentityKeysOfThisAPIOnly: through the real SDK against the local API
+// Gateway endpoint, an API key is an org key on the API whose usage plans
+// it is attached to, and only there; disabled keys and keys of no plan are
+// unauthorized everywhere.
+func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
+	_, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	keys := identity.NewGatewayKeys(idAPIGatewayClient(url), time.Minute, nil, nil)
+	if err := keys.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resolver := identity.NewResolver(keys, nil, nil)
+	const ours, theirs = "a1b2c3d4e5", "zzzzzzzzzz"
+	cases := []struct {
+		name, apiID, key string
+		wantOrg          bool
+	}{
+		{"our key on our API", ours, "gw-key-page-1-a", true},
+		{"a key of a plan of both APIs, on ours", ours, "gw-key-page-3", true},
+		{"another API's key on ours", ours, "gw-key-of-another-api", false},
+		{"that key on its own API", theirs, "gw-key-of-another-api", true},
+		{"our key on the other API", theirs, "gw-key-page-1-a", false},
+		{"a key of a plan of both APIs, on theirs", theirs, "gw-key-page-3", true},
+		{"enabled key of no plan", ours, "gw-key-in-no-plan", false},
+		{"disabled key of our plan", ours, "gw-key-disabled", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := resolver.ResolveForAPI(context.Background(), tc.apiID, map[string]string{"x-api-key": tc.key}, "192.0.2.1")
+			if tc.wantOrg {
+				if got.Caller.Tier != identity.TierOrg || got.Unauthorized || got.Caller.APIKey != tc.key {
+					t.Errorf("got %+v, want an org caller", got)
+				}
+				return
+			}
+			if got.Caller.Tier != identity.TierAnonymous || !got.Unauthorized || got.Caller.Identity != "ip:192.0.2.1" {
+				t.Errorf("got %+v, want unauthorized, counted against the source IP", got)
+			}
+		})
+	}
+}
+
+// idEnv is the environment of the runtimes of the identity tests: generous
+// limits, API keys from API Gateway, RS256 tokens from jwksURL.
+func idEnv(redisURL, jwksURL string) map[string]string {
+	return map[string]string{
+		"REDIS_URL":            redisURL,
+		"REDIS_TIMEOUT":        "100ms",
+		"RATE_LIMIT_ANONYMOUS": "1000/1m",
+		"RATE_LIMIT_USER":      "1000/1m",
+		"RATE_LIMIT_ORG":       "1000/1m",
+		"JWT_ISSUER":           azIssuer,
+		"JWT_AUDIENCE":         azAudience,
+		"JWT_JWKS_URL":         jwksURL,
+		"API_KEYS_REFRESH":     "1m",
+	}
+}
+
+func idToken(t testing.TB, j *idJWKS, sub string) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
+		"iss": azIssuer, "aud": azAudience, "sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
+	})
+	tok.Header["kid"] = j.kid
+	s, err := tok.SignedString(j.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func idDecide(t testing.TB, rt *app.Runtime, headers map[string]string) app.Outcome {
+	t.Helper()
+	o, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7", Headers: headers})
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	return o
+}
+
+// TestIdentityColdStartBudget: with API Gateway and the JWKS host hanging,
+// NewRuntime still returns within its cold-start budget, decisions are
+// answered at once (an API key counts as anonymous, neither trusted nor
+// refused; a token does not verify), and the loads that outlived the
+// budget finish in the background.
+func TestIdentityColdStartBudget(t *testing.T) {
+	srv := redistest.StartServer(t)
+	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	jwks := startIDJWKS(t)
+	releaseGateway, releaseJWKS := gw.gate.Hold(), jwks.gate.Hold()
+	defer releaseGateway()
+	defer releaseJWKS()
+
+	rt, logs := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{
+		APIGateway:      idAPIGatewayClient(url),
+		ColdStartBudget: 50 * time.Millisecond,
+	})
+	gw.gate.Entered()
+	jwks.gate.Entered()
+
+	key := map[string]string{"x-api-key": "gw-key-page-1-a"}
+	bearer := map[string]string{"authorization": "Bearer " + idToken(t, jwks, "alice")}
+	if o := idDecide(t, rt, key); o.Caller.Tier != app.TierAnonymous || o.Unauthorized || !o.Result.Allowed {
+		t.Errorf("API key while the keys load: %+v, want anonymous, not unauthorized", o)
+	}
+	if o := idDecide(t, rt, bearer); o.Caller.Tier != app.TierAnonymous || !o.Unauthorized {
+		t.Errorf("token while the JWKS loads: %+v, want unauthorized", o)
+	}
+	if gw.gate.Held() != 1 || jwks.gate.Held() != 1 {
+		t.Fatalf("held: API Gateway %d, JWKS %d; want 1 each: NewRuntime or a decision waited for them", gw.gate.Held(), jwks.gate.Held())
+	}
+	if !strings.Contains(logs.String(), "cold-start budget spent") {
+		t.Errorf("the spent budget is not logged:\n%s", logs.String())
+	}
+
+	releaseGateway()
+	releaseJWKS()
+	if err := rt.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := idDecide(t, rt, key); o.Caller.Tier != app.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
+		t.Errorf("API key once the keys are listed: %+v, want org", o)
+	}
+	if o := idDecide(t, rt, bearer); o.Caller.Tier != app.TierUser || o.Unauthorized {
+		t.Errorf("token once the JWKS is fetched: %+v, want user", o)
+	}
+}
+
+// TestIdentityKeyRefreshInBackground: a stale key list and an unknown key
+// start a listing in the background; while it hangs, decisions are
+// answered at once from the list already read (known keys stay org, a key
+// created since is refused), and once it ends the new key is org.
+func TestIdentityKeyRefreshInBackground(t *testing.T) {
+	srv := redistest.StartServer(t)
+	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	jwks := startIDJWKS(t)
+	clock := &syncClock{now: time.Unix(1_800_000_000, 0)}
+	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
+	known := map[string]string{"x-api-key": "gw-key-page-1-a"}
+	created := map[string]string{"x-api-key": "gw-key-created-later"}
+	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+		t.Fatalf("known key after cold start: %+v", o)
+	}
+
+	gw.mu.Lock()
+	gw.keys = append(gw.keys, fakeAPIKey{ID: "k8", Name: "eight", Value: "gw-key-created-later", Enabled: true})
+	gw.plans[1].KeyIDs = append(gw.plans[1].KeyIDs, "k8")
+	gw.mu.Unlock()
+	release := gw.gate.Hold()
+	defer release()
+	clock.Advance(time.Minute) // API_KEYS_REFRESH: the list is stale
+
+	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+		t.Errorf("known key on a stale list: %+v, want org", o)
+	}
+	gw.gate.Entered()
+	if o := idDecide(t, rt, created); !o.Unauthorized {
+		t.Errorf("key created since the last listing, while the next hangs: %+v, want unauthorized", o)
+	}
+	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+		t.Errorf("known key while a listing hangs: %+v, want org", o)
+	}
+	if gw.gate.Held() != 1 {
+		t.Fatalf("%d API Gateway requests held, want 1: a decision waited, or a second listing started", gw.gate.Held())
+	}
+
+	release()
+	if err := rt.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := idDecide(t, rt, created); o.Caller.Tier != app.TierOrg {
+		t.Errorf("key created since, after the listing: %+v, want org", o)
+	}
+}

@@ -1,0 +1,175 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/apigateway"
+
+	"github.com/slidegate/slidegate/internal/app"
+)
+
+// holdGate lets a test hold a local AWS or JWKS endpoint's requests until
+// it releases them, to pin down what does not wait for that endpoint:
+// while a request is held, Held() stays above zero, so a call that returns
+// with Held() > 0 did not wait for it to be answered. No clock is read.
+type holdGate struct {
+	mu      sync.Mutex
+	release chan struct{} // nil: answer at once
+	entered chan struct{} // one receive per request held
+	held    atomic.Int64
+}
+
+func newHoldGate() *holdGate { return &holdGate{entered: make(chan struct{}, 64)} }
+
+// Hold holds every request from now on until release is called (release
+// may be called more than once).
+func (g *holdGate) Hold() (release func()) {
+	ch := make(chan struct{})
+	g.mu.Lock()
+	g.release = ch
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			if g.release == ch {
+				g.release = nil
+			}
+			g.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Entered waits until a request is being held.
+func (g *holdGate) Entered() { <-g.entered }
+
+// Held is the number of requests being held now.
+func (g *holdGate) Held() int64 { return g.held.Load() }
+
+// pass holds r while the gate is held; false when the client gave up.
+func (g *holdGate) pass(r *http.Request) bool {
+	g.mu.Lock()
+	ch := g.release
+	g.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	g.held.Add(1)
+	defer g.held.Add(-1)
+	g.entered <- struct{}{}
+	select {
+	case <-ch:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// syncClock is an injected clock that tests step by hand, safe for the
+// background loads that read it.
+type syncClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *syncClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *syncClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// idAPIGatewayClient is the real SDK client pointed at a local endpoint.
+func idAPIGatewayClient(url string) *apigateway.Client {
+	return apigateway.New(apigateway.Options{
+		BaseEndpoint:     aws.String(url),
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLETEST", "test-secret-not-real", ""),
+		RetryMaxAttempts: 1,
+	})
+}
+
+// idJWKS serves one RSA key as a JWKS, behind a hold gate.
+type idJWKS struct {
+	gate *holdGate
+	key  *rsa.PrivateKey
+	kid  string
+	url  string
+}
+
+func startIDJWKS(t testing.TB) *idJWKS {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &idJWKS{gate: newHoldGate(), key: key, kid: "id-rsa-1"}
+	b64 := base64.RawURLEncoding.EncodeToString
+	doc, err := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "RSA", "kid": j.kid, "use": "sig", "n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes()),
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if j.gate.pass(r) {
+			_, _ = w.Write(doc)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	j.url = srv.URL
+	return j
+}
+
+// idRuntime builds a runtime in-process; its JSON log goes to the returned
+// buffer.
+func idRuntime(t testing.TB, env map[string]string, opts app.Options) (*app.Runtime, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, opts)
+	if err != nil {
+		t.Fatalf("new runtime: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return rt, logs
+}
+
+// syncBuffer is a bytes.Buffer for a log written from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
