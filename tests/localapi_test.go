@@ -240,8 +240,11 @@ func TestLocalAPI(t *testing.T) {
 				t.Errorf("admitted %d requests (401s included), want the limit %d", admitted, anonymous)
 			}
 			retry, err := strconv.ParseInt(denied.header.Get("Retry-After"), 10, 64)
-			if err != nil || retry < 1 || retry > 60 {
-				t.Errorf("429 Retry-After %q, want 1..60 seconds", denied.header.Get("Retry-After"))
+			// The sliding-window counter (a 1m window here) can make a caller
+			// who filled the limit early in a window wait into the next one,
+			// while the previous window's weight decays: up to two windows.
+			if err != nil || retry < 1 || retry > 120 {
+				t.Errorf("429 Retry-After %q, want 1..120 seconds", denied.header.Get("Retry-After"))
 			}
 			if got := checkLimitHeaders(t, "429", denied, "anonymous", anonymous); got != 0 {
 				t.Errorf("429: RateLimit-Remaining %d, want 0", got)
