@@ -134,6 +134,8 @@ func apiRESTEvent(t testing.TB, edit func(e *events.APIGatewayProxyRequest)) []b
 		t.Fatal(err)
 	}
 	edit(&e)
+	// API Gateway keeps the two in step; edits name only the resource.
+	e.RequestContext.ResourcePath = e.Resource
 	return apiJSON(t, e)
 }
 

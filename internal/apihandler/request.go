@@ -39,6 +39,7 @@ func readRequest(r *http.Request) gatewayRequest {
 	}}
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
 		req.SourceIP = rc.Identity.SourceIP
+		req.Path = app.LimitPath(rc.ResourcePath, req.Path)
 		req.APIID = rc.APIID
 		req.Authorizer = rc.Authorizer
 		req.StageVariables, _ = core.GetStageVarsFromContext(r.Context())

@@ -148,7 +148,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	}
 	req := app.Request{
 		Method:         method,
-		Path:           path,
+		Path:           app.LimitPath(ev.Resource, path),
 		SourceIP:       ev.RequestContext.Identity.SourceIP,
 		APIID:          ev.RequestContext.APIID,
 		Headers:        requestHeaders(ev.Headers, ev.MultiValueHeaders),

@@ -347,3 +347,39 @@ func FuzzAuthorizerEvent(f *testing.F) {
 		check(h.Invoke(context.Background(), b))
 	})
 }
+
+// TestRoutesMatchTheResourceNotTheBasePath: behind a custom domain with a
+// base-path mapping, the event's path carries the base path; the login
+// route's strict limit and fail-closed policy still apply, because routes
+// are matched on the resource.
+func TestRoutesMatchTheResourceNotTheBasePath(t *testing.T) {
+	srv := redistest.StartServer(t)
+	h := newHandler(t, srv.URL())
+	login := func(ip string) events.APIGatewayCustomAuthorizerRequestTypeRequest {
+		return events.APIGatewayCustomAuthorizerRequestTypeRequest{
+			Type: "REQUEST", MethodArn: "arn:aws:execute-api:us-east-1:1:a/prod/POST/auth/login",
+			Resource: "/auth/login", Path: "/api/auth/login", HTTPMethod: "POST",
+			RequestContext: events.APIGatewayCustomAuthorizerRequestTypeRequestContext{
+				Identity: events.APIGatewayCustomAuthorizerRequestTypeRequestIdentity{SourceIP: ip},
+			},
+		}
+	}
+	// With Redis stopped, only a route that matched /auth/* (fail-closed)
+	// answers with an error; any other route gets a degraded Allow.
+	srv.Stop()
+	_, err := h.REST(context.Background(), login("198.51.100.77"))
+	if !errors.Is(err, authorizer.ErrUnavailable) {
+		t.Fatalf("login behind a base path with Redis down: err = %v, want ErrUnavailable (fail-closed)", err)
+	}
+	greedy := login("198.51.100.78")
+	greedy.Resource = "/{proxy+}"
+	greedy.Path = "/auth/login"
+	if _, err := h.REST(context.Background(), greedy); !errors.Is(err, authorizer.ErrUnavailable) {
+		t.Fatalf("login under a greedy resource: err = %v, want the path to decide (fail-closed)", err)
+	}
+	items := login("198.51.100.79")
+	items.Resource, items.Path, items.HTTPMethod = "/v1/items", "/api/v1/items", "GET"
+	if _, err := h.REST(context.Background(), items); err != nil {
+		t.Fatalf("ordinary route with Redis down: %v, want a degraded Allow", err)
+	}
+}

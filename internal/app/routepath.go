@@ -1,0 +1,20 @@
+package app
+
+import "strings"
+
+// LimitPath is the path a REST API request's route limits and fail-closed
+// globs are matched against: the API Gateway resource it was routed to
+// ("/auth/login", "/items/{id}") when it names one, else the request path.
+//
+// The resource is what the API was built with, whatever the caller's URL
+// looked like: behind a custom domain with a base-path mapping the request
+// path carries the base path ("/api/auth/login") and would slip past
+// "/auth/*", the resource does not. A greedy resource ("/{proxy+}") says
+// nothing about the route, so the path is used then. A glob's "*" matches
+// a "{param}" segment like any other.
+func LimitPath(resource, path string) string {
+	if resource == "" || !strings.HasPrefix(resource, "/") || strings.Contains(resource, "+}") {
+		return path
+	}
+	return resource
+}
