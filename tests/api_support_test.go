@@ -96,6 +96,18 @@ func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 	if err := json.Unmarshal(raw, &wire); err != nil {
 		t.Fatalf("response is not a proxy response: %v: %s", err, raw)
 	}
+	// The JSON maps are read exactly by clients: the rate-limit headers must
+	// be spelled as SPEC spells them, not in Go's canonical form.
+	for k := range wire.Headers {
+		if spec := ratelimit.SpecHeaderName(k); spec != k {
+			t.Errorf("response header %q: SPEC spells it %q", k, spec)
+		}
+	}
+	for k := range wire.MultiValueHeaders {
+		if spec := ratelimit.SpecHeaderName(k); spec != k {
+			t.Errorf("response multi-value header %q: SPEC spells it %q", k, spec)
+		}
+	}
 	resp := apiResponse{StatusCode: wire.StatusCode, Header: http.Header{}, Body: wire.Body}
 	for k, v := range wire.Headers {
 		resp.Header.Set(k, v)

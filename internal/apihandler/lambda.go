@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // ErrMalformedEvent wraps every event the Lambda handler cannot serve: not
@@ -53,6 +55,8 @@ func (l *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (an
 		if err != nil {
 			return l.malformed(ctx, fmt.Errorf("%w: REST event: %w", ErrMalformedEvent, err)), nil
 		}
+		resp.Headers = respell(resp.Headers)
+		resp.MultiValueHeaders = respell(resp.MultiValueHeaders)
 		return resp, nil
 	}
 	var httpAPI events.APIGatewayV2HTTPRequest
@@ -62,6 +66,8 @@ func (l *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (an
 		if err != nil {
 			return l.malformed(ctx, fmt.Errorf("%w: HTTP API event: %w", ErrMalformedEvent, err)), nil
 		}
+		resp.Headers = respell(resp.Headers)
+		resp.MultiValueHeaders = respell(resp.MultiValueHeaders)
 		return resp, nil
 	}
 	if restErr == nil && httpAPIErr == nil {
@@ -80,4 +86,18 @@ func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGate
 		Headers:    map[string]string{"Content-Type": "application/json"},
 		Body:       malformedBody,
 	}
+}
+
+// respell renames the rate-limit headers of a proxy response from Go's
+// canonical form (Ratelimit-Policy) to SPEC's (RateLimit-Policy): API
+// Gateway passes names through as the function spells them, and clients
+// read the JSON map exactly.
+func respell[V any](headers map[string]V) map[string]V {
+	for name, v := range headers {
+		if spec := ratelimit.SpecHeaderName(name); spec != name {
+			delete(headers, name)
+			headers[spec] = v
+		}
+	}
+	return headers
 }

@@ -20,6 +20,34 @@ const (
 	HeaderRetryAfter         = "Retry-After"
 )
 
+// SpecHeaderName returns the spelling SPEC gives a rate-limit header
+// ("RateLimit-Policy", "X-RateLimit-Reset") for any spelling of its name,
+// and any other name unchanged. net/http stores header names in its
+// canonical form ("Ratelimit-Policy"); HTTP names are case-insensitive, but
+// a Lambda proxy response's headers are a JSON map that clients and tests
+// index exactly, so the functions respell them at the edge.
+func SpecHeaderName(name string) string {
+	switch http.CanonicalHeaderKey(name) {
+	case "Ratelimit-Policy":
+		return HeaderRateLimitPolicy
+	case "Ratelimit":
+		return HeaderRateLimit
+	case "Ratelimit-Limit":
+		return HeaderRateLimitLimit
+	case "Ratelimit-Remaining":
+		return HeaderRateLimitRemaining
+	case "Ratelimit-Reset":
+		return HeaderRateLimitReset
+	case "X-Ratelimit-Limit":
+		return HeaderXRateLimitLimit
+	case "X-Ratelimit-Remaining":
+		return HeaderXRateLimitRemain
+	case "X-Ratelimit-Reset":
+		return HeaderXRateLimitReset
+	}
+	return name
+}
+
 // CeilSeconds rounds a duration up to whole seconds; negative becomes 0.
 func CeilSeconds(d time.Duration) int64 {
 	if d <= 0 {

@@ -176,13 +176,10 @@ func invoke(ctx context.Context, fn Invoker, event any) ([]byte, error) {
 func writeProxyResponse(w http.ResponseWriter, ex *exchange, status int, headers map[string]string, multi map[string][]string, cookies []string, body string, base64Encoded bool) {
 	h := w.Header()
 	for k, v := range headers {
-		h.Set(k, v)
+		setExact(h, k, v)
 	}
 	for k, vs := range multi {
-		h.Del(k)
-		for _, v := range vs {
-			h.Add(k, v)
-		}
+		setExact(h, k, vs...)
 	}
 	for _, c := range cookies {
 		h.Add("Set-Cookie", c)
@@ -233,4 +230,14 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // methodARN is the execute-api ARN of a request, as an authorizer sees it.
 func methodARN(stage, method, path string) string {
 	return "arn:aws:execute-api:" + localRegion + ":" + localAccountID + ":" + localAPIID + "/" + stage + "/" + method + "/" + strings.TrimPrefix(path, "/")
+}
+
+// setExact sets a response header under the name exactly as the function
+// or the template spells it (RateLimit-Policy), as API Gateway does, where
+// http.Header.Set would write Go's canonical form (Ratelimit-Policy). Any
+// other spelling of the name is removed first.
+func setExact(h http.Header, name string, values ...string) {
+	h.Del(name)
+	delete(h, name)
+	h[name] = values
 }

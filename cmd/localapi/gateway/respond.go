@@ -68,7 +68,7 @@ func (s *Spec) writeGatewayResponse(w http.ResponseWriter, typ string, rc render
 		status = gr.StatusCode
 		for name, expr := range gr.Headers {
 			if v, ok := rc.mapping(expr, message); ok {
-				h.Set(name, v)
+				setExact(h, name, v)
 			}
 		}
 		if tpl, ok := gr.Templates["application/json"]; ok {
