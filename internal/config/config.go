@@ -43,9 +43,14 @@ const (
 
 // Tiers are the per-caller limits, with the algorithm already applied.
 type Tiers struct {
+	// Anonymous is the limit per source IP of callers with no verified
+	// identity (RATE_LIMIT_ANONYMOUS, rateLimitAnonymous).
 	Anonymous ratelimit.Limit
-	User      ratelimit.Limit
-	Org       ratelimit.Limit
+	// User is the limit per verified JWT subject (RATE_LIMIT_USER,
+	// rateLimitUser).
+	User ratelimit.Limit
+	// Org is the limit per known API key (RATE_LIMIT_ORG, rateLimitOrg).
+	Org ratelimit.Limit
 	// Algorithm is the algorithm of every limit of the request, tier and
 	// route limits alike, so that one script call decides them all.
 	Algorithm ratelimit.Algorithm
@@ -67,9 +72,13 @@ func (t Tiers) ForTier(tier string) ratelimit.Limit {
 // JWT says how bearer tokens are verified. With neither JWKSURL nor an
 // HS256 secret, bearer tokens are not verified and earn nothing.
 type JWT struct {
-	Issuer   string
+	// Issuer is the iss a token must carry (JWT_ISSUER).
+	Issuer string
+	// Audience is an aud a token must carry (JWT_AUDIENCE).
 	Audience string
-	JWKSURL  string
+	// JWKSURL is where RS256/ES256/EdDSA verification keys are fetched
+	// (JWT_JWKS_URL).
+	JWKSURL string
 	// HS256SecretARN names the Secrets Manager secret holding the HS256
 	// key (its SecretString, used as raw bytes).
 	HS256SecretARN string

@@ -25,7 +25,10 @@ const maxStageEntries = 64
 // Limits are the limits that apply on one stage: the tiers and the route
 // limits, all in the stage's algorithm.
 type Limits struct {
-	Tiers  Tiers
+	// Tiers are the per-caller limits of the stage.
+	Tiers Tiers
+	// Routes are the per-route limits (RATE_LIMIT_ROUTES), checked for the
+	// caller's identity alongside its tier.
 	Routes []RouteLimit
 }
 
