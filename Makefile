@@ -41,7 +41,7 @@ staticcheck: $(STATICCHECK)
 
 ## fuzz: each fuzzer on FUZZTIME inputs (20000x by default); fuzz-long: 2,000,000 each.
 ## Counts, not durations: a duration can end in a spurious "context deadline
-## exceeded" from Go 1.26's fuzzer (golang/go#75804) on a loaded machine.
+## exceeded" from the Go fuzzer when a loaded machine stretches its shutdown.
 fuzz:
 	@./scripts/fuzz.sh $(FUZZTIME)
 
