@@ -50,7 +50,7 @@ func newFakeAPIGateway(t testing.TB, keys []fakeAPIKey, plans []fakeUsagePlan) (
 }
 
 func (f *fakeAPIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !f.gate.pass(r) {
+	if !f.gate.Pass(r) {
 		return
 	}
 	f.mu.Lock()

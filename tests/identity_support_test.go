@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,65 +20,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/holdgate"
 )
 
-// holdGate lets a test hold a local AWS or JWKS endpoint's requests until
-// it releases them, to pin down what does not wait for that endpoint:
-// while a request is held, Held() stays above zero, so a call that returns
-// with Held() > 0 did not wait for it to be answered. No clock is read.
-type holdGate struct {
-	mu      sync.Mutex
-	release chan struct{} // nil: answer at once
-	entered chan struct{} // one receive per request held
-	held    atomic.Int64
-}
+// holdGate is the shared test gate (internal/holdgate).
+type holdGate = holdgate.Gate
 
-func newHoldGate() *holdGate { return &holdGate{entered: make(chan struct{}, 64)} }
-
-// Hold holds every request from now on until release is called (release
-// may be called more than once).
-func (g *holdGate) Hold() (release func()) {
-	ch := make(chan struct{})
-	g.mu.Lock()
-	g.release = ch
-	g.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			g.mu.Lock()
-			if g.release == ch {
-				g.release = nil
-			}
-			g.mu.Unlock()
-			close(ch)
-		})
-	}
-}
-
-// Entered waits until a request is being held.
-func (g *holdGate) Entered() { <-g.entered }
-
-// Held is the number of requests being held now.
-func (g *holdGate) Held() int64 { return g.held.Load() }
-
-// pass holds r while the gate is held; false when the client gave up.
-func (g *holdGate) pass(r *http.Request) bool {
-	g.mu.Lock()
-	ch := g.release
-	g.mu.Unlock()
-	if ch == nil {
-		return true
-	}
-	g.held.Add(1)
-	defer g.held.Add(-1)
-	g.entered <- struct{}{}
-	select {
-	case <-ch:
-		return true
-	case <-r.Context().Done():
-		return false
-	}
-}
+func newHoldGate() *holdGate { return holdgate.New() }
 
 // syncClock is an injected clock that tests step by hand, safe for the
 // background loads that read it.
@@ -133,7 +80,7 @@ func startIDJWKS(t testing.TB) *idJWKS {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if j.gate.pass(r) {
+		if j.gate.Pass(r) {
 			_, _ = w.Write(doc)
 		}
 	}))

@@ -61,7 +61,7 @@ func newGatewayServer(t *testing.T, keys []gwKey, plans []gwPlan) (*gatewayServe
 }
 
 func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.pass(r) {
+	if !s.Pass(r) {
 		return
 	}
 	s.mu.Lock()

@@ -182,7 +182,7 @@ func TestVerifierNeverWaitsForJWKS(t *testing.T) {
 	doc, _ := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": "rsa-1", "n": b64(rsaKey.N.Bytes()), "e": b64(big.NewInt(int64(rsaKey.E)).Bytes())}}})
 	gate := newHoldGate()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if gate.pass(r) {
+		if gate.Pass(r) {
 			_, _ = w.Write(doc)
 		}
 	}))
