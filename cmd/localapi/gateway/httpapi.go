@@ -49,6 +49,19 @@ func (g *Gateway) serveHTTPAPI(w http.ResponseWriter, r *http.Request, body []by
 	if route, _, ok := g.spec.Match(r.Method, r.URL.Path); ok && !route.Authorized {
 		authorize = false
 	}
+	// The same request context reaches the authorizer and the integration.
+	requestContext := events.APIGatewayV2HTTPRequestContext{
+		RouteKey:     "$default",
+		AccountID:    localAccountID,
+		Stage:        stage,
+		RequestID:    ex.requestID,
+		APIID:        localAPIID,
+		DomainName:   r.Host,
+		DomainPrefix: localAPIID,
+		Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
+		TimeEpoch:    now.UnixMilli(),
+		HTTP:         httpCtx,
+	}
 	var lambdaContext map[string]any
 	if authorize {
 		event := events.APIGatewayV2CustomAuthorizerV2Request{
@@ -62,18 +75,7 @@ func (g *Gateway) serveHTTPAPI(w http.ResponseWriter, r *http.Request, body []by
 			Headers:               headers,
 			QueryStringParameters: query,
 			StageVariables:        stageVars,
-			RequestContext: events.APIGatewayV2HTTPRequestContext{
-				RouteKey:     "$default",
-				AccountID:    localAccountID,
-				Stage:        stage,
-				RequestID:    ex.requestID,
-				APIID:        localAPIID,
-				DomainName:   r.Host,
-				DomainPrefix: localAPIID,
-				Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
-				TimeEpoch:    now.UnixMilli(),
-				HTTP:         httpCtx,
-			},
+			RequestContext:        requestContext,
 		}
 		out, err := invoke(r.Context(), g.authorizer, event)
 		if err != nil {
@@ -112,20 +114,9 @@ func (g *Gateway) serveHTTPAPI(w http.ResponseWriter, r *http.Request, body []by
 		Headers:               headers,
 		QueryStringParameters: query,
 		StageVariables:        stageVars,
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RouteKey:     "$default",
-			AccountID:    localAccountID,
-			Stage:        stage,
-			RequestID:    ex.requestID,
-			APIID:        localAPIID,
-			DomainName:   r.Host,
-			DomainPrefix: localAPIID,
-			Time:         now.UTC().Format("02/Jan/2006:15:04:05 -0700"),
-			TimeEpoch:    now.UnixMilli(),
-			HTTP:         httpCtx,
-		},
-		Body:            text,
-		IsBase64Encoded: base64Encoded,
+		RequestContext:        requestContext,
+		Body:                  text,
+		IsBase64Encoded:       base64Encoded,
 	}
 	if lambdaContext != nil {
 		event.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: lambdaContext}
