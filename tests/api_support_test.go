@@ -48,11 +48,12 @@ func startAPI(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
 	return startAPILogging(t, env, io.Discard)
 }
 
-// startAPILogging is startAPI with the function's JSON log written to logs.
+// startAPILogging is startAPI with the function's standard output written
+// to logs: its JSON log lines and its EMF metrics records, as in Lambda.
 func startAPILogging(t testing.TB, env map[string]string, logs io.Writer) *apihandler.LambdaHandler {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger})
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger, Metrics: logs})
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)
 	}

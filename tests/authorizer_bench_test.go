@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"testing"
@@ -67,7 +68,7 @@ func BenchmarkAuthorizerWarmInvocation(b *testing.B) {
 func BenchmarkAuthorizerHandler(b *testing.B) {
 	srv := redistest.StartServer(b)
 	env := azEnv(srv.URL(), "bench-secret", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler)})
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}

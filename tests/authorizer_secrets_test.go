@@ -5,21 +5,28 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/redistest"
 )
 
 // fakeSecretsManager answers GetSecretValue like Secrets Manager (AWS JSON
-// 1.1: POST / with X-Amz-Target), from a map of ARN to SecretString.
+// 1.1: POST / with X-Amz-Target), from a map of ARN to SecretString; an
+// unknown ARN gets ResourceNotFoundException. With throttle set it answers
+// every request with ThrottlingException, as Secrets Manager does past its
+// request rate; with hang set it never answers.
 type fakeSecretsManager struct {
-	secrets map[string]string
-	mu      sync.Mutex
-	asked   []string
+	secrets  map[string]string
+	throttle bool
+	hang     bool
+	mu       sync.Mutex
+	asked    []string
 }
 
 func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -36,14 +43,114 @@ func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.asked = append(f.asked, in.SecretId)
 	f.mu.Unlock()
-	secret, ok := f.secrets[in.SecretId]
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	if f.hang {
+		<-r.Context().Done()
+		return
+	}
+	if f.throttle {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"ThrottlingException","message":"Rate exceeded"}`))
+		return
+	}
+	secret, ok := f.secrets[in.SecretId]
 	if !ok {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"__type":"ResourceNotFoundException","message":"Secrets Manager can't find the specified secret."}`))
 		return
 	}
 	_ = json.NewEncoder(w).Encode(map[string]string{"ARN": in.SecretId, "Name": "n", "SecretString": secret, "VersionId": "v1"})
+}
+
+func (f *fakeSecretsManager) requests() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked)
+}
+
+// smRedisARN is the Redis AUTH secret's ARN in the in-process tests.
+const smRedisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:redis-auth-QrStUv"
+
+// TestRedisAuthSecretFailures: the Redis AUTH token is read once at cold
+// start through the real aws-sdk-go-v2 client. When Secrets Manager cannot
+// give it (the secret does not exist; requests are throttled, which the
+// SDK retries; no answer at all) the read is bounded, the log says clearly
+// what failed, and the runtime still comes up and decides: Redis answers
+// NOAUTH, fail-open routes degrade to the local fallback and fail-closed
+// routes fail. The password never reaches the log.
+func TestRedisAuthSecretFailures(t *testing.T) {
+	cases := []struct {
+		name         string
+		sm           *fakeSecretsManager
+		wantDegraded bool
+		wantLog      []string
+		wantRequests func(n int) bool
+	}{
+		{
+			name:         "secret read",
+			sm:           &fakeSecretsManager{secrets: map[string]string{}}, // filled with the password below
+			wantRequests: func(n int) bool { return n == 1 },
+		},
+		{
+			name:         "secret does not exist",
+			sm:           &fakeSecretsManager{secrets: map[string]string{}},
+			wantDegraded: true,
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ResourceNotFoundException", "can't find the specified secret", "NOAUTH"},
+			wantRequests: func(n int) bool { return n == 1 }, // not retried
+		},
+		{
+			name:         "throttled",
+			sm:           &fakeSecretsManager{throttle: true},
+			wantDegraded: true,
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ThrottlingException", "Rate exceeded", "maximum number of attempts", "NOAUTH"},
+			wantRequests: func(n int) bool { return n == 3 }, // the SDK's standard three attempts
+		},
+		{
+			name:         "no answer",
+			sm:           &fakeSecretsManager{hang: true},
+			wantDegraded: true,
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "no answer from Secrets Manager in time", "deadline exceeded", "NOAUTH"},
+			wantRequests: func(n int) bool { return n >= 1 },
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			password := azSecret(t)
+			if tc.sm.secrets != nil && !tc.wantDegraded {
+				tc.sm.secrets[smRedisARN] = password
+			}
+			srv := redistest.StartServerWith(t, redistest.Options{Admin: true})
+			if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+				t.Fatal(err)
+			}
+			api := httptest.NewServer(tc.sm)
+			t.Cleanup(api.Close)
+
+			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN, "REDIS_TIMEOUT": "100ms"})
+			rt, logs := connRuntime(t, env, app.Options{SecretsManager: smClient(api.URL)})
+
+			ctx := context.Background()
+			open, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
+			if err != nil || !open.Result.Allowed || open.Result.Degraded != tc.wantDegraded {
+				t.Errorf("fail-open route: allowed=%v degraded=%v err=%v; want allowed with degraded=%v", open.Result.Allowed, open.Result.Degraded, err, tc.wantDegraded)
+			}
+			_, err = rt.Decide(ctx, app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.46"})
+			if got := app.IsUnavailable(err); got != tc.wantDegraded {
+				t.Errorf("fail-closed route: err=%v; want unavailable=%v", err, tc.wantDegraded)
+			}
+			for _, want := range tc.wantLog {
+				if !strings.Contains(logs.String(), want) {
+					t.Errorf("log does not say %q:\n%s", want, logs)
+				}
+			}
+			if strings.Contains(logs.String(), password) {
+				t.Error("the Redis password reached the log")
+			}
+			if n := len(tc.sm.requests()); !tc.wantRequests(n) {
+				t.Errorf("Secrets Manager got %d requests", n)
+			}
+		})
+	}
 }
 
 // TestAuthorizerSecretsFromSecretsManager: the Redis AUTH token

@@ -680,3 +680,102 @@ func tplFirst(values ...string) string {
 	}
 	return values[i]
 }
+
+// tplCheckAlarmsWatch fails t for each CloudWatch alarm of the template
+// that no EMF record among records feeds: an alarm matches a metric by
+// namespace, name and exact dimension set (names and values), so a record
+// must define the metric under a directive with the alarm's namespace and
+// that very dimension set, and carry the alarm's dimension values.
+func tplCheckAlarmsWatch(t *testing.T, records []map[string]any) {
+	t.Helper()
+	tpl := tplLoad(t)
+	alarms := tplResources(tpl.root, "AWS::CloudWatch::Alarm")
+	if len(alarms) == 0 {
+		t.Fatalf("template.yaml has no alarms")
+	}
+	for _, alarm := range alarms {
+		props := yamlGet(alarm.node, "Properties")
+		namespace, metric := yamlScalar(yamlGet(props, "Namespace")), yamlScalar(yamlGet(props, "MetricName"))
+		want := map[string]string{}
+		for _, d := range yamlItems(yamlGet(props, "Dimensions")) {
+			want[yamlScalar(yamlGet(d, "Name"))] = yamlScalar(yamlGet(d, "Value"))
+		}
+		if !slices.ContainsFunc(records, func(r map[string]any) bool { return emfFeeds(r, namespace, metric, want) }) {
+			t.Errorf("alarm %s watches %s/%s with dimensions %v, which no record of a real decision publishes", alarm.id, namespace, metric, want)
+		}
+	}
+}
+
+// emfFeeds reports whether an EMF record publishes metric in namespace with
+// exactly the dimensions dims (name to value).
+func emfFeeds(record map[string]any, namespace, metric string, dims map[string]string) bool {
+	meta, _ := record["_aws"].(map[string]any)
+	directives, _ := meta["CloudWatchMetrics"].([]any)
+	for _, d := range directives {
+		dir, _ := d.(map[string]any)
+		if dir["Namespace"] != namespace {
+			continue
+		}
+		defined := false
+		metrics, _ := dir["Metrics"].([]any)
+		for _, m := range metrics {
+			if def, _ := m.(map[string]any); def["Name"] == metric {
+				defined = true
+			}
+		}
+		if !defined || record[metric] == nil {
+			continue
+		}
+		sets, _ := dir["Dimensions"].([]any)
+		for _, set := range sets {
+			names, _ := set.([]any)
+			if len(names) != len(dims) {
+				continue
+			}
+			match := true
+			for _, n := range names {
+				name, _ := n.(string)
+				value, ok := dims[name]
+				if !ok || record[name] != value {
+					match = false
+				}
+			}
+			if match {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestTemplateEnvironmentIsRead: every environment variable the template
+// gives the functions is read by their code (a misspelt name would be
+// silently ignored, leaving its default in force).
+func TestTemplateEnvironmentIsRead(t *testing.T) {
+	tpl := tplLoad(t)
+	vars := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
+	if vars == nil || len(vars.Content) == 0 {
+		t.Fatalf("Globals.Function.Environment.Variables missing")
+	}
+	var source strings.Builder
+	for _, dir := range []string{"../internal", "../pkg", "../functions"} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			source.Write(b)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("read sources: %v", err)
+		}
+	}
+	code := source.String()
+	for i := 0; i+1 < len(vars.Content); i += 2 {
+		name := vars.Content[i].Value
+		if !strings.Contains(code, strconv.Quote(name)) {
+			t.Errorf("template sets %s, which no function code reads", name)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/app"
 )
 
 func main() {
@@ -38,16 +40,27 @@ func run() error {
 	addr := flag.String("addr", envOr("ADDR", "127.0.0.1:3000"), "listen address (env ADDR)")
 	stage := flag.String("stage", envOr("STAGE", "dev"), "stage to serve; its samconfig.toml environment sets the stage variables (env STAGE)")
 	httpAPI := flag.Bool("httpapi", envBool("HTTPAPI"), "serve the HTTP API (v2 events) instead of the REST API (env HTTPAPI)")
-	verbose := flag.Bool("v", envBool("VERBOSE"), "also print the functions' own logs (decisions, EMF metrics) (env VERBOSE)")
+	verbose := flag.Bool("v", envBool("VERBOSE"), "also print the functions' own logs (every decision: LOG_LEVEL=debug) and their EMF metrics (env VERBOSE)")
 	templatePath := flag.String("template", "template.yaml", "SAM template")
 	samconfigPath := flag.String("config", "samconfig.toml", "SAM CLI configuration (parameter overrides per stage)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	fnLogger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if *verbose {
-		fnLogger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	// The functions' own lines: warnings and errors only, unless LOG_LEVEL
+	// asks for more (or less); -v shows every decision and the metrics.
+	fnLevel := slog.LevelWarn
+	if os.Getenv(app.LogLevelVariable) != "" {
+		level, err := app.LogLevel(os.Getenv)
+		if err != nil {
+			logger.Error("bad configuration value", "error", err.Error())
+		}
+		fnLevel = level
 	}
+	var fnMetrics io.Writer
+	if *verbose {
+		fnLevel, fnMetrics = slog.LevelDebug, os.Stderr
+	}
+	fnLogger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: fnLevel}))
 	if _, err := os.Stat(*samconfigPath); err != nil {
 		*samconfigPath = ""
 	}
@@ -55,14 +68,15 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(ctx, server.Config{
-		Addr:           *addr,
-		Stage:          *stage,
-		HTTPAPI:        *httpAPI,
-		TemplatePath:   *templatePath,
-		SamconfigPath:  *samconfigPath,
-		Getenv:         os.Getenv,
-		Logger:         logger,
-		FunctionLogger: fnLogger,
+		Addr:            *addr,
+		Stage:           *stage,
+		HTTPAPI:         *httpAPI,
+		TemplatePath:    *templatePath,
+		SamconfigPath:   *samconfigPath,
+		Getenv:          os.Getenv,
+		Logger:          logger,
+		FunctionLogger:  fnLogger,
+		FunctionMetrics: fnMetrics,
 	})
 	if err != nil {
 		return err

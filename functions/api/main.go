@@ -16,19 +16,27 @@ import (
 
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/tracing"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	ctx := context.Background()
+	// JSON lines at LOG_LEVEL (info by default: allowed decisions, at
+	// debug, are not logged). The metrics go to standard output too, as
+	// Embedded Metric Format records, whatever the level.
+	logger := app.NewLogger(ctx, os.Stdout, os.Getenv)
 	// go-redis's own messages (failed dials) become JSON lines too.
 	redis.SetLogger(app.RedisLog{L: logger})
-	ctx := context.Background()
-	rt, err := app.NewRuntime(ctx, os.Getenv, app.Options{Logger: logger})
+	// X-Ray: silent without a daemon or a sampled trace header.
+	if err := tracing.Configure(tracing.Options{Logger: logger}); err != nil {
+		logger.LogAttrs(ctx, slog.LevelError, "configure tracing failed; Redis calls are not traced", slog.String("error", err.Error()))
+	}
+	rt, err := app.NewRuntime(ctx, os.Getenv, app.Options{Logger: logger, Metrics: os.Stdout})
 	if err != nil {
 		// Lambda reports a failed init and retries it on the next request.
 		logger.LogAttrs(ctx, slog.LevelError, "cold start failed", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
 	handler := apihandler.New(rt, apihandler.Options{Logger: rt.Logger()})
-	lambda.Start(apihandler.NewLambdaHandler(handler, rt.Logger()).Invoke)
+	lambda.Start(tracing.Handler(lambda.NewHandler(apihandler.NewLambdaHandler(handler, rt.Logger()).Invoke)))
 }

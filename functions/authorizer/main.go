@@ -15,16 +15,25 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/tracing"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	ctx := context.Background()
+	// JSON lines at LOG_LEVEL (info by default: allowed decisions, at
+	// debug, are not logged). The metrics go to standard output too, as
+	// Embedded Metric Format records, whatever the level.
+	logger := app.NewLogger(ctx, os.Stdout, os.Getenv)
 	redis.SetLogger(app.RedisLog{L: logger})
-	rt, err := app.NewRuntime(context.Background(), os.Getenv, app.Options{Logger: logger})
+	// X-Ray: silent without a daemon or a sampled trace header.
+	if err := tracing.Configure(tracing.Options{Logger: logger}); err != nil {
+		logger.LogAttrs(ctx, slog.LevelError, "configure tracing failed; Redis calls are not traced", slog.String("error", err.Error()))
+	}
+	rt, err := app.NewRuntime(ctx, os.Getenv, app.Options{Logger: logger, Metrics: os.Stdout})
 	if err != nil {
-		logger.Error("cold start failed", slog.String("error", err.Error()))
+		logger.LogAttrs(ctx, slog.LevelError, "cold start failed", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
 	defer rt.Close()
-	lambda.Start(authorizer.New(rt))
+	lambda.Start(tracing.Handler(authorizer.New(rt)))
 }

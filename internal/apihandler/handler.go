@@ -39,7 +39,10 @@ type Runtime interface {
 
 // Options configure the handler. The zero value is ready for use.
 type Options struct {
-	// Logger receives the handler's records; slog.Default() when nil.
+	// Logger receives the handler's records (requests that could not be
+	// decided), within the default app.LogSampling budget: a caller can
+	// cause them in a flood. slog.Default() when nil. The decisions' own
+	// lines and metrics are the Runtime's.
 	Logger *slog.Logger
 	// UnavailableRetryAfter is the Retry-After of the 503 of a fail-closed
 	// route Redis could not decide; ratelimit.DefaultUnavailableRetryAfter
@@ -71,6 +74,7 @@ func New(rt Runtime, opts Options) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	logger = slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
 	d := deciders{rt: rt}
 	limit := ratelimit.Middleware(d.spend, ratelimit.MiddlewareOptions{
 		Logger:                logger,

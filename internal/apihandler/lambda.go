@@ -7,10 +7,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"os"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
+	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -28,12 +33,14 @@ type LambdaHandler struct {
 	logger  *slog.Logger
 }
 
-// NewLambdaHandler wraps h. logger receives one record per malformed event;
-// slog.Default() when nil.
+// NewLambdaHandler wraps h. logger receives one record per malformed event,
+// within the default app.LogSampling budget (a caller can send malformed
+// requests in a flood); slog.Default() when nil.
 func NewLambdaHandler(h http.Handler, logger *slog.Logger) *LambdaHandler {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	logger = slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
 	return &LambdaHandler{rest: httpadapter.New(h), httpAPI: httpadapter.NewV2(h), logger: logger}
 }
 
@@ -51,6 +58,10 @@ func (l *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (an
 	var rest events.APIGatewayProxyRequest
 	restErr := json.Unmarshal(payload, &rest)
 	if restErr == nil && rest.HTTPMethod != "" {
+		// The proxy library builds the query string itself, escaped.
+		if err := eventRequestError(rest.HTTPMethod, rest.RequestContext.DomainName, rest.Path, ""); err != nil {
+			return l.malformed(ctx, fmt.Errorf("%w: REST event: %w", ErrMalformedEvent, err)), nil
+		}
 		resp, err := l.rest.ProxyWithContext(ctx, rest)
 		if err != nil {
 			return l.malformed(ctx, fmt.Errorf("%w: REST event: %w", ErrMalformedEvent, err)), nil
@@ -62,6 +73,13 @@ func (l *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (an
 	var httpAPI events.APIGatewayV2HTTPRequest
 	httpAPIErr := json.Unmarshal(payload, &httpAPI)
 	if httpAPIErr == nil && httpAPI.Version == "2.0" && httpAPI.RequestContext.HTTP.Method != "" {
+		path := httpAPI.RawPath
+		if path == "" {
+			path = httpAPI.RequestContext.HTTP.Path
+		}
+		if err := eventRequestError(httpAPI.RequestContext.HTTP.Method, httpAPI.RequestContext.DomainName, path, httpAPI.RawQueryString); err != nil {
+			return l.malformed(ctx, fmt.Errorf("%w: HTTP API event: %w", ErrMalformedEvent, err)), nil
+		}
 		resp, err := l.httpAPI.ProxyWithContext(ctx, httpAPI)
 		if err != nil {
 			return l.malformed(ctx, fmt.Errorf("%w: HTTP API event: %w", ErrMalformedEvent, err)), nil
@@ -79,8 +97,53 @@ func (l *LambdaHandler) Invoke(ctx context.Context, payload json.RawMessage) (an
 // malformedBody is the body of the answer to a malformed event.
 const malformedBody = `{"error":{"code":"BAD_REQUEST","message":"The event is not an API Gateway proxy request this function can serve."}}`
 
+// eventRequestError reports whether the proxy library could turn an
+// event's method, domain, path and raw query string into an HTTP request,
+// checked before the library tries: it prints its failures on standard
+// output as plain text, not JSON, and its URL error quotes the whole URL,
+// whose query string may carry a token or a key. The error returned here
+// quotes at most the offending characters. It builds the URL as the
+// library does (core.CustomHostVariable replaces the domain).
+func eventRequestError(method, domain, path, rawQuery string) error {
+	if method == "" || strings.IndexFunc(method, notTokenChar) >= 0 {
+		return errors.New("the request method is not an HTTP token")
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	server := "https://" + domain
+	if custom, ok := os.LookupEnv(core.CustomHostVariable); ok {
+		server = custom
+	}
+	u := server + path
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	if _, err := url.Parse(u); err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			return fmt.Errorf("the request URL does not parse: %w", ue.Err)
+		}
+		return errors.New("the request URL does not parse")
+	}
+	return nil
+}
+
+// notTokenChar reports whether r may not appear in an HTTP method (a
+// token, RFC 9110 section 5.6.2), the check net/http makes.
+func notTokenChar(r rune) bool {
+	switch {
+	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+}
+
 func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGatewayProxyResponse {
-	l.logger.LogAttrs(ctx, slog.LevelError, "malformed event", slog.String("error", err.Error()))
+	attrs := []slog.Attr{slog.String("error", err.Error())}
+	if id := app.LambdaRequestID(ctx); id != "" {
+		attrs = append(attrs, slog.String("lambdaRequestId", id))
+	}
+	l.logger.LogAttrs(ctx, slog.LevelError, "malformed event", attrs...)
 	return events.APIGatewayProxyResponse{
 		StatusCode: http.StatusBadRequest,
 		Headers:    map[string]string{"Content-Type": "application/json"},

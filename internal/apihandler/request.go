@@ -33,11 +33,13 @@ type gatewayRequest struct {
 // HTTP server) is counted by its TCP peer address.
 func readRequest(r *http.Request) gatewayRequest {
 	req := gatewayRequest{Request: app.Request{
-		Method:  strings.ToUpper(r.Method),
-		Path:    r.URL.Path,
-		Headers: lowerHeaders(r.Header),
+		Method:          strings.ToUpper(r.Method),
+		Path:            r.URL.Path,
+		Headers:         lowerHeaders(r.Header),
+		LambdaRequestID: app.LambdaRequestID(r.Context()),
 	}}
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
+		req.RequestID = rc.RequestID
 		req.SourceIP = rc.Identity.SourceIP
 		req.Path = app.LimitPath(rc.ResourcePath, req.Path)
 		req.APIID = rc.APIID
@@ -46,6 +48,7 @@ func readRequest(r *http.Request) gatewayRequest {
 		return req
 	}
 	if rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
+		req.RequestID = rc.RequestID
 		req.SourceIP = rc.HTTP.SourceIP
 		if rc.Authorizer != nil {
 			req.Authorizer = rc.Authorizer.Lambda

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -54,7 +54,11 @@ func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 }
 
 // decide resolves the caller and decides. spend is false for Peek, and is
-// overridden for an unauthorized caller, who never peeks for free.
+// overridden for an unauthorized caller, who never peeks for free. Every
+// decision that spends is observed: one EMF record and, within the log
+// budget and level, one log line. A peek is neither: it changes nothing,
+// and counting it would make a caller checking its quota look like one
+// being allowed or denied.
 func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome, error) {
 	start := time.Now()
 	req.Method = strings.ToUpper(req.Method)
@@ -67,6 +71,8 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 		FailClosed:   config.IsFailClosed(rt.cfg.FailClosed, req.Path),
 	}
 	checks := rt.checks(out.Caller, req)
+	// The Redis calls' trace subsegments carry the tier.
+	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	if who.Unauthorized {
 		spend = true
 	}
@@ -82,10 +88,16 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	}
 	out.Result = res
 	if err != nil {
-		err = fmt.Errorf("decide %s %s for %s: %w", req.Method, clipPath(req.Path), out.Caller.Tier, err)
+		err = fmt.Errorf("decide %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
 	}
 	if spend {
-		rt.logDecision(ctx, req, out, who.Reason, err, time.Since(start))
+		rt.observer.observe(ctx, decisionRecord{
+			req:        req,
+			out:        out,
+			credential: who.Reason,
+			err:        err,
+			latency:    time.Since(start),
+		})
 	}
 	return out, err
 }
@@ -122,89 +134,6 @@ func OutcomeName(o Outcome, err error) string {
 // token, user id or IP in clear.
 func PrincipalID(o Outcome) string {
 	return o.Caller.Tier + ":" + identity.Hash(o.Caller.Identity)
-}
-
-// logDecision writes the one log line of a decision, which is also a
-// CloudWatch Embedded Metric Format record (namespace slidegate, metric
-// Decisions by tier and outcome, DecisionLatency in milliseconds).
-func (rt *Runtime) logDecision(ctx context.Context, req Request, o Outcome, reason string, err error, latency time.Duration) {
-	outcome := OutcomeName(o, err)
-	level := slog.LevelInfo
-	if err != nil {
-		level = slog.LevelError
-	}
-	ms := float64(latency.Microseconds()) / 1000
-	attrs := make([]slog.Attr, 0, 16)
-	attrs = append(attrs,
-		slog.String("tier", o.Caller.Tier),
-		slog.String("identity", identity.Hash(o.Caller.Identity)),
-		slog.String("outcome", outcome),
-		slog.String("method", clipPath(req.Method)),
-		slog.String("path", clipPath(req.Path)),
-		slog.Float64("latencyMs", ms),
-	)
-	if o.Unauthorized {
-		attrs = append(attrs, slog.Bool("unauthorized", true))
-	}
-	if reason != "" {
-		attrs = append(attrs, slog.String("reason", reason))
-	}
-	if o.FailClosed {
-		attrs = append(attrs, slog.Bool("failClosed", true))
-	}
-	if len(o.Result.Decisions) > 0 {
-		d := o.Result.Closest()
-		attrs = append(attrs, slog.String("limit", d.Limit.Name), slog.Int64("remaining", d.Remaining))
-		if !o.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(o.Result.RetryAfter())))
-		}
-	}
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-	}
-	attrs = append(attrs,
-		slog.Int("Decisions", 1),
-		slog.Float64("DecisionLatency", ms),
-	)
-	redisMs := float64(o.Result.RedisLatency.Microseconds()) / 1000
-	if o.Result.RedisLatency > 0 {
-		attrs = append(attrs, slog.Float64("RedisLatency", redisMs))
-	}
-	attrs = append(attrs, slog.Any("_aws", emfMetadata(time.Now(), o.Result.RedisLatency > 0)))
-	rt.logger.LogAttrs(ctx, level, "rate limit decision", attrs...)
-}
-
-// emfMetadata is the "_aws" member of an Embedded Metric Format record.
-// Decisions are published by tier and outcome, by outcome alone (what the
-// template's denial and degraded alarms watch) and in total; RedisLatency,
-// when Redis was asked, with no dimension (the latency alarm's p99).
-func emfMetadata(now time.Time, withRedis bool) map[string]any {
-	metrics := []map[string]string{
-		{"Name": "Decisions", "Unit": "Count"},
-		{"Name": "DecisionLatency", "Unit": "Milliseconds"},
-	}
-	directives := []map[string]any{{
-		"Namespace":  "slidegate",
-		"Dimensions": [][]string{{"tier", "outcome"}, {"outcome"}},
-		"Metrics":    metrics,
-	}}
-	if withRedis {
-		directives = append(directives, map[string]any{
-			"Namespace":  "slidegate",
-			"Dimensions": [][]string{{}},
-			"Metrics":    []map[string]string{{"Name": "RedisLatency", "Unit": "Milliseconds"}},
-		})
-	}
-	return map[string]any{"Timestamp": now.UnixMilli(), "CloudWatchMetrics": directives}
-}
-
-// clipPath bounds caller-controlled text in the log.
-func clipPath(s string) string {
-	const n = 256
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // IsUnavailable reports whether a Decide error means Redis could not

@@ -11,7 +11,13 @@
 // variables.
 package app
 
-import "github.com/slidegate/slidegate/pkg/ratelimit"
+import (
+	"context"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
 
 // Request is what slidegate needs to know of one API request, whatever the
 // event shape it arrived in (REST authorizer, HTTP API authorizer, REST or
@@ -35,6 +41,22 @@ type Request struct {
 	// have no usage plans): then every enabled key of the account counts,
 	// unless API_KEY_HASHES is set.
 	APIID string
+	// RequestID is API Gateway's id of the request
+	// (requestContext.requestId of REST and HTTP API events), for the
+	// decision's log line and metrics record; empty when unknown.
+	RequestID string
+	// LambdaRequestID is the id of the Lambda invocation deciding the
+	// request (LambdaRequestID), for the same; empty outside Lambda.
+	LambdaRequestID string
+}
+
+// LambdaRequestID is the AWS request id of the Lambda invocation whose
+// context ctx is (aws-lambda-go's lambdacontext), or "" outside Lambda.
+func LambdaRequestID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.AwsRequestID
+	}
+	return ""
 }
 
 // Tier names: the policy names of the per-caller limits.

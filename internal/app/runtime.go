@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -34,8 +36,20 @@ type SecretReader interface {
 // Options are the dependencies of a Runtime. The zero value is production:
 // every nil field is built from the environment.
 type Options struct {
-	// Logger receives JSON logs; JSON to stderr when nil.
+	// Logger receives JSON logs; when nil, JSON to stderr at the level of
+	// LOG_LEVEL (NewLogger).
 	Logger *slog.Logger
+	// Metrics receives the CloudWatch Embedded Metric Format records, one
+	// JSON line per decision (see MetricDecisions); os.Stdout when nil,
+	// which Lambda sends to CloudWatch Logs, where the metrics are
+	// extracted. It is written directly, not through Logger, so that
+	// neither the log level nor log sampling ever drops a metric.
+	// io.Discard turns metrics off.
+	Metrics io.Writer
+	// DecisionLogSampling bounds the decision log lines per outcome
+	// (LogSampling); the zero value is the default budget. Its clock is
+	// Now when its own Now is nil.
+	DecisionLogSampling LogSampling
 	// Redis is the client decisions use; when nil it is built from
 	// REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT and REDIS_AUTH_SECRET_ARN, and
 	// closed by Close. A client given here is not closed by Close.
@@ -49,8 +63,9 @@ type Options struct {
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
 	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
 	SecretsManager SecretReader
-	// Now is the clock of API key refreshes; time.Now when nil. Rate-limit
-	// decisions use the Redis clock, never this one.
+	// Now is the clock of API key refreshes and of the decision log
+	// budget; time.Now when nil. Rate-limit decisions use the Redis clock,
+	// never this one.
 	Now func() time.Time
 	// ColdStartBudget is how long NewRuntime may take in all;
 	// DefaultColdStartBudget when zero.
@@ -81,6 +96,7 @@ type Runtime struct {
 	gate       *ratelimit.Gate
 	resolver   *identity.Resolver
 	logger     *slog.Logger
+	observer   *decisionObserver
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -118,7 +134,15 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		logger = NewLogger(ctx, os.Stderr, getenv)
+	}
+	metrics := opts.Metrics
+	if metrics == nil {
+		metrics = os.Stdout
+	}
+	sampling := opts.DecisionLogSampling
+	if sampling.Now == nil {
+		sampling.Now = opts.Now
 	}
 	budget := opts.ColdStartBudget
 	if budget <= 0 {
@@ -130,7 +154,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
-	rt := &Runtime{cfg: cfg, logger: logger}
+	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling)}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
 	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}
@@ -146,13 +170,19 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	rt.client = opts.Redis
 	if rt.client == nil {
 		rt.client, rt.ownsClient = rt.buildClient(initCtx, aws), true
+		// One subsegment per Redis call in traced invocations (X-Ray
+		// today: see internal/tracing); a no-op without a trace.
+		tracing.Instrument(rt.client)
 	}
 	limiter, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout})
 	if err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	rt.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{FallbackInstances: cfg.FallbackInstances})
+	rt.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{
+		FallbackInstances:    cfg.FallbackInstances,
+		OnBreakerStateChange: rt.observer.breaker.changed,
+	})
 	loadCtx, cancelLoad := context.WithTimeout(initCtx, max(coldStartScriptBudget, cfg.Redis.Timeout))
 	if err := limiter.LoadScripts(loadCtx); err != nil {
 		logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",

@@ -58,10 +58,17 @@ func failure(err error) error {
 // Handler answers authorizer events. It is safe for concurrent use.
 type Handler struct {
 	rt *app.Runtime
+	// logger is the runtime's, within a log budget: a caller can send
+	// malformed events in a flood.
+	logger *slog.Logger
 }
 
-// New returns a handler deciding with rt.
-func New(rt *app.Runtime) *Handler { return &Handler{rt: rt} }
+// New returns a handler deciding with rt. Its own log lines (malformed
+// events) go to rt's logger within the default app.LogSampling budget; the
+// decisions' lines are the runtime's.
+func New(rt *app.Runtime) *Handler {
+	return &Handler{rt: rt, logger: slog.New(app.SampledHandler(rt.Logger().Handler(), app.LogSampling{}))}
+}
 
 // shape is the part of an event that tells which kind it is.
 type shape struct {
@@ -115,10 +122,15 @@ func marshal(v any) ([]byte, error) {
 func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 	msg := "malformed authorizer event: " + what
 	attrs := []slog.Attr{slog.String("answer", "Unauthorized")}
+	if id := app.LambdaRequestID(ctx); id != "" {
+		attrs = append(attrs, slog.String("lambdaRequestId", clip(id)))
+	}
 	if err != nil {
+		// encoding/json's errors name types and fields, and at most one
+		// character of the input: never a header value.
 		attrs = append(attrs, slog.String("error", clip(err.Error())))
 	}
-	h.rt.Logger().LogAttrs(ctx, slog.LevelError, msg, attrs...)
+	h.logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 	return ErrUnauthorized
 }
 
@@ -147,12 +159,14 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		path = stripStage(ev.RequestContext.Path, ev.RequestContext.Stage)
 	}
 	req := app.Request{
-		Method:         method,
-		Path:           app.LimitPath(ev.Resource, path),
-		SourceIP:       ev.RequestContext.Identity.SourceIP,
-		APIID:          ev.RequestContext.APIID,
-		Headers:        requestHeaders(ev.Headers, ev.MultiValueHeaders),
-		StageVariables: ev.StageVariables,
+		Method:          method,
+		Path:            app.LimitPath(ev.Resource, path),
+		SourceIP:        ev.RequestContext.Identity.SourceIP,
+		APIID:           ev.RequestContext.APIID,
+		Headers:         requestHeaders(ev.Headers, ev.MultiValueHeaders),
+		StageVariables:  ev.StageVariables,
+		RequestID:       ev.RequestContext.RequestID,
+		LambdaRequestID: app.LambdaRequestID(ctx),
 	}
 	o, err := h.rt.Decide(ctx, req)
 	if err != nil {
@@ -215,11 +229,13 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 		path = ev.RawPath
 	}
 	req := app.Request{
-		Method:         rc.HTTP.Method,
-		Path:           stripStage(path, rc.Stage),
-		SourceIP:       rc.HTTP.SourceIP,
-		Headers:        requestHeaders(ev.Headers, nil),
-		StageVariables: ev.StageVariables,
+		Method:          rc.HTTP.Method,
+		Path:            stripStage(path, rc.Stage),
+		SourceIP:        rc.HTTP.SourceIP,
+		Headers:         requestHeaders(ev.Headers, nil),
+		StageVariables:  ev.StageVariables,
+		RequestID:       rc.RequestID,
+		LambdaRequestID: app.LambdaRequestID(ctx),
 	}
 	o, err := h.rt.Decide(ctx, req)
 	if err != nil {

@@ -92,13 +92,36 @@ func (j JWT) Enabled() bool {
 	return j.JWKSURL != "" || j.HS256SecretARN != "" || len(j.HS256Secret) > 0
 }
 
+// RedisIAM is ElastiCache IAM authentication of the Redis connections:
+// every new connection authenticates as User with a short-lived token
+// signed with the function's AWS credentials (see internal/iamauth). The
+// zero value is off.
+type RedisIAM struct {
+	// User is the ElastiCache user id, which for an IAM-enabled user is
+	// also its user name (REDIS_IAM_USER). Setting it turns IAM
+	// authentication on.
+	User string
+	// CacheName is the replication group id of a node-based cache, or the
+	// name of a serverless cache, lower-cased (REDIS_CACHE_NAME).
+	CacheName string
+	// Serverless marks a serverless cache (REDIS_CACHE_SERVERLESS).
+	Serverless bool
+}
+
+// Enabled reports whether IAM authentication is on.
+func (r RedisIAM) Enabled() bool { return r.User != "" }
+
 // Config is a function's whole configuration, parsed once per process.
 type Config struct {
-	// Redis is how to reach Redis (REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT).
+	// Redis is how to reach Redis (REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT,
+	// REDIS_TLS_CA_FILE).
 	Redis ratelimit.ClientConfig
 	// RedisAuthSecretARN names the Secrets Manager secret holding the
-	// Redis AUTH token.
+	// Redis AUTH token. It is not read when RedisIAM is enabled.
 	RedisAuthSecretARN string
+	// RedisIAM is IAM authentication (REDIS_IAM_USER, REDIS_CACHE_NAME,
+	// REDIS_CACHE_SERVERLESS); off unless REDIS_IAM_USER is set.
+	RedisIAM RedisIAM
 	// Tiers are the environment's tier limits, before stage variables.
 	Tiers Tiers
 	// Routes are the extra per-route limits (RATE_LIMIT_ROUTES), in the
@@ -134,6 +157,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 
 	redisCfg, err := ratelimit.ClientConfigFromEnv(getenv)
 	report(err)
+	redisIAM, err := parseRedisIAM(get, redisCfg.URL)
+	report(err)
 
 	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
 	report(err)
@@ -153,6 +178,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	cfg := &Config{
 		Redis:              redisCfg,
 		RedisAuthSecretARN: get("REDIS_AUTH_SECRET_ARN"),
+		RedisIAM:           redisIAM,
 		Tiers:              tiers,
 		Routes:             routes,
 		FailClosed:         failClosed,
@@ -202,6 +228,82 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip(cfg.JWT.Issuer), clip(cfg.JWT.Audience)))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// parseRedisIAM reads REDIS_IAM_USER, REDIS_CACHE_NAME and
+// REDIS_CACHE_SERVERLESS. IAM authentication stays off, with an error, when
+// the user id or the cache name is missing or malformed: a token for the
+// wrong cache would be refused anyway, and Redis then answers NOAUTH, which
+// the failure policy handles. A rediss:// URL is expected (ElastiCache
+// accepts IAM authentication over TLS only), but a plain one is only
+// reported, so that a local Redis with an ACL user still works.
+func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
+	var errs []error
+	var iam RedisIAM
+	user, cache, serverless := get("REDIS_IAM_USER"), get("REDIS_CACHE_NAME"), get("REDIS_CACHE_SERVERLESS")
+	if serverless != "" {
+		b, err := strconv.ParseBool(serverless)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_SERVERLESS=%q: want true or false; using false", clip(serverless)))
+		}
+		iam.Serverless = b
+	}
+	if user == "" {
+		if cache != "" {
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: REDIS_IAM_USER is not set, so IAM authentication is off and the cache name is not used", clip(cache)))
+		}
+		return RedisIAM{}, errors.Join(errs...)
+	}
+	ok := true
+	if err := validIAMUser(user); err != nil {
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", clip(user), err))
+		ok = false
+	}
+	lowerCache := strings.ToLower(cache)
+	if cache == "" {
+		errs = append(errs, errors.New(`REDIS_CACHE_NAME="": required with REDIS_IAM_USER (the replication group id or serverless cache name); IAM authentication is off`))
+		ok = false
+	} else if err := validCacheName(lowerCache); err != nil {
+		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", clip(cache), err))
+		ok = false
+	}
+	if !ok {
+		return RedisIAM{}, errors.Join(errs...)
+	}
+	if redisURL != "" && !strings.HasPrefix(strings.ToLower(redisURL), "rediss://") {
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: REDIS_URL is not a rediss:// (TLS) URL, and ElastiCache accepts IAM authentication over TLS only", clip(user)))
+	}
+	iam.User, iam.CacheName = user, lowerCache
+	return iam, errors.Join(errs...)
+}
+
+// validIAMUser accepts what can be an ElastiCache user id: printable ASCII
+// without spaces, at most 128 characters (ElastiCache's own rule, a letter
+// then letters, digits and hyphens, is left to ElastiCache).
+func validIAMUser(u string) error {
+	if len(u) > 128 {
+		return errors.New("at most 128 characters")
+	}
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c <= ' ' || c > '~' {
+			return errors.New("printable ASCII without spaces only")
+		}
+	}
+	return nil
+}
+
+// validCacheName accepts ElastiCache's replication group ids and serverless
+// cache names, lower-cased: letters, digits and hyphens, at most 40.
+func validCacheName(name string) error {
+	if len(name) > 40 {
+		return errors.New("at most 40 characters")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return errors.New("letters, digits and hyphens only")
+		}
+	}
+	return nil
 }
 
 // parseAlgorithm parses an algorithm variable, falling back to def.

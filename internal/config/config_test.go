@@ -58,6 +58,8 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"API_KEYS_REFRESH", "soon", func(c *config.Config) bool { return c.APIKeysRefresh == 5*time.Minute }},
 		{"API_KEY_HASHES", "xyz", func(c *config.Config) bool { return c.APIKeyHashes != nil && len(c.APIKeyHashes) == 0 }},
 		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == ratelimit.DefaultTimeout }},
+		{"REDIS_TLS_CA_FILE", "/nonexistent/ca.pem", func(c *config.Config) bool { return c.Redis.RootCAs == nil }},
+		{"REDIS_CACHE_SERVERLESS", "maybe", func(c *config.Config) bool { return !c.RedisIAM.Serverless }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variable, func(t *testing.T) {
@@ -67,6 +69,62 @@ func TestFromEnvBadValues(t *testing.T) {
 			}
 			if !tc.check(cfg) {
 				t.Errorf("%s=%q: default not used: %+v", tc.variable, tc.value, cfg)
+			}
+		})
+	}
+}
+
+// TestFromEnvRedisIAM: REDIS_IAM_USER turns IAM authentication on, with
+// REDIS_CACHE_NAME required; what is missing or malformed is reported
+// naming the variable, and leaves IAM off rather than half on.
+func TestFromEnvRedisIAM(t *testing.T) {
+	const tlsURL = "rediss://clustercfg.rate-limits.abc123.use1.cache.amazonaws.com:6379"
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    config.RedisIAM
+		wantErr []string // substrings of the error; none: no error
+	}{
+		{"off by default", map[string]string{"REDIS_URL": tlsURL}, config.RedisIAM{}, nil},
+		{"node-based cache", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate-app", "REDIS_CACHE_NAME": "rate-limits"},
+			config.RedisIAM{User: "slidegate-app", CacheName: "rate-limits"}, nil},
+		{"serverless cache, name lower-cased", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate-app", "REDIS_CACHE_NAME": "Rate-Limits", "REDIS_CACHE_SERVERLESS": "true"},
+			config.RedisIAM{User: "slidegate-app", CacheName: "rate-limits", Serverless: true}, nil},
+		{"no cache name", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate-app"},
+			config.RedisIAM{}, []string{"REDIS_CACHE_NAME", "required with REDIS_IAM_USER", "IAM authentication is off"}},
+		{"cache name without a user", map[string]string{"REDIS_URL": tlsURL, "REDIS_CACHE_NAME": "rate-limits"},
+			config.RedisIAM{}, []string{"REDIS_CACHE_NAME", "rate-limits", "REDIS_IAM_USER is not set"}},
+		{"cache name that is not one", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate-app", "REDIS_CACHE_NAME": "rate_limits.example"},
+			config.RedisIAM{}, []string{"REDIS_CACHE_NAME", "rate_limits.example", "letters, digits and hyphens"}},
+		{"user with a space", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate app", "REDIS_CACHE_NAME": "rate-limits"},
+			config.RedisIAM{}, []string{"REDIS_IAM_USER", "slidegate app", "IAM authentication is off"}},
+		{"bad serverless flag", map[string]string{"REDIS_URL": tlsURL, "REDIS_IAM_USER": "slidegate-app", "REDIS_CACHE_NAME": "rate-limits", "REDIS_CACHE_SERVERLESS": "sure"},
+			config.RedisIAM{User: "slidegate-app", CacheName: "rate-limits"}, []string{"REDIS_CACHE_SERVERLESS", "sure", "using false"}},
+		{"plain redis:// URL", map[string]string{"REDIS_URL": "redis://localhost:6379", "REDIS_IAM_USER": "slidegate-app", "REDIS_CACHE_NAME": "rate-limits"},
+			config.RedisIAM{User: "slidegate-app", CacheName: "rate-limits"}, []string{"REDIS_IAM_USER", "rediss://", "TLS only"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.FromEnv(envOf(tc.env))
+			if cfg.RedisIAM != tc.want {
+				t.Errorf("RedisIAM = %+v, want %+v", cfg.RedisIAM, tc.want)
+			}
+			if cfg.RedisIAM.Enabled() != (tc.want.User != "") {
+				t.Errorf("Enabled() = %v", cfg.RedisIAM.Enabled())
+			}
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Errorf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want one saying %q", tc.wantErr)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
 			}
 		})
 	}

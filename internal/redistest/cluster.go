@@ -74,7 +74,7 @@ func StartCluster(t testing.TB, masters, replicas int) *Cluster {
 		"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
 	}
 	for i := range masters * (1 + replicas) {
-		node, err := launchServer(filepath.Join(root, fmt.Sprintf("node%d", i)), true, args)
+		node, err := launchServer(filepath.Join(root, fmt.Sprintf("node%d", i)), true, Options{Args: args})
 		if err != nil {
 			t.Fatalf("start cluster node %d: %v", i, err)
 		}
@@ -346,7 +346,7 @@ func (c *Cluster) form(ctx context.Context, masters, replicas int) error {
 	}
 	for i := range masters {
 		first, last := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
-		if err := addSlots(ctx, c.nodes[i].Addr(), first, last); err != nil {
+		if err := addSlots(ctx, access{}, c.nodes[i].Addr(), first, last); err != nil {
 			return err
 		}
 	}
@@ -407,8 +407,8 @@ func (c *Cluster) form(ctx context.Context, masters, replicas int) error {
 }
 
 // addSlots assigns slots first..last to the node at addr.
-func addSlots(ctx context.Context, addr string, first, last int) error {
-	_, err := do(ctx, addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(first), strconv.Itoa(last))
+func addSlots(ctx context.Context, a access, addr string, first, last int) error {
+	_, err := a.do(ctx, addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(first), strconv.Itoa(last))
 	var refused serverError
 	if !errors.As(err, &refused) {
 		return err
@@ -418,7 +418,7 @@ func addSlots(ctx context.Context, addr string, first, last int) error {
 	for slot := first; slot <= last; slot++ {
 		args = append(args, strconv.Itoa(slot))
 	}
-	if _, err := do(ctx, addr, args...); err != nil {
+	if _, err := a.do(ctx, addr, args...); err != nil {
 		return fmt.Errorf("assign slots %d-%d: %w", first, last, err)
 	}
 	return nil

@@ -3,6 +3,11 @@
 // free loopback ports picked at start (never 6379), with no persistence, and
 // stopped when the test that started them finishes.
 //
+// StartServerWith adds what production connections need: TLS with a
+// certificate from a throwaway CA made at test time (NewCA, CA.Issue), an
+// admin ACL user for the harness so that a test may lock the default user
+// out, and one-node clusters for the cluster protocol over TLS.
+//
 // It needs redis-server on PATH; scripts/ensure-redis.sh installs it.
 // Servers are child processes of the test binary: t.Cleanup stops them, and
 // on Linux the kernel kills them if the binary dies before its cleanups run.

@@ -149,7 +149,7 @@ func TestStopEndsProcessAndIsIdempotent(t *testing.T) {
 
 func TestStartFailureQuotesServerLog(t *testing.T) {
 	RequireRedis(t)
-	_, err := launchServer(t.TempDir(), false, []string{"--no-such-directive", "x"})
+	_, err := launchServer(t.TempDir(), false, Options{Args: []string{"--no-such-directive", "x"}})
 	if err == nil {
 		t.Fatal("launchServer with a bad directive succeeded")
 	}

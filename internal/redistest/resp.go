@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -27,12 +28,30 @@ type serverError string
 
 func (e serverError) Error() string { return string(e) }
 
-// do sends one command to addr on a new connection and returns its reply as a
-// string: the text of a status reply, the payload of a bulk reply ("" for a
-// nil bulk), or the decimal form of an integer reply. An error reply is
+// access is how the harness reaches a server: over TLS or plain TCP, and
+// as which ACL user. The zero value is plain TCP as the default user.
+type access struct {
+	// tls makes the harness speak TLS. It does not verify the server's
+	// certificate: the harness knows whom it talks to by process id (see
+	// probeServer), and verifying is the job of the clients under test.
+	tls bool
+	// user and password, when password is set, are sent with AUTH before
+	// every command.
+	user, password string
+}
+
+// do sends one command to addr on a new plain connection as the default
+// user; see access.do.
+func do(ctx context.Context, addr string, args ...string) (string, error) {
+	return access{}.do(ctx, addr, args...)
+}
+
+// do sends one command to addr on a new connection and returns its reply as
+// a string: the text of a status reply, the payload of a bulk reply ("" for
+// a nil bulk), or the decimal form of an integer reply. An error reply is
 // returned as a serverError. Array replies are not supported: nothing the
 // harness sends needs them.
-func do(ctx context.Context, addr string, args ...string) (string, error) {
+func (a access) do(ctx context.Context, addr string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 
@@ -47,20 +66,41 @@ func do(ctx context.Context, addr string, args ...string) (string, error) {
 			return "", fmt.Errorf("set deadline on %s: %w", addr, err)
 		}
 	}
+	if a.tls {
+		tc := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return "", fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		conn = tc
+	}
+	r := bufio.NewReader(conn)
+	if a.password != "" {
+		auth := []string{"AUTH", a.password}
+		if a.user != "" {
+			auth = []string{"AUTH", a.user, a.password}
+		}
+		if _, err := roundTrip(conn, r, auth); err != nil {
+			return "", fmt.Errorf("AUTH on %s: %w", addr, err)
+		}
+	}
+	reply, err := roundTrip(conn, r, args)
+	if err != nil {
+		return "", fmt.Errorf("%s on %s: %w", args[0], addr, err)
+	}
+	return reply, nil
+}
 
+// roundTrip writes one command and reads its reply.
+func roundTrip(w io.Writer, r *bufio.Reader, args []string) (string, error) {
 	var req strings.Builder
 	fmt.Fprintf(&req, "*%d\r\n", len(args))
 	for _, arg := range args {
 		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(arg), arg)
 	}
-	if _, err := io.WriteString(conn, req.String()); err != nil {
-		return "", fmt.Errorf("send %s to %s: %w", args[0], addr, err)
+	if _, err := io.WriteString(w, req.String()); err != nil {
+		return "", fmt.Errorf("send: %w", err)
 	}
-	reply, err := readReply(bufio.NewReader(conn))
-	if err != nil {
-		return "", fmt.Errorf("%s on %s: %w", args[0], addr, err)
-	}
-	return reply, nil
+	return readReply(r)
 }
 
 // readReply reads one non-array RESP2 reply.

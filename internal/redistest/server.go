@@ -2,6 +2,9 @@ package redistest
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -61,9 +64,11 @@ var errPortInUse = errors.New("port already in use")
 // when it was first started. It keeps that port across Restart. Its methods
 // are safe for concurrent use.
 type Server struct {
-	port int
-	dir  string   // working directory: data files, nodes.conf, the log
-	args []string // extra redis-server arguments, after ours
+	port   int
+	dir    string   // working directory: data files, nodes.conf, the log
+	args   []string // extra redis-server arguments, after ours
+	tls    *ServerCert
+	access access // how the harness's own probes connect
 
 	mu     sync.Mutex
 	proc   *exec.Cmd
@@ -78,23 +83,103 @@ type Server struct {
 // missing or does not start; the failure quotes the end of the server's log.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
+	return StartServerWith(t, Options{Args: args})
+}
+
+// AdminUser is the ACL user the harness creates on a server started with
+// Options.Admin, and authenticates as.
+const AdminUser = "redistest-admin"
+
+// Options configure a server started by StartServerWith. The zero value is
+// StartServer's server.
+type Options struct {
+	// TLS, when set, makes the server accept TLS connections only: its port
+	// is a --tls-port (the plain port is off) and it presents TLS.CertFile.
+	// It does not ask clients for certificates. The harness's own probes do
+	// not verify the server's certificate; the clients under test should.
+	TLS *ServerCert
+	// Admin creates the ACL user AdminUser, with a random password and
+	// every permission, through the server's command line, and makes the
+	// harness's probes and Client authenticate as it. The test may then
+	// lock the default user out (ACL SETUSER default off, requirepass) and
+	// the harness still starts, probes and stops the server.
+	Admin bool
+	// Cluster makes the server a one-node Redis Cluster serving all 16384
+	// slots (its cluster bus, on port+10000, speaks TLS too when TLS is
+	// set), for clients that must talk the cluster protocol. StartServerWith
+	// then also waits until the node reports cluster_state:ok, which a
+	// fresh node does only about two seconds after it has all slots.
+	Cluster bool
+	// Args are appended to the harness's own arguments, as StartServer's
+	// args are.
+	Args []string
+}
+
+// StartServerWith is StartServer with options: TLS, an admin ACL user, a
+// one-node cluster.
+func StartServerWith(t testing.TB, opts Options) *Server {
+	t.Helper()
 	RequireRedis(t)
-	s, err := launchServer(t.TempDir(), false, args)
+	if opts.Cluster {
+		clusterArgs := []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", clusterConfigFile,
+			"--cluster-node-timeout", strconv.FormatInt(clusterNodeTimeout.Milliseconds(), 10),
+		}
+		if opts.TLS != nil {
+			clusterArgs = append(clusterArgs, "--tls-cluster", "yes")
+		}
+		opts.Args = append(clusterArgs, opts.Args...)
+	}
+	s, err := launchServer(t.TempDir(), opts.Cluster, opts)
 	if err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	t.Cleanup(s.Stop)
+	if opts.Cluster {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterReadyTimeout)
+		defer cancel()
+		if err := s.serveAllSlots(ctx); err != nil {
+			t.Fatalf("make %s a one-node cluster: %v\nlast lines of its log:\n%s", s.Addr(), err, s.logTail())
+		}
+	}
 	return s
+}
+
+// serveAllSlots assigns every slot to the server, a cluster node that has
+// met no other, and waits until it reports the cluster ok.
+func (s *Server) serveAllSlots(ctx context.Context) error {
+	if err := addSlots(ctx, s.access, s.Addr(), 0, clusterSlots-1); err != nil {
+		return err
+	}
+	return poll(ctx, "cluster_state:ok", func() error {
+		info, err := s.access.do(ctx, s.Addr(), "CLUSTER", "INFO")
+		if err != nil {
+			return err
+		}
+		if state, _ := infoField(info, "cluster_state"); state != "ok" {
+			return fmt.Errorf("cluster_state:%s", state)
+		}
+		return nil
+	})
 }
 
 // launchServer starts a server in dir, picking a new port whenever the
 // previous pick turns out to be taken. With clusterBus, the port's cluster
 // bus port must be free too.
-func launchServer(dir string, clusterBus bool, args []string) (*Server, error) {
+func launchServer(dir string, clusterBus bool, opts Options) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create server directory: %w", err)
 	}
-	s := &Server{dir: dir, args: args}
+	s := &Server{dir: dir, args: opts.Args, tls: opts.TLS}
+	s.access.tls = opts.TLS != nil
+	if opts.Admin {
+		password, err := randomPassword()
+		if err != nil {
+			return nil, err
+		}
+		s.access.user, s.access.password = AdminUser, password
+	}
 	for attempt := 1; ; attempt++ {
 		port, err := pickPort(clusterBus)
 		if err != nil {
@@ -113,14 +198,30 @@ func launchServer(dir string, clusterBus bool, args []string) (*Server, error) {
 	}
 }
 
+// randomPassword returns 32 random hex digits.
+func randomPassword() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make admin password: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
 // Addr returns the server's address, "127.0.0.1:PORT".
 func (s *Server) Addr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
 }
 
-// URL returns the server's address as a redis:// URL, as accepted by
-// redis.ParseURL.
+// Port returns the server's port: its TLS port when it serves TLS.
+func (s *Server) Port() int { return s.port }
+
+// URL returns the server's address as a redis:// URL, or a rediss:// one
+// when it serves TLS, as accepted by redis.ParseURL. It carries no
+// credentials.
 func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr()
+	}
 	return "redis://" + s.Addr()
 }
 
@@ -165,10 +266,17 @@ func (s *Server) Restart(t testing.TB) {
 
 // Client returns a new go-redis client for the server, with its own
 // connection pool, closed when t finishes. The client survives Restart: it
-// reconnects on the same address.
+// reconnects on the same address. It connects the way the harness does:
+// over TLS without verifying the server when the server serves TLS, and as
+// AdminUser when the server has one. It is for setting a server up and
+// inspecting it, not for the code under test.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	t.Helper()
-	client := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	opt := &redis.Options{Addr: s.Addr(), Username: s.access.user, Password: s.access.password}
+	if s.access.tls {
+		opt.TLSConfig = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
+	}
+	client := redis.NewClient(opt)
 	t.Cleanup(func() {
 		if err := client.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
 			t.Errorf("close client for %s: %v", s.Addr(), err)
@@ -237,7 +345,7 @@ func (s *Server) startLocked() error {
 	}()
 	s.proc, s.exited = cmd, exited
 
-	if err := waitReady(s.Addr(), cmd.Process.Pid, exited); err != nil {
+	if err := waitReady(s.access, s.Addr(), cmd.Process.Pid, exited); err != nil {
 		s.killLocked()
 		tail := readLogTail(logPath, logStart, logTailLines)
 		if strings.Contains(tail, "Address already in use") {
@@ -251,9 +359,13 @@ func (s *Server) startLocked() error {
 // commandLine returns the redis-server arguments: ours first so that the
 // test's extra arguments can add to them.
 func (s *Server) commandLine() []string {
+	port, plainPort := strconv.Itoa(s.port), strconv.Itoa(s.port)
+	if s.tls != nil {
+		plainPort = "0"
+	}
 	args := []string{
 		"--bind", "127.0.0.1",
-		"--port", strconv.Itoa(s.port),
+		"--port", plainPort,
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
@@ -261,6 +373,20 @@ func (s *Server) commandLine() []string {
 		// A master would otherwise wait 5 s for more replicas before a
 		// diskless full sync, which dominates cluster start-up.
 		"--repl-diskless-sync-delay", "0",
+	}
+	if s.tls != nil {
+		args = append(args,
+			"--tls-port", port,
+			"--tls-cert-file", s.tls.CertFile,
+			"--tls-key-file", s.tls.KeyFile,
+			"--tls-ca-cert-file", s.tls.CAFile,
+			"--tls-auth-clients", "no",
+		)
+	}
+	if s.access.password != "" {
+		// The config file's "user" directive: on, the password, all keys,
+		// all channels, all commands.
+		args = append(args, "--user", s.access.user, "on", ">"+s.access.password, "~*", "&*", "+@all")
 	}
 	return append(args, s.args...)
 }
@@ -292,7 +418,7 @@ func (s *Server) stopLocked() {
 	// NOW keeps a Redis 7 master from waiting for lagging replicas. A server
 	// that accepts SHUTDOWN closes the connection without replying; anything
 	// else (an error reply from an older Redis, no answer) means it did not.
-	_, err := do(ctx, s.Addr(), "SHUTDOWN", "NOSAVE", "NOW")
+	_, err := s.access.do(ctx, s.Addr(), "SHUTDOWN", "NOSAVE", "NOW")
 	if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
 		// With --save "" SIGTERM does not write an RDB either.
 		_ = s.proc.Process.Signal(syscall.SIGTERM)
@@ -313,13 +439,13 @@ func (s *Server) killLocked() {
 // waitReady waits until the process with the given pid answers PING on addr.
 // Checking the pid matters: the port was free when picked, but another
 // server may have taken it since, and that server would answer PING too.
-func waitReady(addr string, pid int, exited <-chan struct{}) error {
+func waitReady(a access, addr string, pid int, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 	var lastErr error
 	for {
 		probeCtx, cancelProbe := context.WithTimeout(ctx, probeTimeout)
-		lastErr = probeServer(probeCtx, addr, pid)
+		lastErr = probeServer(probeCtx, a, addr, pid)
 		cancelProbe()
 		if lastErr == nil {
 			return nil
@@ -336,15 +462,15 @@ func waitReady(addr string, pid int, exited <-chan struct{}) error {
 
 // probeServer checks that the server at addr answers PING and is the process
 // with the given pid.
-func probeServer(ctx context.Context, addr string, pid int) error {
-	pong, err := do(ctx, addr, "PING")
+func probeServer(ctx context.Context, a access, addr string, pid int) error {
+	pong, err := a.do(ctx, addr, "PING")
 	if err != nil {
 		return err
 	}
 	if pong != "PONG" {
 		return fmt.Errorf("PING on %s: got %q, want PONG", addr, pong)
 	}
-	info, err := do(ctx, addr, "INFO", "server")
+	info, err := a.do(ctx, addr, "INFO", "server")
 	if err != nil {
 		return err
 	}

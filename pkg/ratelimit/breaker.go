@@ -49,7 +49,9 @@ type redisBreaker struct {
 	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
 }
 
-func newRedisBreaker(opts BreakerOptions) *redisBreaker {
+// newRedisBreaker builds the breaker; onChange, when not nil, is told of
+// every state change (see GateOptions.OnBreakerStateChange).
+func newRedisBreaker(opts BreakerOptions, onChange func(from, to string)) *redisBreaker {
 	if opts.Disabled {
 		return &redisBreaker{}
 	}
@@ -66,6 +68,10 @@ func newRedisBreaker(opts BreakerOptions) *redisBreaker {
 		window = DefaultBreakerWindow
 	}
 	bucket := max(window/10, time.Millisecond)
+	var onStateChange func(string, gobreaker.State, gobreaker.State)
+	if onChange != nil {
+		onStateChange = func(_ string, from, to gobreaker.State) { onChange(from.String(), to.String()) }
+	}
 	return &redisBreaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:         "redis",
 		MaxRequests:  1,
@@ -75,7 +81,8 @@ func newRedisBreaker(opts BreakerOptions) *redisBreaker {
 		ReadyToTrip: func(c gobreaker.Counts) bool {
 			return c.ConsecutiveFailures >= failures && 2*uint64(c.TotalFailures) >= uint64(c.Requests)
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, errCallerGone) },
+		IsExcluded:    func(err error) bool { return errors.Is(err, errCallerGone) },
+		OnStateChange: onStateChange,
 	})}
 }
 

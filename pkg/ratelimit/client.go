@@ -1,10 +1,19 @@
 package ratelimit
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +29,8 @@ const DefaultTimeout = 100 * time.Millisecond
 // network paths (NAT gateways, Lambda's VPC interfaces) silently forget an
 // idle TCP flow: a connection written into a forgotten flow gets no answer
 // and no error until the budget runs out. Connections the server closed are
-// caught anyway by go-redis's health check on every pool Get.
+// caught anyway by go-redis's health check on every pool Get (TLS ones too:
+// see tlsDialer).
 const connMaxIdleTime = 4 * time.Minute
 
 // clusterStateReloadInterval bounds how stale a cluster client's slot map
@@ -41,13 +51,40 @@ type ClientConfig struct {
 	// Password, when set, replaces the URL's password (the AUTH token read
 	// from Secrets Manager in AWS). It is never logged.
 	Password string
+	// RootCAs are the certificate authorities a rediss:// server's
+	// certificate must chain to; the system roots when nil (ElastiCache's
+	// certificates chain to public Amazon roots). It has no effect on
+	// redis:// URLs. Verification cannot be turned off.
+	RootCAs *x509.CertPool
+	// CredentialsProvider, when set, is called for every new connection,
+	// before its first command, for the username and password it
+	// authenticates with (HELLO, or AUTH before Redis 6), and then replaces
+	// Password and the URL's credentials: it is for short-lived tokens such
+	// as ElastiCache IAM authentication tokens. Its context is that of the
+	// command that needed the connection, so the decision's budget bounds
+	// it; an error fails that connection, and the decision with
+	// ErrUnavailable. Connections already open are not re-authenticated.
+	// What it returns is never logged.
+	CredentialsProvider func(ctx context.Context) (username, password string, err error)
+	// ConnMaxLifetime, when positive, retires a pooled connection this old
+	// at its next use, and a new one is dialed (and authenticated) instead:
+	// ElastiCache closes IAM-authenticated connections after 12 hours. Zero
+	// keeps connections for as long as they work.
+	ConnMaxLifetime time.Duration
 }
 
-// ClientConfigFromEnv reads REDIS_URL, REDIS_CLUSTER and REDIS_TIMEOUT
-// through getenv (os.Getenv in production). A value that does not parse is
-// reported in the returned error, naming the variable and the value, and
-// replaced by its default: the returned config is always usable, and the
-// error is for the log.
+// ClientConfigFromEnv reads REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT and
+// REDIS_TLS_CA_FILE through getenv (os.Getenv in production). A value that
+// does not parse is reported in the returned error, naming the variable and
+// the value, and replaced by its default: the returned config is always
+// usable, and the error is for the log.
+//
+// REDIS_TLS_CA_FILE is the path of a PEM file of CA certificates that
+// rediss:// servers must chain to, instead of the system roots: for a
+// Redis behind a private CA. A file that cannot be read or holds no valid
+// certificate is reported, and the system roots are used (so a server of
+// that private CA is refused, never trusted unverified). A skip_verify
+// parameter in REDIS_URL is reported and ignored.
 func ClientConfigFromEnv(getenv func(string) string) (ClientConfig, error) {
 	cfg := ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: DefaultTimeout}
 	var errs []error
@@ -66,7 +103,70 @@ func ClientConfigFromEnv(getenv func(string) string) (ClientConfig, error) {
 			cfg.Timeout = d
 		}
 	}
+	if path := strings.TrimSpace(getenv("REDIS_TLS_CA_FILE")); path != "" {
+		pool, err := loadCAFile(path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: %w; using the system roots", truncate(path, 256), err))
+		} else {
+			cfg.RootCAs = pool
+		}
+		if cfg.URL != "" && !isTLSURL(cfg.URL) {
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: REDIS_URL is not a rediss:// (TLS) URL, so the CA is not used", truncate(path, 256)))
+		}
+	}
+	if u, err := url.Parse(cfg.URL); err == nil && u.Query().Has("skip_verify") {
+		// The URL is not quoted: it may hold a password.
+		errs = append(errs, errors.New("REDIS_URL: the skip_verify parameter is ignored: the server's certificate is always verified (REDIS_TLS_CA_FILE trusts a private CA)"))
+	}
 	return cfg, errors.Join(errs...)
+}
+
+// maxCAFileSize bounds REDIS_TLS_CA_FILE: a CA bundle is kilobytes, and the
+// whole file is read at cold start.
+const maxCAFileSize = 1 << 20
+
+// loadCAFile reads a PEM file of CA certificates into a new pool. Every
+// CERTIFICATE block must parse, and there must be at least one.
+func loadCAFile(path string) (*x509.CertPool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxCAFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	if len(data) > maxCAFileSize {
+		return nil, fmt.Errorf("read CA file: larger than %d bytes", maxCAFileSize)
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d of the CA file: %w", n+1, err)
+		}
+		pool.AddCert(cert)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("no PEM certificate in the CA file")
+	}
+	return pool, nil
+}
+
+// isTLSURL reports whether a Redis URL asks for TLS.
+func isTLSURL(rawURL string) bool {
+	return len(rawURL) >= len("rediss://") && strings.EqualFold(rawURL[:len("rediss://")], "rediss://")
 }
 
 // NewClient builds the process-wide Redis client. It does not dial: the
@@ -77,6 +177,13 @@ func ClientConfigFromEnv(getenv func(string) string) (ClientConfig, error) {
 // reply was lost would spend twice); cluster redirections (MOVED, ASK) are
 // followed. Every network step is bounded by the timeout, and the decision's
 // context bounds the whole.
+//
+// A rediss:// URL connects with TLS 1.2 or later and verifies the server's
+// certificate against cfg.RootCAs (the system roots when nil) and the URL's
+// host name, always: go-redis's skip_verify URL parameter is overridden. A
+// cluster client verifies every node it is redirected to against the seed
+// URL's host name (the configuration endpoint), as go-redis does, since a
+// cluster may list its nodes by IP address.
 func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("new redis client: REDIS_URL is empty")
@@ -85,15 +192,22 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	rawURL := withoutSkipVerify(cfg.URL)
 	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if cfg.Cluster {
-		opt, err := redis.ParseClusterURL(cfg.URL)
+		opt, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, cfg.URL))
+			return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, rawURL))
 		}
 		if cfg.Password != "" {
 			opt.Password = cfg.Password
 		}
+		opt.CredentialsProviderContext = cfg.CredentialsProvider
+		opt.TLSConfig = verifiedTLS(opt.TLSConfig, cfg.RootCAs)
+		if opt.TLSConfig != nil {
+			opt.Dialer = tlsDialer(opt.TLSConfig, timeout)
+		}
+		opt.ConnMaxLifetime = cfg.ConnMaxLifetime
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
 		opt.ContextTimeoutEnabled = true
 		opt.MaxRetries = -1
@@ -110,13 +224,19 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		opt.ClusterStateReloadInterval = clusterStateReloadInterval
 		return redis.NewClusterClient(opt), nil
 	}
-	opt, err := redis.ParseURL(cfg.URL)
+	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, cfg.URL))
+		return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, rawURL))
 	}
 	if cfg.Password != "" {
 		opt.Password = cfg.Password
 	}
+	opt.CredentialsProviderContext = cfg.CredentialsProvider
+	opt.TLSConfig = verifiedTLS(opt.TLSConfig, cfg.RootCAs)
+	if opt.TLSConfig != nil {
+		opt.Dialer = tlsDialer(opt.TLSConfig, timeout)
+	}
+	opt.ConnMaxLifetime = cfg.ConnMaxLifetime
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = timeout, timeout, timeout, timeout
 	opt.ContextTimeoutEnabled = true
 	opt.MaxRetries = -1
@@ -129,6 +249,84 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	opt.MaintNotificationsConfig = noMaint
 	opt.ConnMaxIdleTime = connMaxIdleTime
 	return redis.NewClient(opt), nil
+}
+
+// withoutSkipVerify removes go-redis's skip_verify parameter from a Redis
+// URL (the cluster parser refuses it, the single-node one would turn
+// verification off); any other URL is returned unchanged.
+func withoutSkipVerify(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || !u.Query().Has("skip_verify") {
+		return rawURL
+	}
+	q := u.Query()
+	q.Del("skip_verify")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// verifiedTLS returns the TLS configuration go-redis derived from a
+// rediss:// URL (nil for redis://), with certificate verification on, TLS
+// 1.2 at least, and roots as the trusted CAs. ServerName, the URL's host,
+// is kept: it is what the certificate is checked against.
+func verifiedTLS(c *tls.Config, roots *x509.CertPool) *tls.Config {
+	if c == nil {
+		return nil
+	}
+	c = c.Clone()
+	c.InsecureSkipVerify = false
+	c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
+	c.RootCAs = roots
+	return c
+}
+
+// tcpKeepAlive is go-redis's own keep-alive policy for the connections it
+// dials: probes after 30 s idle, 5 s apart, the peer dead after 3 missed.
+var tcpKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 5 * time.Second, Count: 3}
+
+// tlsDialer dials TLS connections, handshake included, within the dial's
+// context and timeout, and returns them as checkableTLSConn.
+//
+// go-redis checks a pooled connection for a close by the server before
+// reusing it only when the connection exposes its socket (syscall.Conn),
+// which a *tls.Conn does not. Without the check, the first command on a TLS
+// connection the server has closed (a node replaced, a failover,
+// ElastiCache ending an IAM-authenticated connection) fails with EOF, and
+// as commands are not retried, so does its decision.
+func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &tls.Dialer{
+		NetDialer: &net.Dialer{Timeout: timeout, KeepAliveConfig: tcpKeepAlive},
+		Config:    cfg,
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc, ok := conn.(*tls.Conn)
+		if !ok {
+			return conn, nil
+		}
+		return checkableTLSConn{tc}, nil
+	}
+}
+
+// checkableTLSConn is a TLS connection that exposes its TCP socket, so that
+// go-redis's pool can peek at it before reusing the connection: end of
+// stream, or any byte waiting (with RESP2 and no push notifications,
+// nothing is sent unasked but a TLS close_notify alert), retires the
+// connection and a new one is dialed. The peek never consumes anything.
+type checkableTLSConn struct {
+	*tls.Conn
+}
+
+// SyscallConn returns the TCP socket's raw connection.
+func (c checkableTLSConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.NetConn().(syscall.Conn)
+	if !ok {
+		return nil, errors.New("TLS connection over a transport without a socket")
+	}
+	return sc.SyscallConn()
 }
 
 // redactURLError keeps a password in REDIS_URL out of error messages.

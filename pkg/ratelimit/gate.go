@@ -42,6 +42,16 @@ type GateOptions struct {
 	// DenyCacheMaxEntries bounds the deny cache, in remembered denials.
 	// DefaultDenyCacheEntries when zero.
 	DenyCacheMaxEntries int
+	// OnBreakerStateChange, when set, is called on every state change of
+	// the circuit breaker, with the states' names ("closed", "open",
+	// "half-open"): closed to open when Redis keeps failing, open to
+	// half-open when the cool-down has passed (noticed by the first
+	// decision after it, not by a timer), and half-open to closed or back
+	// to open by the probe's result. It is called synchronously by the
+	// decision that causes the change, while the breaker holds its lock:
+	// it must return quickly and must not call the Gate (Stats would
+	// deadlock). Never called when the breaker is disabled.
+	OnBreakerStateChange func(from, to string)
 }
 
 // Gate applies slidegate's failure policy around a Limiter.
@@ -97,7 +107,7 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 	g := &Gate{
 		limiter:  limiter,
 		fallback: newFallbackLimiter(instances, entries, now),
-		breaker:  newRedisBreaker(opts.Breaker),
+		breaker:  newRedisBreaker(opts.Breaker, opts.OnBreakerStateChange),
 		timeout:  timeout,
 		now:      now,
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -249,7 +250,12 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := NewGate(l, GateOptions{Breaker: BreakerOptions{Failures: 3, Cooldown: 300 * time.Millisecond}})
+	// Decisions run one at a time here, so the callback needs no lock.
+	var changes []string
+	gate := NewGate(l, GateOptions{
+		Breaker:              BreakerOptions{Failures: 3, Cooldown: 300 * time.Millisecond},
+		OnBreakerStateChange: func(from, to string) { changes = append(changes, from+"->"+to) },
+	})
 	check := Check{Identity: "198.51.100.1", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
 	ctx := context.Background()
 
@@ -276,13 +282,17 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	if s := gate.Stats(); s.BreakerState != "closed" {
 		t.Fatalf("breaker is %s after a successful probe, want closed", s.BreakerState)
 	}
+	// Every change was reported, once, in order.
+	if want := []string{"closed->open", "open->half-open", "half-open->closed"}; !slices.Equal(changes, want) {
+		t.Fatalf("OnBreakerStateChange saw %v, want %v", changes, want)
+	}
 }
 
 func TestBreakerIgnoresOneDeadShardAmongHealthyOnes(t *testing.T) {
 	// A warm instance on a cluster with one master of three down: a third
 	// of the decisions fail, often several in a row. (A cold instance whose
 	// first five decisions all fail does open, for one cool-down.)
-	b := newRedisBreaker(BreakerOptions{Failures: 5, Cooldown: time.Minute})
+	b := newRedisBreaker(BreakerOptions{Failures: 5, Cooldown: time.Minute}, nil)
 	ctx := context.Background()
 	failure := fmt.Errorf("%w: connection refused", ErrUnavailable)
 	for range 10 { // a warm instance

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -57,6 +58,10 @@ type Config struct {
 	// records; FunctionLogger receives the functions' records (their
 	// decisions, errors). slog.Default() when nil.
 	Logger, FunctionLogger *slog.Logger
+	// FunctionMetrics receives the functions' CloudWatch Embedded Metric
+	// Format records, one JSON line per decision; none when nil (they
+	// would crowd a terminal).
+	FunctionMetrics io.Writer
 }
 
 // Server is a running local API.
@@ -113,12 +118,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	env := functionEnv(getenv, spec.Environment, srv.RedisURL)
 
-	authRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction")})
+	metrics := cfg.FunctionMetrics
+	if metrics == nil {
+		metrics = io.Discard
+	}
+	authRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("authorizer runtime: %w", err)
 	}
 	srv.closers = append(srv.closers, func() { _ = authRuntime.Close() })
-	apiRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "ApiFunction")})
+	apiRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "ApiFunction"), Metrics: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("API runtime: %w", err)
 	}

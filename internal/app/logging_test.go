@@ -1,0 +1,208 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLogLevel(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		want    slog.Level
+		wantErr string // substring of the error; "" for none
+	}{
+		{"unset: info", nil, slog.LevelInfo, ""},
+		{"debug", map[string]string{"LOG_LEVEL": "debug"}, slog.LevelDebug, ""},
+		{"any case, spaces around", map[string]string{"LOG_LEVEL": " DEBUG "}, slog.LevelDebug, ""},
+		{"info", map[string]string{"LOG_LEVEL": "info"}, slog.LevelInfo, ""},
+		{"warn", map[string]string{"LOG_LEVEL": "warn"}, slog.LevelWarn, ""},
+		{"warning", map[string]string{"LOG_LEVEL": "Warning"}, slog.LevelWarn, ""},
+		{"error", map[string]string{"LOG_LEVEL": "error"}, slog.LevelError, ""},
+		{"Lambda's level when LOG_LEVEL is unset", map[string]string{"AWS_LAMBDA_LOG_LEVEL": "DEBUG"}, slog.LevelDebug, ""},
+		{"Lambda's TRACE is debug", map[string]string{"AWS_LAMBDA_LOG_LEVEL": "TRACE"}, slog.LevelDebug, ""},
+		{"Lambda's FATAL is error", map[string]string{"AWS_LAMBDA_LOG_LEVEL": "FATAL"}, slog.LevelError, ""},
+		{"LOG_LEVEL wins over Lambda's", map[string]string{"LOG_LEVEL": "error", "AWS_LAMBDA_LOG_LEVEL": "DEBUG"}, slog.LevelError, ""},
+		{"bad value: info, and an error naming variable, value and default", map[string]string{"LOG_LEVEL": "verbose"}, slog.LevelInfo, `LOG_LEVEL="verbose": want debug, info, warn or error; using info`},
+		{"bad Lambda value names Lambda's variable", map[string]string{"AWS_LAMBDA_LOG_LEVEL": "loud"}, slog.LevelInfo, `AWS_LAMBDA_LOG_LEVEL="loud"`},
+		{"a level offset is not a level", map[string]string{"LOG_LEVEL": "info+2"}, slog.LevelInfo, `LOG_LEVEL="info+2"`},
+		{"a long bad value is clipped", map[string]string{"LOG_LEVEL": strings.Repeat("x", 300)}, slog.LevelInfo, `..."`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := LogLevel(func(k string) string { return tc.env[k] })
+			if got != tc.want {
+				t.Errorf("level %v, want %v", got, tc.want)
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if err != nil && len(err.Error()) > 120 {
+				t.Errorf("error of %d bytes: the value is not clipped", len(err.Error()))
+			}
+		})
+	}
+}
+
+// TestNewLoggerReportsABadLevel: a bad LOG_LEVEL never crashes and never
+// silences: the logger runs at info, and says so on its first line.
+func TestNewLoggerReportsABadLevel(t *testing.T) {
+	var out bytes.Buffer
+	logger := NewLogger(context.Background(), &out, func(k string) string {
+		return map[string]string{"LOG_LEVEL": "chatty"}[k]
+	})
+	logger.Debug("hidden")
+	logger.Info("shown")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want the configuration error and the info line, got:\n%s", out.String())
+	}
+	var first map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil {
+		t.Fatalf("not JSON: %s", lines[0])
+	}
+	if first["level"] != "ERROR" || first["msg"] != "bad configuration value" || !strings.Contains(first["error"].(string), `LOG_LEVEL="chatty"`) {
+		t.Errorf("configuration error line: %s", lines[0])
+	}
+	if !strings.Contains(lines[1], `"msg":"shown"`) {
+		t.Errorf("second line: %s", lines[1])
+	}
+}
+
+// stepClock is a clock tests move by hand.
+type stepClock struct{ t time.Time }
+
+func (c *stepClock) now() time.Time       { return c.t }
+func (c *stepClock) step(d time.Duration) { c.t = c.t.Add(d) }
+func newStepClock() *stepClock            { return &stepClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+func (c *stepClock) sampling(perSecond float64, burst int) LogSampling {
+	return LogSampling{PerSecond: perSecond, Burst: burst, Now: c.now}
+}
+
+func TestLogBudget(t *testing.T) {
+	type admit struct {
+		kind           string
+		step           time.Duration // clock step before this line
+		wantOK         bool
+		wantSuppressed int64
+	}
+	cases := []struct {
+		name            string
+		perSecond       float64
+		burst           int
+		lines           []admit
+		unlimitedBudget bool
+	}{
+		{"a burst passes, the rest is dropped and counted on the next line written", 2, 3, []admit{
+			{"denied", 0, true, 0}, {"denied", 0, true, 0}, {"denied", 0, true, 0},
+			{"denied", 0, false, 0}, {"denied", 0, false, 0}, {"denied", 0, false, 0},
+			{"denied", time.Second, true, 3}, {"denied", 0, true, 0}, {"denied", 0, false, 0},
+		}, false},
+		{"each kind has its own bucket", 1, 1, []admit{
+			{"denied", 0, true, 0}, {"denied", 0, false, 0},
+			{"degraded", 0, true, 0}, {"rejected", 0, true, 0}, {"degraded", 0, false, 0},
+			{"degraded", time.Second, true, 1}, {"denied", 0, true, 1},
+		}, false},
+		{"refill stops at the burst", 10, 2, []admit{
+			{"a", time.Hour, true, 0}, {"a", 0, true, 0}, {"a", 0, false, 0},
+		}, false},
+		{"fractions of a token add up", 4, 1, []admit{
+			{"a", 0, true, 0}, {"a", 100 * time.Millisecond, false, 0},
+			{"a", 100 * time.Millisecond, false, 0}, {"a", 50 * time.Millisecond, true, 2},
+		}, false},
+		{"a clock stepping back refills nothing", 1, 1, []admit{
+			{"a", 0, true, 0}, {"a", -time.Hour, false, 0}, {"a", time.Hour, false, 0}, {"a", time.Second, true, 2},
+		}, false},
+		{"negative rate: every line", -1, 0, []admit{
+			{"a", 0, true, 0}, {"a", 0, true, 0}, {"a", 0, true, 0},
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newStepClock()
+			b := newLogBudget(clock.sampling(tc.perSecond, tc.burst))
+			if (b == nil) != tc.unlimitedBudget {
+				t.Fatalf("budget %v, want nil: %v", b, tc.unlimitedBudget)
+			}
+			for i, l := range tc.lines {
+				clock.step(l.step)
+				ok, suppressed := b.admit(l.kind)
+				if ok != l.wantOK || suppressed != l.wantSuppressed {
+					t.Fatalf("line %d (%s): admitted %v with %d suppressed, want %v with %d", i+1, l.kind, ok, suppressed, l.wantOK, l.wantSuppressed)
+				}
+			}
+		})
+	}
+}
+
+func TestLogBudgetDefaultsAndBound(t *testing.T) {
+	clock := newStepClock()
+	b := newLogBudget(LogSampling{Now: clock.now})
+	admitted := 0
+	for range 1000 {
+		if ok, _ := b.admit("denied"); ok {
+			admitted++
+		}
+	}
+	if admitted != DefaultLogBurst {
+		t.Fatalf("default budget admitted %d of a flood, want the burst %d", admitted, DefaultLogBurst)
+	}
+	clock.step(time.Second)
+	admitted = 0
+	for range 1000 {
+		if ok, _ := b.admit("denied"); ok {
+			admitted++
+		}
+	}
+	if admitted != DefaultLogLinesPerSecond {
+		t.Fatalf("one second later %d admitted, want %d", admitted, DefaultLogLinesPerSecond)
+	}
+	// Kinds are bounded: past maxLogKinds they share one bucket.
+	for i := range 10 * maxLogKinds {
+		b.admit(strings.Repeat("k", i))
+	}
+	if len(b.buckets) > maxLogKinds+1 {
+		t.Fatalf("%d buckets, bound %d", len(b.buckets), maxLogKinds+1)
+	}
+}
+
+func TestSampledHandler(t *testing.T) {
+	clock := newStepClock()
+	var out bytes.Buffer
+	logger := slog.New(SampledHandler(slog.NewJSONHandler(&out, nil), clock.sampling(1, 2))).With("function", "test")
+	for range 5 {
+		logger.Error("malformed event")
+	}
+	logger.Error("another message")
+	clock.step(time.Second)
+	logger.Error("malformed event")
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %s", l)
+		}
+		lines = append(lines, m)
+	}
+	want := []struct {
+		msg        string
+		suppressed any
+	}{{"malformed event", nil}, {"malformed event", nil}, {"another message", nil}, {"malformed event", float64(3)}}
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if lines[i]["msg"] != w.msg || lines[i]["suppressed"] != w.suppressed || lines[i]["function"] != "test" {
+			t.Errorf("line %d: %v, want msg %q suppressed %v function test", i+1, lines[i], w.msg, w.suppressed)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Bounds of caller-chosen text in a log line or a metric property.
+const (
+	maxMethodLen    = 16
+	maxPathLen      = 256
+	maxRequestIDLen = 128
+	maxReasonLen    = 200
+	maxErrorLen     = 512
+)
+
+// DecisionMessage is the message of every decision's log line.
+const DecisionMessage = "rate limit decision"
+
+// Reasons of the decision log line: why the outcome is what it is.
+const (
+	ReasonWithinLimit  = "within limit"
+	ReasonOverLimit    = "over limit"
+	ReasonFallback     = "redis unavailable: the local fallback limit decided"
+	ReasonUnauthorized = "unauthorized credential"
+	ReasonUnavailable  = "redis unavailable on a fail-closed route"
+	ReasonUndecidable  = "limits cannot be decided"
+)
+
+// decisionRecord is what is observed of one decision.
+type decisionRecord struct {
+	req Request
+	out Outcome
+	// credential is the identity resolver's note on a presented
+	// credential that earned nothing ("unknown api key", "bearer token:
+	// ..."); empty otherwise.
+	credential string
+	err        error
+	latency    time.Duration
+}
+
+// decisionObserver publishes decisions: one EMF record each on the
+// metrics writer, never sampled, and one log line each within the log
+// level and the log budget. It is safe for concurrent use.
+type decisionObserver struct {
+	logger  *slog.Logger
+	budget  *logBudget     // nil: every line within the level is written
+	metrics *metricsWriter // nil: no metrics
+	breaker *breakerWatch
+}
+
+// newDecisionObserver returns an observer logging on logger within
+// sampling and writing metrics on w (nothing when w is io.Discard).
+func newDecisionObserver(logger *slog.Logger, w io.Writer, sampling LogSampling) *decisionObserver {
+	return &decisionObserver{
+		logger:  logger,
+		budget:  newLogBudget(sampling),
+		metrics: newMetricsWriter(w),
+		breaker: newBreakerWatch(),
+	}
+}
+
+// observe publishes one decision: metrics first, whatever the log does.
+func (o *decisionObserver) observe(ctx context.Context, rec decisionRecord) {
+	outcome := OutcomeName(rec.out, rec.err)
+	changes, state := o.breaker.take()
+	if changes > 0 {
+		level := slog.LevelWarn
+		if state == breakerClosed {
+			level = slog.LevelInfo
+		}
+		o.logger.LogAttrs(ctx, level, "redis circuit breaker changed state",
+			slog.String("breakerState", state), slog.Int64("breakerStateChanges", changes))
+	}
+	var err error
+	if o.metrics != nil {
+		err = o.metrics.write(metricsRecord{
+			tier:            rec.out.Caller.Tier,
+			outcome:         outcome,
+			decisionLatency: rec.latency,
+			redisLatency:    rec.out.Result.RedisLatency,
+			requestID:       clip(rec.req.RequestID, maxRequestIDLen),
+			lambdaRequestID: clip(rec.req.LambdaRequestID, maxRequestIDLen),
+			breakerState:    state,
+			breakerChanges:  changes,
+			timestampMillis: time.Now().UnixMilli(),
+		})
+	}
+	if err != nil {
+		// A broken writer fails on every decision: its lines are budgeted
+		// like the decisions'.
+		if ok, suppressed := o.budget.admit("metrics error"); ok {
+			attrs := []slog.Attr{slog.String("error", err.Error())}
+			if suppressed > 0 {
+				attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+			}
+			o.logger.LogAttrs(ctx, slog.LevelError, "write metrics failed", attrs...)
+		}
+	}
+	o.logDecision(ctx, rec, outcome, state)
+}
+
+// decisionLevel is the level of a decision's log line: allowed Debug (not
+// written at the default level), denied Info (the limiter doing its job),
+// degraded and unauthorized Warn (Redis is failing; a caller presented a
+// bad credential), and Error for a request that could not be decided (a
+// fail-closed route with Redis unavailable, limits that cannot be
+// decided).
+func decisionLevel(outcome string, rec decisionRecord) slog.Level {
+	switch {
+	case rec.err != nil:
+		return slog.LevelError
+	case outcome == OutcomeAllowed:
+		return slog.LevelDebug
+	case outcome == OutcomeDenied:
+		return slog.LevelInfo
+	default:
+		return slog.LevelWarn
+	}
+}
+
+// decisionReason says why a decision's outcome is what it is.
+func decisionReason(outcome string, rec decisionRecord) string {
+	switch {
+	case rec.err != nil && errors.Is(rec.err, ratelimit.ErrUnavailable):
+		return ReasonUnavailable
+	case rec.err != nil:
+		return ReasonUndecidable
+	case rec.out.Unauthorized:
+		return ReasonUnauthorized
+	case outcome == OutcomeDegraded:
+		return ReasonFallback
+	case outcome == OutcomeAllowed:
+		return ReasonWithinLimit
+	default:
+		return ReasonOverLimit
+	}
+}
+
+// logDecision writes a decision's line, if its level is enabled and its
+// outcome's budget allows. Nothing is built for a line that is not
+// written. The line names the caller by tier and hashed identity only:
+// never a key, token, user id or IP.
+func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, outcome, breakerState string) {
+	level := decisionLevel(outcome, rec)
+	if !o.logger.Enabled(ctx, level) {
+		return
+	}
+	ok, suppressed := o.budget.admit(outcome)
+	if !ok {
+		return
+	}
+	out, req := rec.out, rec.req
+	var buf [24]slog.Attr
+	attrs := append(buf[:0],
+		slog.String("outcome", outcome),
+		slog.String("reason", decisionReason(outcome, rec)),
+		slog.String("tier", out.Caller.Tier),
+		slog.String("identity", identity.Hash(out.Caller.Identity)),
+		slog.String("route", clip(req.Method, maxMethodLen)+" "+clip(req.Path, maxPathLen)),
+		slog.Bool("allowed", out.Result.Allowed && rec.err == nil),
+	)
+	if len(out.Result.Decisions) > 0 {
+		d := out.Result.Closest()
+		attrs = append(attrs,
+			slog.String("limitName", d.Limit.Name),
+			slog.Int64("limit", d.Limit.Count),
+			slog.Int64("window", ratelimit.CeilSeconds(d.Limit.Window)),
+			slog.Int64("remaining", d.Remaining),
+		)
+		if !out.Result.Allowed {
+			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
+		}
+	}
+	if out.Unauthorized {
+		attrs = append(attrs, slog.Bool("unauthorized", true))
+	}
+	if rec.credential != "" {
+		attrs = append(attrs, slog.String("credential", clip(rec.credential, maxReasonLen)))
+	}
+	if out.FailClosed {
+		attrs = append(attrs, slog.Bool("failClosed", true))
+	}
+	attrs = append(attrs, slog.Float64("latencyMs", millis(rec.latency)))
+	if out.Result.RedisLatency > 0 {
+		attrs = append(attrs, slog.Float64("redisMs", millis(out.Result.RedisLatency)))
+	}
+	if breakerState != breakerClosed {
+		attrs = append(attrs, slog.String("breakerState", breakerState))
+	}
+	if req.RequestID != "" {
+		attrs = append(attrs, slog.String("requestId", clip(req.RequestID, maxRequestIDLen)))
+	}
+	if req.LambdaRequestID != "" {
+		attrs = append(attrs, slog.String("lambdaRequestId", clip(req.LambdaRequestID, maxRequestIDLen)))
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	if rec.err != nil {
+		attrs = append(attrs, slog.String("error", clip(rec.err.Error(), maxErrorLen)))
+	}
+	o.logger.LogAttrs(ctx, level, DecisionMessage, attrs...)
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

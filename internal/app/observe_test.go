@@ -1,0 +1,349 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Planted values that must never reach a log line or a metric.
+const (
+	plantedIP  = "203.0.113.77"
+	plantedKey = "planted-api-key-Zq81"
+)
+
+var anonymousLimit = ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}
+
+// record builds the decision record of a request from plantedIP.
+func record(outcome string) decisionRecord {
+	rec := decisionRecord{
+		req: Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
+			Headers: map[string]string{"x-api-key": plantedKey}},
+		out:     Outcome{Caller: Caller{Tier: TierAnonymous, Identity: identity.KindIP + plantedIP}},
+		latency: 1500 * time.Microsecond,
+	}
+	allowed := ratelimit.Decision{Limit: anonymousLimit, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second}
+	denied := ratelimit.Decision{Limit: anonymousLimit, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 17500 * time.Millisecond}
+	switch outcome {
+	case OutcomeAllowed:
+		rec.out.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
+	case OutcomeDenied:
+		rec.out.Result = ratelimit.Result{Decisions: []ratelimit.Decision{denied}, RedisLatency: 700 * time.Microsecond}
+	case OutcomeDegraded:
+		allowed.Degraded = true
+		rec.out.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed}}
+	case "unauthorized":
+		rec.out.Unauthorized = true
+		rec.credential = "unknown api key"
+		rec.out.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
+	case "unavailable":
+		rec.req.Method, rec.req.Path = "POST", "/auth/login"
+		rec.out.FailClosed = true
+		rec.err = fmt.Errorf("decide POST /auth/login for anonymous: %w: dial tcp 127.0.0.1:1: connection refused", ratelimit.ErrUnavailable)
+	case "undecidable":
+		rec.err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
+	}
+	return rec
+}
+
+// captured is what an observer wrote.
+type captured struct {
+	logs, metrics bytes.Buffer
+}
+
+func (c *captured) lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %v: %s", err, l)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func newCapturingObserver(level slog.Level, sampling LogSampling) (*decisionObserver, *captured) {
+	c := &captured{}
+	logger := slog.New(slog.NewJSONHandler(&c.logs, &slog.HandlerOptions{Level: level}))
+	return newDecisionObserver(logger, &c.metrics, sampling), c
+}
+
+func TestDecisionObserverLogLines(t *testing.T) {
+	hashed := identity.Hash(identity.KindIP + plantedIP)
+	common := map[string]any{"msg": DecisionMessage, "tier": "anonymous", "identity": hashed,
+		"requestId": "api-req-1", "lambdaRequestId": "lambda-req-1", "latencyMs": 1.5}
+	withLimit := map[string]any{"limitName": "anonymous", "limit": 30.0, "window": 60.0}
+	cases := []struct {
+		name        string
+		record      string
+		level       slog.Level // the logger's
+		wantOutcome string
+		wantLine    map[string]any // nil: no line; else fields the line must hold (with common)
+		wantAbsent  []string       // fields the line must not hold
+	}{
+		{"allowed: not logged at info", OutcomeAllowed, slog.LevelInfo, OutcomeAllowed, nil, nil},
+		{"allowed: Debug at debug", OutcomeAllowed, slog.LevelDebug, OutcomeAllowed,
+			merge(withLimit, map[string]any{"level": "DEBUG", "outcome": "allowed", "reason": ReasonWithinLimit, "route": "GET /v1/items",
+				"allowed": true, "remaining": 12.0, "redisMs": 0.7}),
+			[]string{"retryAfter", "unauthorized", "error", "breakerState", "suppressed"}},
+		{"denied: Info, with retryAfter", OutcomeDenied, slog.LevelInfo, OutcomeDenied,
+			merge(withLimit, map[string]any{"level": "INFO", "outcome": "denied", "reason": ReasonOverLimit, "route": "GET /v1/items",
+				"allowed": false, "remaining": 0.0, "retryAfter": 18.0}),
+			[]string{"error", "unauthorized"}},
+		{"degraded: Warn", OutcomeDegraded, slog.LevelInfo, OutcomeDegraded,
+			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback, "allowed": true}),
+			[]string{"redisMs", "error"}},
+		{"unauthorized: Warn, rejected, with the credential's note", "unauthorized", slog.LevelInfo, OutcomeRejected,
+			merge(withLimit, map[string]any{"level": "WARN", "outcome": "rejected", "reason": ReasonUnauthorized, "unauthorized": true,
+				"credential": "unknown api key", "allowed": true}),
+			[]string{"error"}},
+		{"unavailable fail-closed route: Error", "unavailable", slog.LevelInfo, OutcomeRejected,
+			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUnavailable, "route": "POST /auth/login",
+				"failClosed": true, "allowed": false},
+			[]string{"limitName", "retryAfter"}},
+		{"undecidable: Error", "undecidable", slog.LevelInfo, OutcomeRejected,
+			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUndecidable},
+			nil},
+		{"denied at warn: not logged", OutcomeDenied, slog.LevelWarn, OutcomeDenied, nil, nil},
+		{"unavailable at error: logged", "unavailable", slog.LevelError, OutcomeRejected,
+			map[string]any{"level": "ERROR", "reason": ReasonUnavailable}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, c := newCapturingObserver(tc.level, LogSampling{})
+			o.observe(context.Background(), record(tc.record))
+
+			metrics := c.lines(t, &c.metrics)
+			if len(metrics) != 1 || metrics[0]["outcome"] != tc.wantOutcome || metrics[0]["Decisions"] != 1.0 {
+				t.Fatalf("metrics %v, want one record of outcome %s", metrics, tc.wantOutcome)
+			}
+			logs := c.lines(t, &c.logs)
+			if tc.wantLine == nil {
+				if len(logs) != 0 {
+					t.Fatalf("want no log line, got %v", logs)
+				}
+				return
+			}
+			if len(logs) != 1 {
+				t.Fatalf("want one log line, got %v", logs)
+			}
+			for k, v := range merge(common, tc.wantLine) {
+				if logs[0][k] != v {
+					t.Errorf("%s = %#v, want %#v", k, logs[0][k], v)
+				}
+			}
+			for _, k := range tc.wantAbsent {
+				if v, ok := logs[0][k]; ok {
+					t.Errorf("%s = %v, want it absent", k, v)
+				}
+			}
+			for _, secret := range []string{plantedIP, plantedKey} {
+				if strings.Contains(c.logs.String(), secret) || strings.Contains(c.metrics.String(), secret) {
+					t.Errorf("%q in the output:\n%s%s", secret, c.logs.String(), c.metrics.String())
+				}
+			}
+		})
+	}
+}
+
+func merge(maps ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range maps {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestDecisionObserverSamplesLogsNeverMetrics: a flood of denials at one
+// instant writes the burst of log lines, one metrics record per decision,
+// and the next line written says how many were dropped.
+func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
+	clock := newStepClock()
+	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.now})
+	ctx := context.Background()
+	const flood = 500
+	for range flood {
+		o.observe(ctx, record(OutcomeDenied))
+	}
+	// Another outcome has its own budget.
+	o.observe(ctx, record(OutcomeDegraded))
+	if got := len(c.lines(t, &c.logs)); got != DefaultLogBurst+1 {
+		t.Fatalf("%d log lines for %d denials and a degraded decision, want the burst %d and 1", got, flood, DefaultLogBurst)
+	}
+	if got := len(c.lines(t, &c.metrics)); got != flood+1 {
+		t.Fatalf("%d metrics records for %d decisions", got, flood+1)
+	}
+	c.logs.Reset()
+	clock.step(time.Second)
+	o.observe(ctx, record(OutcomeDenied))
+	logs := c.lines(t, &c.logs)
+	if len(logs) != 1 || logs[0]["suppressed"] != float64(flood-DefaultLogBurst) {
+		t.Fatalf("first line after the flood: %v, want suppressed %d", logs, flood-DefaultLogBurst)
+	}
+}
+
+// TestDecisionObserverReportsBreakerChanges: the breaker's changes reach
+// the next record (BreakerStateChanges, BreakerOpen) and one log line,
+// once.
+func TestDecisionObserverReportsBreakerChanges(t *testing.T) {
+	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{})
+	ctx := context.Background()
+	o.breaker.changed("closed", "open")
+	o.observe(ctx, record(OutcomeDegraded))
+	o.observe(ctx, record(OutcomeDegraded))
+	o.breaker.changed("open", "half-open")
+	o.breaker.changed("half-open", "closed")
+	o.observe(ctx, record(OutcomeAllowed))
+
+	metrics := c.lines(t, &c.metrics)
+	want := []struct {
+		changes any
+		open    float64
+		state   string
+	}{{1.0, 1, "open"}, {nil, 1, "open"}, {2.0, 0, "closed"}}
+	for i, w := range want {
+		m := metrics[i]
+		if m["BreakerStateChanges"] != w.changes || m["BreakerOpen"] != w.open || m["breakerState"] != w.state {
+			t.Errorf("record %d: changes %v open %v state %v, want %v %v %v", i+1, m["BreakerStateChanges"], m["BreakerOpen"], m["breakerState"], w.changes, w.open, w.state)
+		}
+	}
+	var changes []string
+	for _, l := range c.lines(t, &c.logs) {
+		switch l["msg"] {
+		case "redis circuit breaker changed state":
+			changes = append(changes, fmt.Sprintf("%s %s x%v", l["level"], l["breakerState"], l["breakerStateChanges"]))
+		case DecisionMessage:
+			if l["breakerState"] != "open" {
+				t.Errorf("degraded line with the breaker open: breakerState %v", l["breakerState"])
+			}
+		}
+	}
+	if want := []string{"WARN open x1", "INFO closed x2"}; strings.Join(changes, "; ") != strings.Join(want, "; ") {
+		t.Errorf("breaker lines %v, want %v", changes, want)
+	}
+}
+
+// TestDecisionObserverLogsAMetricsFailure: a broken metrics writer is
+// reported in the log (within its budget), and the decision still logged.
+func TestDecisionObserverLogsAMetricsFailure(t *testing.T) {
+	var logs bytes.Buffer
+	o := newDecisionObserver(slog.New(slog.NewJSONHandler(&logs, nil)), failingWriter{}, LogSampling{})
+	o.observe(context.Background(), record(OutcomeDenied))
+	if !strings.Contains(logs.String(), `"msg":"write metrics failed"`) || !strings.Contains(logs.String(), "stdout closed") ||
+		!strings.Contains(logs.String(), `"msg":"`+DecisionMessage+`"`) {
+		t.Errorf("log:\n%s", logs.String())
+	}
+}
+
+// discardWriter is io.Discard that the observer does not recognise, so
+// that the metrics are built and written.
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkDecisionObservability is the cost that logging and metrics add
+// to one decision (Redis not included): nothing at all, metrics alone, and
+// the production setups.
+func BenchmarkDecisionObservability(b *testing.B) {
+	frozen := newStepClock()
+	cases := []struct {
+		name     string
+		logger   *slog.Logger
+		metrics  io.Writer
+		sampling LogSampling
+		record   string
+	}{
+		{"none", slog.New(slog.DiscardHandler), io.Discard, LogSampling{}, OutcomeAllowed},
+		{"metrics-only", slog.New(slog.DiscardHandler), discardWriter{}, LogSampling{}, OutcomeAllowed},
+		{"info/allowed", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{}, OutcomeAllowed},
+		{"info/denied", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDenied},
+		{"info/denied-sampled-out", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{Now: frozen.now}, OutcomeDenied},
+		{"info/degraded", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDegraded},
+		{"debug/allowed", jsonLogger(slog.LevelDebug), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeAllowed},
+	}
+	ctx := context.Background()
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			o := newDecisionObserver(bc.logger, bc.metrics, bc.sampling)
+			rec := record(bc.record)
+			b.ReportAllocs()
+			for b.Loop() {
+				o.observe(ctx, rec)
+			}
+		})
+	}
+}
+
+func jsonLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+}
+
+// lockedBuffer is a bytes.Buffer written from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// TestDecisionObserverConcurrentUse: decisions observed at once (the local
+// API serves requests concurrently) each write one whole record line, and
+// breaker changes are counted exactly once.
+func TestDecisionObserverConcurrentUse(t *testing.T) {
+	out := &lockedBuffer{}
+	o := newDecisionObserver(slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), out, LogSampling{PerSecond: -1})
+	const workers, each = 8, 50
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				if i == 0 {
+					o.breaker.changed("closed", "open")
+				}
+				o.observe(context.Background(), record([]string{OutcomeAllowed, OutcomeDenied}[w%2]))
+			}
+		})
+	}
+	wg.Wait()
+	var records, decisions int
+	var changes float64
+	for _, line := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("torn line: %v: %q", err, line)
+		}
+		switch {
+		case m["_aws"] != nil:
+			records++
+			if n, ok := m["BreakerStateChanges"].(float64); ok {
+				changes += n
+			}
+		case m["msg"] == DecisionMessage:
+			decisions++
+		}
+	}
+	if records != workers*each || decisions != workers*each || changes != workers {
+		t.Fatalf("%d records, %d decision lines, %v changes; want %d, %d, %d", records, decisions, changes, workers*each, workers*each, workers)
+	}
+}
