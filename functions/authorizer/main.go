@@ -24,9 +24,13 @@ func main() {
 	// debug, are not logged). The metrics go to standard output too, as
 	// Embedded Metric Format records, whatever the level.
 	logger := app.NewLogger(ctx, os.Stdout, os.Getenv)
-	redis.SetLogger(app.RedisLog{L: logger})
+	// go-redis's and the X-Ray SDK's own messages (a failed dial, a failed
+	// send) become JSON lines too, within a per-message budget: a Redis
+	// outage under a flood must not flood the log.
+	libraryLogger := slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
+	redis.SetLogger(app.RedisLog{L: libraryLogger})
 	// X-Ray: silent without a daemon or a sampled trace header.
-	if err := tracing.Configure(tracing.Options{Logger: logger}); err != nil {
+	if err := tracing.Configure(tracing.Options{Logger: libraryLogger}); err != nil {
 		logger.LogAttrs(ctx, slog.LevelError, "configure tracing failed; Redis calls are not traced", slog.String("error", err.Error()))
 	}
 	rt, err := app.NewRuntime(ctx, os.Getenv, app.Options{Logger: logger, Metrics: os.Stdout})

@@ -164,10 +164,12 @@ type sdkLogger struct {
 	l *slog.Logger
 }
 
-// Log implements xraylog.Logger.
+// Log implements xraylog.Logger. The SDK's own debug messages (a whole
+// segment document on every send) are dropped: they would multiply the
+// debug log of every traced call.
 func (s sdkLogger) Log(level xraylog.LogLevel, msg fmt.Stringer) {
 	ctx := context.Background()
-	if !s.l.Enabled(ctx, slog.LevelDebug) {
+	if level < xraylog.LogLevelInfo || !s.l.Enabled(ctx, slog.LevelDebug) {
 		return
 	}
 	s.l.LogAttrs(ctx, slog.LevelDebug, "x-ray sdk",

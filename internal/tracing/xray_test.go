@@ -541,7 +541,8 @@ func TestUntracedCallsSendAndLogNothing(t *testing.T) {
 
 // TestTracedCallsWithoutDaemonStaySilent checks that a sampled trace with
 // no daemon listening (a local run that passes a trace header) costs
-// failed writes and debug lines, never an error or a log line above debug.
+// failed writes and debug lines, never an error or a log line above debug,
+// and that the SDK's own debug chatter is not logged at all.
 func TestTracedCallsWithoutDaemonStaySilent(t *testing.T) {
 	logs := configure(t, refusedUDPAddr(t))
 	server := redistest.StartServer(t)
@@ -556,8 +557,13 @@ func TestTracedCallsWithoutDaemonStaySilent(t *testing.T) {
 		}
 	}
 	logged := logs.take(slog.LevelDebug)
-	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "Beginning subsegment named redis") }) {
-		t.Errorf("the SDK's messages about the calls do not reach the logger at debug level: %q", logged)
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "sdkLevel=ERROR") }) {
+		t.Errorf("the SDK's failed sends do not reach the logger at debug level: %q", logged)
+	}
+	// The SDK's own debug messages (a segment document per send) are
+	// dropped.
+	if slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "sdkLevel=DEBUG") }) {
+		t.Errorf("the SDK's debug messages reach the logger: %q", logged)
 	}
 	for _, l := range logged {
 		if !strings.HasPrefix(l, "DEBUG ") {
