@@ -434,13 +434,13 @@ func obsHTTPAPIEvent(t *testing.T, method, path, ip, requestID string, headers m
 
 // TestObservabilityRecordsOfRealDecisions: every invocation that decides
 // writes exactly one valid EMF record naming its tier and outcome, with
-// RedisLatency exactly when Redis answered and the request ids of API
-// Gateway and Lambda; an invocation that decides nothing (the API function
-// reusing the authorizer's decision, a quota peek) writes none. At the
-// default level, allowed decisions are not logged and every other outcome
-// is, at its level, with the route, the hashed identity, the limit and the
-// request ids. After Redis stops: degraded (fail-open), rejected
-// (fail-closed), and the circuit breaker's opening.
+// RedisLatency exactly when Redis was asked (whether it answered or failed)
+// and the request ids of API Gateway and Lambda; an invocation that decides
+// nothing (the API function reusing the authorizer's decision, a quota
+// peek) writes none. At the default level, allowed decisions are not logged
+// and every other outcome is, at its level, with the route, the hashed
+// identity, the limit and the request ids. After Redis stops: degraded
+// (fail-open), rejected (fail-closed), and the circuit breaker's opening.
 func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 	srv := redistest.StartServer(t)
 	fn := obsStart(t, obsEnv(srv.URL(), nil))
@@ -504,14 +504,14 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 			true, "anonymous", "rejected", true, "WARN", app.ReasonUnauthorized, "GET /v1/quota", "198.51.100.36"},
 		{"API HTTP API: login allowed", nil, "api", httpAPI("POST", "/auth/login", "198.51.100.37", map[string]string{"content-type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
 			true, "anonymous", "allowed", true, "", "", "", ""},
-		{"Redis stopped: authorizer REST degraded, Warn, no Redis time", stopRedis, "authorizer", rest("198.51.100.38", "GET", "/v1/items", nil),
-			true, "anonymous", "degraded", false, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.38"},
-		{"Redis stopped: authorizer REST login rejected (fail-closed), Error", nil, "authorizer", rest("198.51.100.38", "POST", "/auth/login", nil),
-			true, "anonymous", "rejected", false, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.38"},
-		{"Redis stopped: API REST login rejected (503), Error", nil, "api", api("POST", "/auth/login", "198.51.100.39", map[string]string{"Content-Type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
-			true, "anonymous", "rejected", false, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.39"},
-		{"Redis stopped: API HTTP API degraded", nil, "api", httpAPI("GET", "/v1/items", "198.51.100.40", nil, ""),
-			true, "anonymous", "degraded", false, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.40"},
+		{"Redis stopped: authorizer REST degraded, Warn, with the failed call's Redis time", stopRedis, "authorizer", rest("198.51.100.38", "GET", "/v1/items", nil),
+			true, "anonymous", "degraded", true, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.38"},
+		{"Redis stopped: authorizer REST login rejected (fail-closed), Error, with Redis time", nil, "authorizer", rest("198.51.100.38", "POST", "/auth/login", nil),
+			true, "anonymous", "rejected", true, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.38"},
+		{"Redis stopped: API REST login rejected (503), Error, with Redis time", nil, "api", api("POST", "/auth/login", "198.51.100.39", map[string]string{"Content-Type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
+			true, "anonymous", "rejected", true, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.39"},
+		{"Redis stopped: API HTTP API degraded, with Redis time", nil, "api", httpAPI("GET", "/v1/items", "198.51.100.40", nil, ""),
+			true, "anonymous", "degraded", true, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.40"},
 	}
 	for i, step := range steps {
 		if step.before != nil {
@@ -603,12 +603,14 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 }
 
 // TestObservabilityUnconfiguredRedisIsDegraded: without REDIS_URL every
-// fail-open decision is degraded and counted as such.
+// fail-open decision is degraded and counted as such. The client still
+// tries Redis (its dial fails at once), so the record carries that
+// RedisLatency, as every failed call's does.
 func TestObservabilityUnconfiguredRedisIsDegraded(t *testing.T) {
 	fn := obsStart(t, obsEnv("", nil))
 	out, _ := fn.invoke(t, "authorizer", obsRESTAuthorizerEvent(t, azRequest{ip: "198.51.100.80"}, "obs-unconfigured"))
-	if len(out.metrics) != 1 || out.metrics[0]["outcome"] != "degraded" || out.metrics[0]["RedisLatency"] != nil {
-		t.Fatalf("records %v, want one degraded record without RedisLatency", out.metrics)
+	if len(out.metrics) != 1 || out.metrics[0]["outcome"] != "degraded" || out.metrics[0]["RedisLatency"] == nil {
+		t.Fatalf("records %v, want one degraded record with the failed call's RedisLatency", out.metrics)
 	}
 	if lines := out.decisionLogs(); len(lines) != 1 || lines[0]["level"] != "WARN" {
 		t.Fatalf("decision lines %v, want one Warn line", lines)

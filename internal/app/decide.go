@@ -33,8 +33,9 @@ const (
 // request was counted against its source IP's anonymous limit. The error is
 // non-nil only when the request cannot be decided: a fail-closed route
 // while Redis is unavailable (wrapping ratelimit.ErrUnavailable; the
-// Outcome still names the caller and FailClosed) or limits that can never
-// be decided (ratelimit.ErrInvalid).
+// Outcome still names the caller and FailClosed, and its Result holds the
+// RedisLatency of the failed attempt, which the metrics record publishes)
+// or limits that can never be decided (ratelimit.ErrInvalid).
 func (rt *Runtime) Decide(ctx context.Context, req Request) (Outcome, error) {
 	return rt.decide(ctx, req, true)
 }

@@ -74,8 +74,11 @@ const (
 )
 
 // LogSampling is a per-process budget of log lines: one token bucket per
-// kind of line (for decision lines, the outcome: allowed, denied,
-// degraded, rejected; for SampledHandler, the message), holding Burst
+// kind of line (for decision lines, the outcome and its reason: a
+// rejected unauthorized credential apart from a rejected fail-closed
+// route, so that lines any caller can cause never use up the budget of
+// lines an operator must see; for SampledHandler, the message), holding
+// Burst
 // lines and refilled at PerSecond. A line that finds its bucket empty is
 // dropped and counted; the next line of that kind that is written carries
 // the count as "suppressed". Lambda freezes an instance between

@@ -18,6 +18,9 @@ const (
 	maxRequestIDLen = 128
 	maxReasonLen    = 200
 	maxErrorLen     = 512
+	// maxRedisErrorLen bounds why Redis failed on a degraded line: enough
+	// for a dial or AUTH error, not for a flood of text.
+	maxRedisErrorLen = 200
 )
 
 // DecisionMessage is the message of every decision's log line.
@@ -125,34 +128,40 @@ func decisionLevel(outcome string, rec decisionRecord) slog.Level {
 	}
 }
 
-// decisionReason says why a decision's outcome is what it is.
-func decisionReason(outcome string, rec decisionRecord) string {
+// decisionReason says why a decision's outcome is what it is, and names
+// the log budget its line spends: one per outcome and reason, a fixed set
+// of six. Lines any caller can cause at will (a spray of unknown keys or
+// forged tokens, rejected at Warn) then never use up the budget of the
+// lines an operator must see (a fail-closed route Redis could not decide,
+// rejected at Error), though both are "rejected".
+func decisionReason(outcome string, rec decisionRecord) (reason, budget string) {
 	switch {
 	case rec.err != nil && errors.Is(rec.err, ratelimit.ErrUnavailable):
-		return ReasonUnavailable
+		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
 	case rec.err != nil:
-		return ReasonUndecidable
+		return ReasonUndecidable, OutcomeRejected + ": " + ReasonUndecidable
 	case rec.out.Unauthorized:
-		return ReasonUnauthorized
+		return ReasonUnauthorized, OutcomeRejected + ": " + ReasonUnauthorized
 	case outcome == OutcomeDegraded:
-		return ReasonFallback
+		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
 	case outcome == OutcomeAllowed:
-		return ReasonWithinLimit
+		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
 	default:
-		return ReasonOverLimit
+		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
 	}
 }
 
-// logDecision writes a decision's line, if its level is enabled and its
-// outcome's budget allows. Nothing is built for a line that is not
-// written. The line names the caller by tier and hashed identity only:
-// never a key, token, user id or IP.
+// logDecision writes a decision's line, if its level is enabled and the
+// budget of its outcome and reason allows. Nothing is built for a line
+// that is not written. The line names the caller by tier and hashed
+// identity only: never a key, token, user id or IP.
 func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, outcome, breakerState string) {
 	level := decisionLevel(outcome, rec)
 	if !o.logger.Enabled(ctx, level) {
 		return
 	}
-	ok, suppressed := o.budget.admit(outcome)
+	reason, budget := decisionReason(outcome, rec)
+	ok, suppressed := o.budget.admit(budget)
 	if !ok {
 		return
 	}
@@ -160,7 +169,7 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 	var buf [24]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
-		slog.String("reason", decisionReason(outcome, rec)),
+		slog.String("reason", reason),
 		slog.String("tier", out.Caller.Tier),
 		slog.String("identity", identity.Hash(out.Caller.Identity)),
 		slog.String("route", clip(req.Method, maxMethodLen)+" "+clip(req.Path, maxPathLen)),
@@ -190,6 +199,11 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 	attrs = append(attrs, slog.Float64("latencyMs", millis(rec.latency)))
 	if out.Result.RedisLatency > 0 {
 		attrs = append(attrs, slog.Float64("redisMs", millis(out.Result.RedisLatency)))
+	}
+	if out.Result.Degraded && out.Result.Cause != nil {
+		// The Redis client's own words (refused, timeout, NOAUTH,
+		// WRONGPASS, breaker open): no caller, no credential.
+		attrs = append(attrs, slog.String("redisError", clip(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))

@@ -39,9 +39,17 @@ func record(outcome string) decisionRecord {
 		rec.out.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
 	case OutcomeDenied:
 		rec.out.Result = ratelimit.Result{Decisions: []ratelimit.Decision{denied}, RedisLatency: 700 * time.Microsecond}
-	case OutcomeDegraded:
+	case OutcomeDegraded, "degraded, breaker open", "degraded, long cause":
 		allowed.Degraded = true
-		rec.out.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed}}
+		rec.out.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed},
+			RedisLatency: 50 * time.Millisecond, Cause: fmt.Errorf("%w: run script sliding_window.lua: i/o timeout", ratelimit.ErrUnavailable)}
+		switch outcome {
+		case "degraded, breaker open":
+			rec.out.Result.RedisLatency = 0
+			rec.out.Result.Cause = fmt.Errorf("%w: circuit breaker open after repeated Redis failures", ratelimit.ErrUnavailable)
+		case "degraded, long cause":
+			rec.out.Result.Cause = fmt.Errorf("%w: %s", ratelimit.ErrUnavailable, strings.Repeat("x", 300))
+		}
 	case "unauthorized":
 		rec.out.Unauthorized = true
 		rec.credential = "unknown api key"
@@ -50,6 +58,7 @@ func record(outcome string) decisionRecord {
 		rec.req.Method, rec.req.Path = "POST", "/auth/login"
 		rec.out.FailClosed = true
 		rec.err = fmt.Errorf("decide POST /auth/login for anonymous: %w: dial tcp 127.0.0.1:1: connection refused", ratelimit.ErrUnavailable)
+		rec.out.Result = ratelimit.Result{RedisLatency: 300 * time.Microsecond}
 	case "undecidable":
 		rec.err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
@@ -105,17 +114,25 @@ func TestDecisionObserverLogLines(t *testing.T) {
 			merge(withLimit, map[string]any{"level": "INFO", "outcome": "denied", "reason": ReasonOverLimit, "route": "GET /v1/items",
 				"allowed": false, "remaining": 0.0, "retryAfter": 18.0}),
 			[]string{"error", "unauthorized"}},
-		{"degraded: Warn", OutcomeDegraded, slog.LevelInfo, OutcomeDegraded,
-			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback, "allowed": true}),
+		{"degraded: Warn, with the failed call's time and why it failed", OutcomeDegraded, slog.LevelInfo, OutcomeDegraded,
+			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback, "allowed": true,
+				"redisMs": 50.0, "redisError": "rate limiter unavailable: run script sliding_window.lua: i/o timeout"}),
+			[]string{"error"}},
+		{"degraded with the breaker open: why, no Redis time", "degraded, breaker open", slog.LevelInfo, OutcomeDegraded,
+			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback,
+				"redisError": "rate limiter unavailable: circuit breaker open after repeated Redis failures"}),
 			[]string{"redisMs", "error"}},
+		{"degraded: a long cause is clipped", "degraded, long cause", slog.LevelInfo, OutcomeDegraded,
+			map[string]any{"redisError": ("rate limiter unavailable: " + strings.Repeat("x", 300))[:maxRedisErrorLen] + "..."},
+			nil},
 		{"unauthorized: Warn, rejected, with the credential's note", "unauthorized", slog.LevelInfo, OutcomeRejected,
 			merge(withLimit, map[string]any{"level": "WARN", "outcome": "rejected", "reason": ReasonUnauthorized, "unauthorized": true,
 				"credential": "unknown api key", "allowed": true}),
 			[]string{"error"}},
 		{"unavailable fail-closed route: Error", "unavailable", slog.LevelInfo, OutcomeRejected,
 			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUnavailable, "route": "POST /auth/login",
-				"failClosed": true, "allowed": false},
-			[]string{"limitName", "retryAfter"}},
+				"failClosed": true, "allowed": false, "redisMs": 0.3},
+			[]string{"limitName", "retryAfter", "redisError"}},
 		{"undecidable: Error", "undecidable", slog.LevelInfo, OutcomeRejected,
 			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUndecidable},
 			nil},
@@ -126,11 +143,15 @@ func TestDecisionObserverLogLines(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o, c := newCapturingObserver(tc.level, LogSampling{})
-			o.observe(context.Background(), record(tc.record))
+			rec := record(tc.record)
+			o.observe(context.Background(), rec)
 
 			metrics := c.lines(t, &c.metrics)
 			if len(metrics) != 1 || metrics[0]["outcome"] != tc.wantOutcome || metrics[0]["Decisions"] != 1.0 {
 				t.Fatalf("metrics %v, want one record of outcome %s", metrics, tc.wantOutcome)
+			}
+			if _, ok := metrics[0]["RedisLatency"]; ok != (rec.out.Result.RedisLatency > 0) {
+				t.Errorf("metrics %v: RedisLatency present %v, want it exactly when Redis was asked (%v)", metrics[0], ok, rec.out.Result.RedisLatency)
 			}
 			logs := c.lines(t, &c.logs)
 			if tc.wantLine == nil {
@@ -196,6 +217,51 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	logs := c.lines(t, &c.logs)
 	if len(logs) != 1 || logs[0]["suppressed"] != float64(flood-DefaultLogBurst) {
 		t.Fatalf("first line after the flood: %v, want suppressed %d", logs, flood-DefaultLogBurst)
+	}
+}
+
+// TestDecisionObserverBudgetsEachReasonApart: decision lines are budgeted
+// per outcome and reason. A flood of lines any caller can cause (a spray of
+// unknown API keys, rejected at Warn) uses up its own budget only: the
+// line of a fail-closed route Redis could not decide, rejected too but at
+// Error, is still written, and so is the reverse.
+func TestDecisionObserverBudgetsEachReasonApart(t *testing.T) {
+	cases := []struct {
+		name     string
+		flood    string // record of the flood
+		next     string // record of the line after it
+		wantNext string // level of that line; "" when it is sampled out
+	}{
+		{"a key spray does not hide a fail-closed route Redis could not decide", "unauthorized", "unavailable", "ERROR"},
+		{"a key spray does not hide undecidable limits", "unauthorized", "undecidable", "ERROR"},
+		{"fail-closed errors do not hide a key spray", "unavailable", "unauthorized", "WARN"},
+		{"a key spray uses up its own budget", "unauthorized", "unauthorized", ""},
+		{"fail-closed errors use up their own budget", "unavailable", "unavailable", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newStepClock()
+			o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.now})
+			ctx := context.Background()
+			for range 10 * DefaultLogBurst {
+				o.observe(ctx, record(tc.flood))
+			}
+			if got := len(c.lines(t, &c.logs)); got != DefaultLogBurst {
+				t.Fatalf("the flood wrote %d lines, want its burst %d", got, DefaultLogBurst)
+			}
+			c.logs.Reset()
+			o.observe(ctx, record(tc.next))
+			logs := c.lines(t, &c.logs)
+			if tc.wantNext == "" {
+				if len(logs) != 0 {
+					t.Fatalf("line after the flood written: %v, want it sampled out", logs)
+				}
+				return
+			}
+			if len(logs) != 1 || logs[0]["level"] != tc.wantNext || logs[0]["outcome"] != OutcomeRejected || logs[0]["suppressed"] != nil {
+				t.Fatalf("line after the flood: %v, want one rejected %s line with nothing suppressed", logs, tc.wantNext)
+			}
+		})
 	}
 }
 

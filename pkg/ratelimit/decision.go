@@ -36,10 +36,19 @@ type Result struct {
 	// Degraded is true when Redis could not decide and a local fallback
 	// limit did (Gate, fail-open routes only).
 	Degraded bool
-	// RedisLatency is how long the Redis round trips of this decision took,
-	// as Gate measured them; zero when Redis was not asked (deny cache,
-	// open breaker, fallback) or when the Limiter was called directly.
+	// RedisLatency is how long this decision's Redis round trips took, as
+	// Gate measured them, whether Redis answered or not: a Degraded result
+	// and the Result Gate.Decide returns with ErrUnavailable carry the time
+	// the failed attempt took (a refused dial, an error reply, up to the
+	// whole timeout). Zero only when Redis was not asked (deny cache, open
+	// circuit breaker) or when the Limiter was called directly.
 	RedisLatency time.Duration
+	// Cause is why Redis could not decide when Degraded: the error Gate
+	// fell back on, wrapping ErrUnavailable (a refused or reset
+	// connection, a timeout, an AUTH failure, the circuit breaker being
+	// open). Nil otherwise. Its text is the Redis client's and the
+	// Limiter's: it names no caller and holds no credential.
+	Cause error
 }
 
 // RetryAfter is how long a denied request should wait: the longest

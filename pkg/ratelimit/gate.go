@@ -127,7 +127,9 @@ func (g *Gate) Limiter() *Limiter { return g.limiter }
 // Decide is Limiter.Decide under the failure policy. failClosed says
 // whether this request's route must never pass without Redis's answer.
 // Errors are ErrInvalid (bad arguments, never retried) or, for a
-// fail-closed request only, ErrUnavailable.
+// fail-closed request only, ErrUnavailable. With ErrUnavailable the Result
+// is not a decision: it holds only RedisLatency, the time the failed
+// attempt took (zero when the circuit breaker was open).
 func (g *Gate) Decide(ctx context.Context, cost int64, failClosed bool, checks ...Check) (Result, error) {
 	g.stats.decisions.Add(1)
 	res, err := g.decideOnRedis(ctx, cost, true, checks)
@@ -136,10 +138,10 @@ func (g *Gate) Decide(ctx context.Context, cost int64, failClosed bool, checks .
 	}
 	if failClosed {
 		g.stats.rejected.Add(1)
-		return Result{}, err
+		return Result{RedisLatency: res.RedisLatency}, err
 	}
 	g.stats.degraded.Add(1)
-	return g.fallback.decide(cost, true, checks), nil
+	return g.degrade(res.RedisLatency, err, cost, true, checks), nil
 }
 
 // Peek is Limiter.Peek under the failure policy: when Redis cannot answer,
@@ -152,11 +154,22 @@ func (g *Gate) Peek(ctx context.Context, cost int64, checks ...Check) (Result, e
 		return res, err
 	}
 	g.stats.degraded.Add(1)
-	return g.fallback.decide(cost, false, checks), nil
+	return g.degrade(res.RedisLatency, err, cost, false, checks), nil
+}
+
+// degrade is the fallback's decision when Redis could not decide, with the
+// time the failed Redis attempt took and why it failed.
+func (g *Gate) degrade(redisLatency time.Duration, cause error, cost int64, spend bool, checks []Check) Result {
+	res := g.fallback.decide(cost, spend, checks)
+	res.RedisLatency = redisLatency
+	res.Cause = cause
+	return res
 }
 
 // decideOnRedis answers from the deny cache when it can, and otherwise asks
-// Redis through the breaker, within the budget.
+// Redis through the breaker, within the budget. When Redis was asked, the
+// Result's RedisLatency is the time that took, also with an error (then the
+// Result holds nothing else).
 func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
 	if err := validate(cost, checks); err != nil {
 		return Result{}, err
@@ -180,14 +193,17 @@ func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks
 	g.stats.redisCalls.Add(1)
 	started := time.Now()
 	res, err := g.limiter.decide(budget, cost, spend, checks)
-	res.RedisLatency = time.Since(started)
+	elapsed := time.Since(started)
 	done(err, ctx)
 	if err != nil {
 		if errors.Is(err, ErrUnavailable) {
 			g.reloadClusterMap()
 		}
-		return Result{}, err
+		// A failure's time is Redis time too: timeouts and errors must
+		// reach the RedisLatency alarm.
+		return Result{RedisLatency: elapsed}, err
 	}
+	res.RedisLatency = elapsed
 	if g.denied != nil && !res.Allowed {
 		g.denied.remember(key, sent, res)
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/faultproxy"
 	"github.com/slidegate/slidegate/internal/redistest"
 )
 
@@ -132,6 +134,9 @@ func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 			}
 			if got := res.RetryAfter(); got != time.Microsecond {
 				t.Fatalf("cached denial says retry after %v, want the 1µs left", got)
+			}
+			if res.RedisLatency != 0 || res.Cause != nil {
+				t.Fatalf("cached denial: RedisLatency %v, Cause %v; want neither, Redis was not asked", res.RedisLatency, res.Cause)
 			}
 
 			// Another identity is asked of Redis.
@@ -317,5 +322,139 @@ func TestBreakerIgnoresOneDeadShardAmongHealthyOnes(t *testing.T) {
 	}
 	if b.state() != "closed" {
 		t.Fatalf("breaker %s after callers cancelled, want closed", b.state())
+	}
+}
+
+// TestGateFailuresCarryRedisTimeAndCause: a Redis call that fails is Redis
+// time too. Whether Redis is gone, hangs past the timeout or refuses the
+// password, a fail-open request's degraded result, a peek's, and the
+// result of a fail-closed request all carry the time the attempt took; the
+// degraded ones say why Redis failed, in words that never quote the
+// password.
+func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
+	const password = "planted-redis-password-Qx7"
+	server := redistest.StartServerWith(t, redistest.Options{Admin: true, Args: []string{"--requirepass", password}})
+	throughProxy := func(mode faultproxy.Mode) func(t *testing.T) (string, string) {
+		return func(t *testing.T) (string, string) {
+			proxy, err := faultproxy.Start(server.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { proxy.Close() })
+			if err := proxy.SetMode(mode); err != nil {
+				t.Fatal(err)
+			}
+			return proxy.URL(), password
+		}
+	}
+	direct := func(pass string) func(t *testing.T) (string, string) {
+		return func(*testing.T) (string, string) { return server.URL(), pass }
+	}
+	cases := []struct {
+		name      string
+		redis     func(t *testing.T) (url, password string)
+		wantCause string // in the degraded result's Cause
+	}{
+		{"Redis control: answers", direct(password), ""},
+		{"connection refused", throughProxy(faultproxy.Refuse), "refused"},
+		{"Redis hangs past the timeout", throughProxy(faultproxy.BlackHole), "timeout"},
+		{"wrong password", direct("wrong-" + password), "WRONGPASS"},
+		{"no password", direct(""), "NOAUTH"},
+	}
+	check := Check{Identity: "198.51.100.7", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			url, pass := tc.redis(t)
+			client, err := NewClient(ClientConfig{URL: url, Password: pass, Timeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { client.Close() })
+			l, err := NewLimiter(client, Options{KeyPrefix: "failtime"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := NewGate(l, GateOptions{Breaker: BreakerOptions{Disabled: true}})
+			ctx := context.Background()
+
+			decided, err := gate.Decide(ctx, 1, false, check)
+			if err != nil {
+				t.Fatalf("fail-open: %v", err)
+			}
+			peeked, err := gate.Peek(ctx, 1, check)
+			if err != nil {
+				t.Fatalf("peek: %v", err)
+			}
+			for name, res := range map[string]Result{"fail-open decision": decided, "peek": peeked} {
+				if res.RedisLatency <= 0 {
+					t.Errorf("%s: RedisLatency %v, want the time Redis was asked", name, res.RedisLatency)
+				}
+				if tc.wantCause == "" {
+					if res.Degraded || res.Cause != nil {
+						t.Errorf("%s: degraded %v, cause %v; want Redis's answer", name, res.Degraded, res.Cause)
+					}
+					continue
+				}
+				if !res.Degraded || !errors.Is(res.Cause, ErrUnavailable) || !strings.Contains(res.Cause.Error(), tc.wantCause) {
+					t.Errorf("%s: degraded %v, cause %v; want degraded, ErrUnavailable saying %q", name, res.Degraded, res.Cause, tc.wantCause)
+				}
+				if res.Cause != nil && strings.Contains(res.Cause.Error(), password) {
+					t.Errorf("%s: the cause quotes the password: %v", name, res.Cause)
+				}
+			}
+
+			closed, err := gate.Decide(ctx, 1, true, check)
+			if (err != nil) != (tc.wantCause != "") || (err != nil && !errors.Is(err, ErrUnavailable)) {
+				t.Fatalf("fail-closed: err = %v, want ErrUnavailable exactly when Redis fails", err)
+			}
+			if closed.RedisLatency <= 0 {
+				t.Errorf("fail-closed: RedisLatency %v, want the time Redis was asked", closed.RedisLatency)
+			}
+			if closed.Cause != nil {
+				t.Errorf("fail-closed: Cause %v, want nil (the error says why)", closed.Cause)
+			}
+		})
+	}
+}
+
+// TestGateReportsNoRedisTimeWhenRedisWasNotAsked: with the circuit breaker
+// open no decision asks Redis, so none reports Redis time; the degraded
+// one still says why Redis did not decide.
+func TestGateReportsNoRedisTimeWhenRedisWasNotAsked(t *testing.T) {
+	cases := []struct {
+		name       string
+		failClosed bool
+	}{
+		{"fail-open, degraded", false},
+		{"fail-closed, rejected", true},
+	}
+	check := Check{Identity: "198.51.100.8", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gate := NewGate(refusedLimiter(t), GateOptions{Breaker: BreakerOptions{Failures: 1, Cooldown: time.Hour}})
+			ctx := context.Background()
+			if res, _ := gate.Decide(ctx, 1, false, check); res.RedisLatency <= 0 {
+				t.Fatalf("the failure that opens the breaker: RedisLatency %v, want its time", res.RedisLatency)
+			}
+			if s := gate.Stats(); s.BreakerState != "open" {
+				t.Fatalf("breaker %s after a failure, want open", s.BreakerState)
+			}
+			res, err := gate.Decide(ctx, 1, tc.failClosed, check)
+			if got := gate.Stats().RedisCalls; got != 1 {
+				t.Fatalf("%d Redis calls, want 1: the breaker is open", got)
+			}
+			if res.RedisLatency != 0 {
+				t.Errorf("RedisLatency %v with the breaker open, want 0", res.RedisLatency)
+			}
+			if tc.failClosed {
+				if !errors.Is(err, ErrUnavailable) || res.Cause != nil {
+					t.Errorf("err %v, cause %v; want ErrUnavailable and no Cause", err, res.Cause)
+				}
+				return
+			}
+			if err != nil || !res.Degraded || !errors.Is(res.Cause, ErrUnavailable) || !strings.Contains(res.Cause.Error(), "circuit breaker open") {
+				t.Errorf("err %v, degraded %v, cause %v; want degraded because the breaker is open", err, res.Degraded, res.Cause)
+			}
+		})
 	}
 }
