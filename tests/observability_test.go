@@ -597,9 +597,23 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 		t.Errorf("record with the breaker open: %v", m)
 	}
 
+	all := obsParse(t, fn.stdout.String())
+	// Every degraded line says why Redis could not decide.
+	degraded := 0
+	for _, l := range all.logs {
+		if l["msg"] == "rate limit decision" && l["outcome"] == "degraded" {
+			degraded++
+			if cause, _ := l["redisError"].(string); cause == "" {
+				t.Errorf("degraded line without redisError: %v", l)
+			}
+		}
+	}
+	if degraded == 0 {
+		t.Errorf("no degraded decision line at all")
+	}
 	// Every alarm of template.yaml watches a metric these records publish,
 	// with its exact dimension set and values.
-	tplCheckAlarmsWatch(t, obsParse(t, fn.stdout.String()).metrics)
+	tplCheckAlarmsWatch(t, all.metrics)
 }
 
 // TestObservabilityUnconfiguredRedisIsDegraded: without REDIS_URL every
