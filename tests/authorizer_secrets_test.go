@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,12 +21,12 @@ import (
 // 1.1: POST / with X-Amz-Target), from a map of ARN to SecretString; an
 // unknown ARN gets ResourceNotFoundException. With throttle set it answers
 // every request with ThrottlingException, as Secrets Manager does past its
-// request rate; with hang set it never answers.
+// request rate; with hang set it never answers. answer clears both.
 type fakeSecretsManager struct {
 	secrets  map[string]string
+	mu       sync.Mutex
 	throttle bool
 	hang     bool
-	mu       sync.Mutex
 	asked    []string
 }
 
@@ -42,13 +43,14 @@ func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.asked = append(f.asked, in.SecretId)
+	throttle, hang := f.throttle, f.hang
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	if f.hang {
+	if hang {
 		<-r.Context().Done()
 		return
 	}
-	if f.throttle {
+	if throttle {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = w.Write([]byte(`{"__type":"ThrottlingException","message":"Rate exceeded"}`))
 		return
@@ -62,6 +64,13 @@ func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"ARN": in.SecretId, "Name": "n", "SecretString": secret, "VersionId": "v1"})
 }
 
+// answer makes the endpoint answer from now on: no throttling, no hang.
+func (f *fakeSecretsManager) answer() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.throttle, f.hang = false, false
+}
+
 func (f *fakeSecretsManager) requests() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -71,13 +80,14 @@ func (f *fakeSecretsManager) requests() []string {
 // smRedisARN is the Redis AUTH secret's ARN in the in-process tests.
 const smRedisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:redis-auth-QrStUv"
 
-// TestRedisAuthSecretFailures: the Redis AUTH token is read once at cold
-// start through the real aws-sdk-go-v2 client. When Secrets Manager cannot
-// give it (the secret does not exist; requests are throttled, which the
-// SDK retries; no answer at all) the read is bounded, the log says clearly
-// what failed, and the runtime still comes up and decides: Redis answers
-// NOAUTH, fail-open routes degrade to the local fallback and fail-closed
-// routes fail. The password never reaches the log.
+// TestRedisAuthSecretFailures: the Redis AUTH token is read at cold start
+// through the real aws-sdk-go-v2 client. When Secrets Manager cannot give
+// it (the secret does not exist; requests are throttled, which the SDK
+// retries; no answer at all) the read is bounded, the log says clearly
+// what failed, and the runtime still comes up and decides: no connection
+// opens, fail-open routes degrade to the local fallback and fail-closed
+// routes fail. Within the retry interval (30 s) nothing asks Secrets
+// Manager again. The password never reaches the log.
 func TestRedisAuthSecretFailures(t *testing.T) {
 	cases := []struct {
 		name         string
@@ -95,21 +105,21 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			name:         "secret does not exist",
 			sm:           &fakeSecretsManager{secrets: map[string]string{}},
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ResourceNotFoundException", "can't find the specified secret", "NOAUTH"},
-			wantRequests: func(n int) bool { return n == 1 }, // not retried
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ResourceNotFoundException", "can't find the specified secret", "until a later read succeeds", `"auth":"secret-pending"`},
+			wantRequests: func(n int) bool { return n == 1 }, // not retried within the interval
 		},
 		{
 			name:         "throttled",
 			sm:           &fakeSecretsManager{throttle: true},
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ThrottlingException", "Rate exceeded", "maximum number of attempts", "NOAUTH"},
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ThrottlingException", "Rate exceeded", "maximum number of attempts", "until a later read succeeds"},
 			wantRequests: func(n int) bool { return n == 3 }, // the SDK's standard three attempts
 		},
 		{
 			name:         "no answer",
 			sm:           &fakeSecretsManager{hang: true},
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "no answer from Secrets Manager in time", "deadline exceeded", "NOAUTH"},
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "no answer from Secrets Manager in time", "deadline exceeded", "until a later read succeeds"},
 			wantRequests: func(n int) bool { return n >= 1 },
 		},
 	}
@@ -151,6 +161,114 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedisAuthSecretReadAgain: a Redis AUTH secret that Secrets Manager
+// does not give at cold start (throttled, or no answer in time) is read
+// again when a connection needs it, once the retry interval has passed:
+// decisions stop being degraded once Secrets Manager answers, without a
+// new cold start. Once read, the token is kept: new connections
+// authenticate with it without asking AWS again. The password never
+// reaches the log.
+func TestRedisAuthSecretReadAgain(t *testing.T) {
+	cases := []struct {
+		name    string
+		sm      *fakeSecretsManager
+		wantLog string // what the cold-start read failed with
+	}{
+		{"throttled at cold start", &fakeSecretsManager{throttle: true}, "ThrottlingException"},
+		{"no answer at cold start", &fakeSecretsManager{hang: true}, "no answer from Secrets Manager in time"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			password := azSecret(t)
+			tc.sm.secrets = map[string]string{smRedisARN: password}
+			srv := redistest.StartServerWith(t, redistest.Options{Admin: true})
+			admin := srv.Client(t)
+			if err := admin.ConfigSet(ctx, "requirepass", password).Err(); err != nil {
+				t.Fatal(err)
+			}
+			api := httptest.NewServer(tc.sm)
+			t.Cleanup(api.Close)
+
+			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN})
+			rt, logs := connRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond})
+			decide := func() (app.Outcome, error) {
+				return rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
+			}
+			// untilDecided decides until a decision is made on Redis
+			// (not degraded), up to a deadline that covers the breaker's
+			// cool-down after the failed decisions.
+			untilDecided := func(when string) {
+				t.Helper()
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					out, err := decide()
+					if err == nil && out.Result.Allowed && !out.Result.Degraded {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: decisions still degraded (last: %+v, %v)\n%s", when, out.Result, err, logs)
+					}
+				}
+			}
+
+			out, err := decide()
+			if err != nil || !out.Result.Degraded {
+				t.Fatalf("before Secrets Manager answers: degraded=%v err=%v; want a degraded decision", out.Result.Degraded, err)
+			}
+			tc.sm.answer()
+			untilDecided("once Secrets Manager answers")
+			if _, err := rt.Decide(ctx, app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
+				t.Errorf("fail-closed route once the token is read: %v", err)
+			}
+
+			// Once read, new connections do not ask AWS: close the
+			// runtime's connections and decide again on a new one.
+			asked := len(tc.sm.requests())
+			if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "default").Err(); err != nil {
+				t.Fatalf("CLIENT KILL: %v", err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); defaultUserConnected(t, admin); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the server still lists the killed connections")
+				}
+			}
+			untilDecided("on a new connection")
+			if !defaultUserConnected(t, admin) {
+				t.Fatal("no new connection was opened")
+			}
+			if n := len(tc.sm.requests()); n != asked {
+				t.Errorf("Secrets Manager asked %d more times for a new connection, want none: the token is kept", n-asked)
+			}
+
+			log := logs.String()
+			for _, want := range []string{"read REDIS_AUTH_SECRET_ARN failed", tc.wantLog, `"auth":"secret-pending"`, "new Redis connections authenticate with its token"} {
+				if !strings.Contains(log, want) {
+					t.Errorf("log does not say %q:\n%s", want, log)
+				}
+			}
+			if strings.Contains(log, password) {
+				t.Error("the Redis password reached the log")
+			}
+		})
+	}
+}
+
+// defaultUserConnected reports whether the server lists a connection of
+// the default user (the runtime's; the harness's own is AdminUser's).
+func defaultUserConnected(t *testing.T, admin *redis.Client) bool {
+	t.Helper()
+	list, err := admin.ClientList(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	for line := range strings.Lines(list) {
+		if slices.Contains(strings.Fields(line), "user=default") {
+			return true
+		}
+	}
+	return false
 }
 
 // TestAuthorizerSecretsFromSecretsManager: the Redis AUTH token

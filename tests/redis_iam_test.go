@@ -57,6 +57,9 @@ type iamServer struct {
 	srv *redistest.Server
 	ca  *redistest.CA
 	url string
+	// dialed, when set, records the connections of the client under
+	// test, whose sockets a kill waits for.
+	dialed *dialRecorder
 }
 
 func startIAMServer(t *testing.T) *iamServer {
@@ -73,8 +76,9 @@ func startIAMServer(t *testing.T) *iamServer {
 }
 
 // accept makes the ACL user's passwords exactly tokens, and with kill
-// closes the user's open connections, so that the client's next command
-// opens, and authenticates, a new one.
+// closes the user's open connections, and waits until the server has let
+// them go and (with s.dialed) the close has reached the client, so that
+// the client's next command opens, and authenticates, a new one.
 func (s *iamServer) accept(t *testing.T, kill bool, tokens ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -88,9 +92,11 @@ func (s *iamServer) accept(t *testing.T, kill bool, tokens ...string) {
 		t.Fatalf("ACL SETUSER %s: %v", iamUser, err)
 	}
 	if kill {
+		killed := clientIDs(t, admin, iamUser)
 		if err := admin.Do(ctx, "CLIENT", "KILL", "USER", iamUser).Err(); err != nil {
 			t.Fatalf("CLIENT KILL USER %s: %v", iamUser, err)
 		}
+		waitServerClosed(t, admin, killed, s.dialed)
 	}
 }
 
@@ -107,8 +113,9 @@ func iamToken(t *testing.T, cfg iamauth.Config, at time.Time) string {
 // production way (config.FromEnv, then iamauth's provider through
 // Provider.Configure, as the runtime does) authenticates every new
 // connection with the token for the clock's time: the cached one while it
-// is fresh, a new one after it expires. A server that accepts only a stale
-// token refuses it, so the test fails if the client does not renew.
+// is fresh (up to ReuseUntil), a new one after it expires. A server that
+// accepts only a stale token refuses it, so the test fails if the client
+// does not renew.
 func TestRedisIAMTokenRenewal(t *testing.T) {
 	server := startIAMServer(t)
 	env := connEnv(server.url, map[string]string{
@@ -140,6 +147,7 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
+	server.dialed = recordDials(client)
 	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: "iam", Timeout: connTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +167,10 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 		{"a server that knows only the stale token refuses", expired, []time.Time{t0}, true, false},
 		{"the fresh token is accepted again", expired, []time.Time{expired}, true, true},
 		{"an open connection is not asked again", expired.Add(time.Hour), nil, false, true},
+		// Between RefreshAfter and ReuseUntil the kept token is presented
+		// at once (a new one is signed in the background), so a slow or
+		// failing credential source costs new connections nothing.
+		{"twelve minutes after signing, a new connection presents the kept token", expired.Add(12 * time.Minute), []time.Time{expired}, true, true},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {

@@ -7,11 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/redistest"
@@ -123,6 +128,7 @@ func TestRedisTLSServerClosedConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = client.Close() })
+			dialed := recordDials(client)
 			limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: "reconnect", Timeout: connTimeout})
 			if err != nil {
 				t.Fatal(err)
@@ -135,13 +141,144 @@ func TestRedisTLSServerClosedConnection(t *testing.T) {
 				}
 			}
 			decide("on a new connection")
+			admin := srv.Client(t)
+			killed := clientIDs(t, admin, "")
+			if len(killed) == 0 || len(dialed.dialed()) == 0 {
+				t.Fatal("the client has no connection for the server to close")
+			}
 			// Every client but the harness's own.
-			if err := srv.Client(t).Do(context.Background(), "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
+			if err := admin.Do(context.Background(), "CLIENT", "KILL", "TYPE", "normal").Err(); err != nil {
 				t.Fatalf("CLIENT KILL: %v", err)
 			}
+			waitServerClosed(t, admin, killed, dialed)
 			decide("after the server closed the connection")
 		})
 	}
+}
+
+// dialRecorder is a go-redis hook that keeps every connection its client
+// dials (the net.Conn of the client's Dialer: for TLS, the
+// checkableTLSConn that exposes its socket).
+type dialRecorder struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+// recordDials makes r keep the connections client dials from now on, a
+// cluster client's node clients' included. Call it before the first
+// command.
+func recordDials(client redis.UniversalClient) *dialRecorder {
+	r := &dialRecorder{}
+	if cluster, ok := client.(*redis.ClusterClient); ok {
+		cluster.OnNewNode(func(node *redis.Client) { node.AddHook(r) })
+	} else {
+		client.AddHook(r)
+	}
+	return r
+}
+
+func (r *dialRecorder) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := next(ctx, network, addr)
+		if err == nil {
+			r.mu.Lock()
+			r.conns = append(r.conns, conn)
+			r.mu.Unlock()
+		}
+		return conn, err
+	}
+}
+
+func (r *dialRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (r *dialRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (r *dialRecorder) dialed() []net.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.conns)
+}
+
+// clientIDs are the ids of the connections the server lists, of user (any
+// user when ""), the admin client's own excluded.
+func clientIDs(t *testing.T, admin *redis.Client, user string) []string {
+	t.Helper()
+	ctx := context.Background()
+	self, err := admin.ClientID(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLIENT ID: %v", err)
+	}
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	var ids []string
+	for line := range strings.Lines(list) {
+		fields := strings.Fields(line)
+		if user != "" && !slices.Contains(fields, "user="+user) {
+			continue
+		}
+		for _, field := range fields {
+			if id, ok := strings.CutPrefix(field, "id="); ok && id != strconv.FormatInt(self, 10) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// waitServerClosed waits, up to a deadline, until the server lists none
+// of the killed connections and every connection the client dialed (when
+// dialed is not nil) has the server's close waiting on its socket (end of
+// stream, or a TLS alert to read): only then has the close reached the
+// client, and what the next decision does with it no longer depends on how
+// fast loopback is.
+func waitServerClosed(t *testing.T, admin *redis.Client, killed []string, dialed *dialRecorder) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ; ; time.Sleep(time.Millisecond) {
+		listed := slices.ContainsFunc(clientIDs(t, admin, ""), func(id string) bool { return slices.Contains(killed, id) })
+		pending := false
+		if dialed != nil {
+			pending = slices.ContainsFunc(dialed.dialed(), func(c net.Conn) bool { return !closeArrived(t, c) })
+		}
+		if !listed && !pending {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's close has not reached the client (still listed by the server: %v; a socket with nothing to read: %v)", listed, pending)
+		}
+	}
+}
+
+// closeArrived reports whether the server's close of c has reached its
+// socket: something to read (a TLS close_notify alert), end of stream, or
+// an error such as a reset. It peeks without blocking and consumes
+// nothing, as go-redis's own check before reuse does. A connection the
+// client has closed itself counts as arrived: it is not reused.
+func closeArrived(t *testing.T, c net.Conn) bool {
+	t.Helper()
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok { // TLS: its TCP connection
+		c = tc.NetConn()
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatalf("dialed connection %T has no socket", c)
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatalf("socket of the dialed connection: %v", err)
+	}
+	arrived := false
+	err = raw.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		arrived = !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EWOULDBLOCK)
+		return true
+	})
+	return arrived || err != nil
 }
 
 // TestRedisTLSFromEnvironment: the production path. REDIS_URL=rediss://

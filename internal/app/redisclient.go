@@ -3,9 +3,13 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,17 +19,20 @@ import (
 
 // buildClient builds the Redis client from the configuration. Connections
 // authenticate with IAM when REDIS_IAM_USER is set, otherwise with the
-// AUTH token of REDIS_AUTH_SECRET_ARN, read within ctx (the cold-start
-// deadline), if set. A missing credential is logged, not fatal: Redis then
-// answers NOAUTH, which the failure policy handles.
+// AUTH token of REDIS_AUTH_SECRET_ARN, if set, read within ctx (the
+// cold-start deadline). A token that could not be read then (throttled, no
+// answer in time) is read again when a connection needs it (authSecret):
+// until it is, connections fail, which the failure policy handles. A
+// missing credential is logged, not fatal.
 func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.UniversalClient {
 	cc := rt.cfg.Redis
 	if cc.URL == "" {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL is not set: every decision will find Redis unavailable (fail-open routes use the local fallback limit, fail-closed routes fail)")
 		return unconfiguredClient()
 	}
-	// How connections authenticate, for the log: "iam", "secret", or
-	// "default" (the URL's credentials, if it has any).
+	// How connections authenticate, for the log: "iam", "secret",
+	// "secret-pending" (the secret is read again when a connection needs
+	// it), or "default" (the URL's credentials, if it has any).
 	auth := "default"
 	switch arn := rt.cfg.RedisAuthSecretARN; {
 	case rt.cfg.RedisIAM.Enabled():
@@ -38,10 +45,14 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 	case arn != "":
 		secret, err := aws.readSecret(ctx, arn)
 		if err != nil {
-			// Without the token every command fails with NOAUTH; that is
-			// an outage the failure policy handles, and the log says why.
-			rt.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed; Redis commands will fail with NOAUTH",
-				slog.String("error", err.Error()))
+			// Without the token no connection opens; that is an outage
+			// the failure policy handles, and the log says why. It ends
+			// when a later read succeeds.
+			lazy := newAuthSecret(arn, cc.URL, rt.secretRetryInterval, aws, rt.logger)
+			rt.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed; Redis connections fail until a later read succeeds (it is read again when a connection needs it, at most once per retryInterval)",
+				slog.String("error", err.Error()),
+				slog.Duration("retryInterval", lazy.interval))
+			cc.CredentialsProvider, auth = lazy.credentials, "secret-pending"
 		} else {
 			cc.Password, auth = secret, "secret"
 		}
@@ -75,7 +86,7 @@ func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, a
 		CacheName:  iam.CacheName,
 		Serverless: iam.Serverless,
 		Region:     region,
-	}, creds, iamauth.Options{})
+	}, creds, iamauth.Options{Logger: rt.logger})
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_IAM_USER: IAM authentication cannot be set up (is AWS_REGION set?); Redis commands will fail with NOAUTH",
 			slog.String("error", err.Error()))
@@ -87,6 +98,121 @@ func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, a
 		slog.Bool("serverless", iam.Serverless),
 		slog.String("region", region))
 	return provider.Configure(cc), true
+}
+
+// authSecret is the Redis AUTH token of REDIS_AUTH_SECRET_ARN after its
+// read at cold start failed, as a ratelimit.ClientConfig.CredentialsProvider:
+// once read, every new connection authenticates with it (and the URL's user
+// name, if any), and AWS is not called again. Until then, a connection that
+// needs it starts a read, unless one is under way or the last one ended
+// less than interval ago, so that a throttled Secrets Manager is not asked
+// by every connection; the connection waits for the read at most until its
+// own context ends (the decision's budget), and fails if the token is not
+// there by then. A read goes on when its caller stops waiting (bounded by
+// secretReadTimeout), so the next connection may find the token. A failed
+// read is logged, never the token. It is safe for concurrent use.
+type authSecret struct {
+	arn      string
+	username string // the URL's, if any
+	read     func(ctx context.Context, arn string) (string, error)
+	interval time.Duration
+	logger   *slog.Logger
+
+	mu       sync.Mutex
+	token    string      // "" until read
+	failedAt time.Time   // when the last read failed
+	reading  *secretRead // the read under way, if any
+}
+
+// secretRead is one read of the secret; its results are set before done is
+// closed.
+type secretRead struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// secretRetryInterval is how long after a failed read of
+// REDIS_AUTH_SECRET_ARN the next one may start: Secrets Manager throttles
+// an account's requests past a per-second quota, which many warm instances,
+// each retrying on every new connection, would only make worse.
+const secretRetryInterval = 30 * time.Second
+
+// newAuthSecret returns the AUTH token of arn, to be read again, for
+// connections to redisURL; the cold-start read has just failed. interval
+// is the time between reads, secretRetryInterval when zero.
+func newAuthSecret(arn, redisURL string, interval time.Duration, aws *awsClients, logger *slog.Logger) *authSecret {
+	if interval <= 0 {
+		interval = secretRetryInterval
+	}
+	s := &authSecret{
+		arn:      arn,
+		read:     aws.readSecret,
+		interval: interval,
+		logger:   logger,
+		failedAt: time.Now(),
+	}
+	if u, err := url.Parse(redisURL); err == nil && u.User != nil {
+		s.username = u.User.Username()
+	}
+	return s
+}
+
+// credentials returns the user name and AUTH token a new connection
+// authenticates with, reading the secret if it is due (see authSecret).
+func (s *authSecret) credentials(ctx context.Context) (username, password string, err error) {
+	s.mu.Lock()
+	if s.token != "" {
+		token := s.token
+		s.mu.Unlock()
+		return s.username, token, nil
+	}
+	r := s.reading
+	if r == nil {
+		if since := time.Since(s.failedAt); since >= 0 && since < s.interval {
+			s.mu.Unlock()
+			return "", "", fmt.Errorf("no Redis AUTH token: REDIS_AUTH_SECRET_ARN has not been read (the last read failed %s ago; the next may start %s after it)",
+				since.Round(time.Millisecond), s.interval)
+		}
+		r = &secretRead{done: make(chan struct{})}
+		s.reading = r
+		go s.readInBackground(context.WithoutCancel(ctx), r)
+	}
+	s.mu.Unlock()
+
+	select {
+	case <-r.done:
+		if r.err != nil {
+			return "", "", fmt.Errorf("no Redis AUTH token: %w", r.err)
+		}
+		return s.username, r.token, nil
+	case <-ctx.Done():
+		return "", "", fmt.Errorf("no Redis AUTH token: waiting for REDIS_AUTH_SECRET_ARN: %w", context.Cause(ctx))
+	}
+}
+
+// readInBackground reads the secret (within secretReadTimeout), keeps the
+// token if it was read, logs the outcome, and ends r.
+func (s *authSecret) readInBackground(ctx context.Context, r *secretRead) {
+	token, err := s.read(ctx, s.arn)
+	s.mu.Lock()
+	if err == nil {
+		s.token = token
+	} else {
+		s.failedAt = time.Now()
+	}
+	r.token, r.err = token, err
+	s.reading = nil
+	s.mu.Unlock()
+	close(r.done)
+
+	if err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed again; Redis connections keep failing until a later read succeeds",
+			slog.String("error", err.Error()),
+			slog.Duration("retryInterval", s.interval))
+		return
+	}
+	s.logger.LogAttrs(ctx, slog.LevelInfo, "read REDIS_AUTH_SECRET_ARN: new Redis connections authenticate with its token")
 }
 
 // errRedisUnconfigured is what every command of an unconfigured client

@@ -70,6 +70,10 @@ type Options struct {
 	// ColdStartBudget is how long NewRuntime may take in all;
 	// DefaultColdStartBudget when zero.
 	ColdStartBudget time.Duration
+	// SecretRetryInterval is how long after a failed read of the Redis
+	// AUTH secret (REDIS_AUTH_SECRET_ARN) the next may start, when a new
+	// connection needs it; 30 s when zero. Tests shorten it.
+	SecretRetryInterval time.Duration
 }
 
 // Cold-start timing. The Lambda init phase allows 10 s in all.
@@ -105,6 +109,9 @@ type Runtime struct {
 	// coldStartLoaded is closed when every cold-start load has ended,
 	// within the cold-start budget or after it.
 	coldStartLoaded chan struct{}
+	// secretRetryInterval paces re-reads of a Redis AUTH secret that could
+	// not be read at cold start (Options.SecretRetryInterval).
+	secretRetryInterval time.Duration
 }
 
 // NewRuntime builds the runtime at cold start: it parses the configuration
@@ -118,8 +125,9 @@ type Runtime struct {
 // few milliseconds, however slow AWS, the JWKS host or Redis are: every
 // step shares that one deadline and the independent ones run in parallel.
 // The Redis AUTH secret and the script preload are bounded by it (a
-// secret not read by then is not used: Redis answers NOAUTH, which the
-// failure policy handles); the API keys, the JWKS and the HS256 secret go
+// secret not read by then is read again when a new connection needs it,
+// at most every Options.SecretRetryInterval; until then Redis answers
+// NOAUTH, which the failure policy handles); the API keys, the JWKS and the HS256 secret go
 // on loading in the background after it, and until they arrive API keys
 // count as anonymous and bearer tokens do not verify.
 //
@@ -154,7 +162,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
-	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling)}
+	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
 	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -21,20 +22,31 @@ const refreshTimeout = 10 * time.Second
 // Options configure a Provider. The zero value is production.
 type Options struct {
 	// Now is the clock tokens are signed with and aged by; time.Now when
-	// nil. Tests step it to move a token past RefreshAfter or expiry.
+	// nil. Tests step it to move a token past RefreshAfter or ReuseUntil.
 	Now func() time.Time
+	// Logger receives a warning, naming the user and the cause (never the
+	// token or the credentials), when a background signing fails while
+	// the kept token is still handed out; nothing is logged when nil.
+	Logger *slog.Logger
 }
 
 // Provider hands out IAM authentication tokens for new Redis connections.
-// It signs a token when first asked, hands out that token while it is
-// younger than RefreshAfter, and then signs a new one, so a connection
-// always authenticates with a token that has at least five of its fifteen
-// minutes left. Concurrent callers share one signing. It is safe for
+//
+// It signs a token when first asked and hands out that token while it is
+// younger than RefreshAfter. From RefreshAfter until ReuseUntil it still
+// hands out the kept token at once, and signs a new one in the background
+// (one at a time; after a failed one, the next call starts another): a
+// credential source that fails or hangs then costs no connection anything
+// while the kept token is good. Past
+// ReuseUntil (or before the first token, or when the clock went back)
+// callers wait for a signing, each at most until its own context ends, and
+// fail if it fails. Concurrent callers share one signing. It is safe for
 // concurrent use.
 type Provider struct {
-	cfg   Config
-	creds aws.CredentialsProvider
-	now   func() time.Time
+	cfg    Config
+	creds  aws.CredentialsProvider
+	now    func() time.Time
+	logger *slog.Logger
 
 	mu       sync.Mutex
 	token    string    // the kept token; "" before the first signing
@@ -65,29 +77,34 @@ func NewProvider(cfg Config, creds aws.CredentialsProvider, opts Options) (*Prov
 	if now == nil {
 		now = time.Now
 	}
-	return &Provider{cfg: cfg, creds: creds, now: now}, nil
+	return &Provider{cfg: cfg, creds: creds, now: now, logger: opts.Logger}, nil
 }
 
 // Credentials returns the user name and IAM authentication token a new
 // connection authenticates with, in the shape of go-redis's
-// CredentialsProviderContext. It returns the kept token while it is
-// younger than RefreshAfter; otherwise it signs a new one (retrieving the
-// AWS credentials first), or waits for the signing another caller started.
-// It waits at most until ctx is done: a credential source that hangs costs
-// the caller its context's deadline, not more. Errors name the user and
-// what failed, never the token or the credentials.
+// CredentialsProviderContext.
+//
+// While the kept token is younger than RefreshAfter it is returned. While
+// it is younger than ReuseUntil it is returned too, at once, and a
+// background signing is started unless one is under way. Otherwise
+// Credentials signs a new token (retrieving the AWS credentials first), or
+// waits for the signing under way, at most until ctx is done: a credential
+// source that hangs costs the caller its context's deadline, not more.
+// Errors name the user and what failed, never the token or the
+// credentials.
 func (p *Provider) Credentials(ctx context.Context) (username, password string, err error) {
 	p.mu.Lock()
-	if age := p.now().Sub(p.signedAt); p.token != "" && age >= 0 && age < RefreshAfter {
+	if age := p.now().Sub(p.signedAt); p.token != "" && age >= 0 && age < ReuseUntil {
 		token := p.token
+		if age >= RefreshAfter && p.signing == nil {
+			p.startSigningLocked(ctx, true)
+		}
 		p.mu.Unlock()
 		return p.cfg.UserID, token, nil
 	}
 	s := p.signing
 	if s == nil {
-		s = &signing{done: make(chan struct{})}
-		p.signing = s
-		go p.sign(context.WithoutCancel(ctx), s)
+		s = p.startSigningLocked(ctx, false)
 	}
 	p.mu.Unlock()
 
@@ -102,9 +119,20 @@ func (p *Provider) Credentials(ctx context.Context) (username, password string, 
 	}
 }
 
+// startSigningLocked starts a signing, detached from ctx's cancellation
+// (a caller that stops waiting does not stop it), and makes it the one
+// under way. background marks a signing nobody waits for, whose failure
+// is logged.
+func (p *Provider) startSigningLocked(ctx context.Context, background bool) *signing {
+	s := &signing{done: make(chan struct{})}
+	p.signing = s
+	go p.sign(context.WithoutCancel(ctx), s, background)
+	return s
+}
+
 // sign retrieves the credentials, signs a token as of now, keeps it if it
 // was signed, and ends s.
-func (p *Provider) sign(ctx context.Context, s *signing) {
+func (p *Provider) sign(ctx context.Context, s *signing, background bool) {
 	ctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	defer cancel()
 	var token string
@@ -120,10 +148,19 @@ func (p *Provider) sign(ctx context.Context, s *signing) {
 	if err == nil {
 		p.token, p.signedAt = token, signedAt
 	}
+	keptSince := p.signedAt
 	s.token, s.err = token, err
 	p.signing = nil
 	p.mu.Unlock()
 	close(s.done)
+
+	if err != nil && background && p.logger != nil {
+		p.logger.LogAttrs(ctx, slog.LevelWarn, "IAM auth: signing a new token failed; new connections use the kept token until it is reuseUntil old, then wait for a signing",
+			slog.String("user", p.cfg.UserID),
+			slog.Time("keptTokenSignedAt", keptSince),
+			slog.Duration("reuseUntil", ReuseUntil),
+			slog.String("error", err.Error()))
+	}
 }
 
 // Configure returns cc set up for IAM authentication: every new connection

@@ -48,6 +48,13 @@ const (
 	// slow to authenticate.
 	RefreshAfter = 10 * time.Minute
 
+	// ReuseUntil is how old a kept token may grow and still be handed out
+	// while Provider fails to sign a new one (the credential source fails
+	// or hangs): a minute before ElastiCache stops accepting it, ample for
+	// a connection that authenticates right after asking, with clocks kept
+	// by NTP as Lambda's are. Past it, new connections wait for a signing.
+	ReuseUntil = 14 * time.Minute
+
 	// ConnMaxLifetime is the age at which a client retires an
 	// IAM-authenticated connection and opens a new one with a new token,
 	// an hour before ElastiCache's 12-hour limit closes it mid-command.

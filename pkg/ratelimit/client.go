@@ -197,7 +197,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if cfg.Cluster {
 		opt, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, rawURL))
+			return nil, fmt.Errorf("new redis client: %w", urlError(err))
 		}
 		if cfg.Password != "" {
 			opt.Password = cfg.Password
@@ -214,6 +214,11 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		opt.MaxRedirects = 3
 		opt.DialerRetries = 1
 		opt.DialerRetryTimeout = time.Millisecond
+		// RESP2, never RESP3: the pool's check of a TLS connection before
+		// reuse (checkableTLSConn) takes any byte waiting on the socket
+		// for the server's close, which is right only while the server
+		// sends nothing unasked (no RESP3 push notifications).
+		// TestNewClientSpeaksRESP2 pins it.
 		opt.Protocol = 2
 		opt.DisableIdentity = true
 		opt.MaintNotificationsConfig = noMaint
@@ -226,7 +231,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("new redis client: parse REDIS_URL: %w", redactURLError(err, rawURL))
+		return nil, fmt.Errorf("new redis client: %w", urlError(err))
 	}
 	if cfg.Password != "" {
 		opt.Password = cfg.Password
@@ -244,6 +249,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	// five attempts 100 ms apart, and the next decision dials again anyway.
 	opt.DialerRetries = 1
 	opt.DialerRetryTimeout = time.Millisecond
+	// RESP2: see the cluster client above (checkableTLSConn).
 	opt.Protocol = 2
 	opt.DisableIdentity = true
 	opt.MaintNotificationsConfig = noMaint
@@ -316,6 +322,9 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 // stream, or any byte waiting (with RESP2 and no push notifications,
 // nothing is sent unasked but a TLS close_notify alert), retires the
 // connection and a new one is dialed. The peek never consumes anything.
+// It relies on NewClient's Protocol 2: under RESP3 the server may send push
+// notifications unasked, and the pool then reads waiting data through the
+// connection during the check instead of only peeking at the socket.
 type checkableTLSConn struct {
 	*tls.Conn
 }
@@ -329,16 +338,26 @@ func (c checkableTLSConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// redactURLError keeps a password in REDIS_URL out of error messages.
-func redactURLError(err error, rawURL string) error {
+// urlError is why REDIS_URL does not parse, without any of the URL: a
+// URL's password ends where the parser decides, so a password with '@',
+// ':' or '/' in it may end up in the part the parser quotes back (a host,
+// a port, a path, an escape sequence). Only the kind of fault is kept:
+// net/url's and go-redis's messages quote values after a colon or in
+// double quotes, and both are cut off.
+func urlError(err error) error {
 	msg := err.Error()
-	if i := strings.Index(rawURL, "@"); i > 0 {
-		if j := strings.Index(rawURL, "://"); j >= 0 && j+3 < i {
-			secret := rawURL[j+3 : i]
-			if secret != "" {
-				msg = strings.ReplaceAll(msg, secret, "REDACTED")
-			}
-		}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		msg = ue.Err.Error()
 	}
-	return errors.New(msg)
+	msg = strings.TrimPrefix(msg, "redis: ")
+	msg = strings.TrimPrefix(msg, "net/url: ")
+	if i := strings.IndexAny(msg, ":\""); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		msg = "not a URL"
+	}
+	return fmt.Errorf("REDIS_URL does not parse: %s (the URL is not quoted, as it may hold a password; percent-encode any of @ : / ? # %% in its user name and password)", msg)
 }
