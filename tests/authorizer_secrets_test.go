@@ -137,7 +137,7 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			t.Cleanup(api.Close)
 
 			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN, "REDIS_TIMEOUT": "100ms"})
-			rt, logs := connRuntime(t, env, app.Options{SecretsManager: smClient(api.URL)})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL)})
 
 			ctx := context.Background()
 			open, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
@@ -193,7 +193,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			t.Cleanup(api.Close)
 
 			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN})
-			rt, logs := connRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond})
 			decide := func() (app.Outcome, error) {
 				return rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
 			}

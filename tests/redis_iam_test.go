@@ -252,7 +252,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 			env := connEnv(server.url, tc.env)
 			env["REDIS_TLS_CA_FILE"] = server.ca.CertFile()
-			rt, logs := connRuntime(t, env, app.Options{SecretsManager: smClient(smServer.URL)})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(smServer.URL)})
 			out, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)

@@ -1,12 +1,10 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"slices"
 	"strconv"
@@ -306,7 +304,7 @@ func TestRedisTLSFromEnvironment(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := connEnv(redisURL, map[string]string{"REDIS_TLS_CA_FILE": tc.caFile})
-			rt, logs := connRuntime(t, env, app.Options{})
+			rt, logs := idRuntime(t, env, app.Options{})
 			out, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.44"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
@@ -340,36 +338,4 @@ func connEnv(redisURL string, overrides map[string]string) map[string]string {
 		}
 	}
 	return env
-}
-
-// connRuntime builds a function's runtime in-process from env; its JSON log
-// goes to the returned buffer.
-func connRuntime(t *testing.T, env map[string]string, opts app.Options) (*app.Runtime, *connLog) {
-	t.Helper()
-	logs := &connLog{}
-	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, opts)
-	if err != nil {
-		t.Fatalf("new runtime: %v", err)
-	}
-	t.Cleanup(func() { _ = rt.Close() })
-	return rt, logs
-}
-
-// connLog is a log buffer written from several goroutines.
-type connLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *connLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *connLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
