@@ -47,6 +47,12 @@ func (c *syncClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+func (c *syncClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
 // idAPIGatewayClient is the real SDK client pointed at a local endpoint.
 func idAPIGatewayClient(url string) *apigateway.Client {
 	return apigateway.New(apigateway.Options{

@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,28 +34,10 @@ import (
 // log budget's clock in the test's hands.
 type obsFunction struct {
 	stdout     *syncBuffer
-	clock      *obsClock
+	clock      *syncClock
 	authorizer *authorizer.Handler
 	api        *apihandler.LambdaHandler
 	invocation int
-}
-
-// obsClock is the log budget's clock; it only moves when a test moves it.
-type obsClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *obsClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *obsClock) step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // obsStart builds a function on env (LOG_LEVEL included), logging and
@@ -64,13 +45,13 @@ func (c *obsClock) step(d time.Duration) {
 func obsStart(t *testing.T, env map[string]string) *obsFunction {
 	t.Helper()
 	getenv := func(k string) string { return env[k] }
-	f := &obsFunction{stdout: &syncBuffer{}, clock: &obsClock{t: time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)}}
+	f := &obsFunction{stdout: &syncBuffer{}, clock: &syncClock{now: time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)}}
 	ctx := context.Background()
 	logger := app.NewLogger(ctx, f.stdout, getenv)
 	rt, err := app.NewRuntime(ctx, getenv, app.Options{
 		Logger:              logger,
 		Metrics:             f.stdout,
-		DecisionLogSampling: app.LogSampling{Now: f.clock.now},
+		DecisionLogSampling: app.LogSampling{Now: f.clock.Now},
 	})
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)
@@ -729,7 +710,7 @@ func TestObservabilityDenialFloodIsSampled(t *testing.T) {
 			if lines != app.DefaultLogBurst {
 				t.Fatalf("%d %s lines in a flood of %d at one instant, want the burst of %d", lines, tc.outcome, flood, app.DefaultLogBurst)
 			}
-			fn.clock.step(time.Second)
+			fn.clock.Advance(time.Second)
 			out, _ := fn.invoke(t, "authorizer", tc.event(flood))
 			got := out.decisionLogs()
 			// Of the flood, the first two from the address were allowed.

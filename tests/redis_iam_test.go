@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,24 +29,6 @@ const (
 	iamAccessKey = "AKIDIAMTESTEXAMPLE"
 	iamSecretKey = "iam-test-secret-not-real"
 )
-
-// iamClock is a clock that moves only when told to.
-type iamClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *iamClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *iamClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // iamServer is a local Redis standing in for ElastiCache with IAM
 // authentication: TLS, the default user off, and an ACL user named like an
@@ -133,7 +114,7 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 	iamCfg := iamauth.Config{UserID: cfg.RedisIAM.User, CacheName: cfg.RedisIAM.CacheName, Serverless: cfg.RedisIAM.Serverless, Region: iamRegion}
 
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := &iamClock{now: t0}
+	clock := &syncClock{now: t0}
 	provider, err := iamauth.NewProvider(iamCfg, credentials.NewStaticCredentialsProvider(iamAccessKey, iamSecretKey, ""), iamauth.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
