@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"crypto/sha256"
+	"slices"
 	"sync"
 	"time"
 )
@@ -17,7 +18,24 @@ type fallbackLimiter struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	buckets map[fallbackKey]time.Time // theoretical arrival time (GCRA)
+	buckets map[fallbackKey]fallbackBucket
+}
+
+// fallbackBucket is the state of one identity's limit.
+type fallbackBucket struct {
+	// tat is the theoretical arrival time (GCRA): the bucket is full again
+	// at tat.
+	tat time.Time
+	// share is the local burst times the emission interval: how far tat
+	// may run ahead of now. For a GCRA limit it is the window.
+	share time.Duration
+}
+
+// spent is the fraction of its share the bucket has spent at now: 0 when
+// full, up to 1 when exhausted. An exhausted bucket (its next request is
+// denied) has spent more than (burst-1)/burst of its share.
+func (b fallbackBucket) spent(now time.Time) float64 {
+	return float64(b.tat.Sub(now)) / float64(b.share)
 }
 
 // fallbackKey identifies one identity's limit. The identity is kept as a
@@ -42,7 +60,7 @@ func newFallbackLimiter(divisor int64, maxEntries int, now func() time.Time) *fa
 		divisor:    max(divisor, 1),
 		maxEntries: max(maxEntries, 16),
 		now:        now,
-		buckets:    make(map[fallbackKey]time.Time),
+		buckets:    make(map[fallbackKey]fallbackBucket),
 	}
 }
 
@@ -63,7 +81,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		f.evict(now)
 	}
 	res := Result{Allowed: true, Degraded: true, Decisions: make([]Decision, len(checks))}
-	next := make([]time.Time, len(checks))
+	next := make([]fallbackBucket, len(checks))
 	keys := make([]fallbackKey, len(checks))
 	for i, c := range checks {
 		local := f.localLimit(c.Limit)
@@ -71,7 +89,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		interval := local.Window / time.Duration(local.Count)
 		key := newFallbackKey(c)
 		keys[i] = key
-		tat := f.buckets[key]
+		tat := f.buckets[key].tat
 		if tat.Before(now) {
 			tat = now
 		}
@@ -91,7 +109,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		d.Remaining = max(int64(burst)-int64((after.Sub(now)+interval-1)/interval), 0)
 		d.ResetAfter = after.Sub(now)
 		res.Decisions[i] = d
-		next[i] = newTAT
+		next[i] = fallbackBucket{tat: newTAT, share: time.Duration(burst) * interval}
 	}
 	if res.Allowed && spend {
 		for i := range checks {
@@ -101,19 +119,52 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 	return res
 }
 
-// evict drops full buckets (their TAT has passed: they hold no state), and
-// if that is not enough, arbitrary others: under a flood of identities the
-// fallback forgets some of them rather than grow without bound.
+// evict makes room: it drops the full buckets (their TAT has passed: they
+// hold no state), and, if the fallback is still above three quarters of
+// its bound, the least spent buckets first, down to three quarters, so
+// that evictions are rare (one per maxEntries/4 new entries at most).
+//
+// Forgetting a bucket gives its identity a fresh share, so the buckets
+// forgotten are those whose state is worth least: the smallest fraction
+// of their share spent (ties broken arbitrarily). An exhausted identity
+// has spent more than (burst-1)/burst of its share, while each throwaway
+// identity of a flood has spent only what it was admitted, one request
+// (1/burst) for a request each: a flood of new identities, however many,
+// evicts its own entries and keeps the exhausted one, which stays denied
+// until its TAT. To push it out, a flood would need three quarters of
+// maxEntries identities each at least as spent as it, each admitted its
+// whole local share first. With a burst of one (a leaky bucket, or a
+// divided count of one) every admitted identity is exhausted; the one
+// forgotten first is then the one that refills soonest.
 func (f *fallbackLimiter) evict(now time.Time) {
-	for k, tat := range f.buckets {
-		if !tat.After(now) {
+	for k, b := range f.buckets {
+		if !b.tat.After(now) {
 			delete(f.buckets, k)
 		}
 	}
-	for k := range f.buckets {
-		if len(f.buckets) < f.maxEntries*3/4 {
+	excess := len(f.buckets) - f.maxEntries*3/4
+	if excess <= 0 {
+		return
+	}
+	spent := make([]float64, 0, len(f.buckets))
+	for _, b := range f.buckets {
+		spent = append(spent, b.spent(now))
+	}
+	slices.Sort(spent)
+	cut := spent[excess-1] // fewer than excess buckets are below it
+	for k, b := range f.buckets {
+		if b.spent(now) < cut {
+			delete(f.buckets, k)
+			excess--
+		}
+	}
+	for k, b := range f.buckets {
+		if excess <= 0 {
 			break
 		}
-		delete(f.buckets, k)
+		if b.spent(now) == cut {
+			delete(f.buckets, k)
+			excess--
+		}
 	}
 }
