@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 )
 
 // TestIdentityKeysOfThisAPIOnly: through the real SDK against the local API
-// Gateway endpoint, an API key is an org key on the API whose usage plans
-// it is attached to, and only there; disabled keys and keys of no plan are
-// unauthorized everywhere.
+// Gateway endpoint, an API key is an org key on the API stages whose usage
+// plans it is attached to, and only there; disabled keys and keys of no
+// plan are unauthorized everywhere.
 func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
 	_, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	keys := identity.NewGatewayKeys(idAPIGatewayClient(url), time.Minute, nil, nil)
@@ -26,21 +27,25 @@ func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
 	resolver := identity.NewResolver(keys, nil, nil)
 	const ours, theirs = "a1b2c3d4e5", "zzzzzzzzzz"
 	cases := []struct {
-		name, apiID, key string
-		wantOrg          bool
+		name, apiID, stage, key string
+		wantOrg                 bool
 	}{
-		{"our key on our API", ours, "gw-key-page-1-a", true},
-		{"a key of a plan of both APIs, on ours", ours, "gw-key-page-3", true},
-		{"another API's key on ours", ours, "gw-key-of-another-api", false},
-		{"that key on its own API", theirs, "gw-key-of-another-api", true},
-		{"our key on the other API", theirs, "gw-key-page-1-a", false},
-		{"a key of a plan of both APIs, on theirs", theirs, "gw-key-page-3", true},
-		{"enabled key of no plan", ours, "gw-key-in-no-plan", false},
-		{"disabled key of our plan", ours, "gw-key-disabled", false},
+		{"our key on our API", ours, "prod", "gw-key-page-1-a", true},
+		{"a key of a plan of both APIs, on ours", ours, "prod", "gw-key-page-3", true},
+		{"another API's key on ours", ours, "prod", "gw-key-of-another-api", false},
+		{"that key on its own API", theirs, "prod", "gw-key-of-another-api", true},
+		{"our key on the other API", theirs, "prod", "gw-key-page-1-a", false},
+		{"a key of a plan of both APIs, on theirs", theirs, "prod", "gw-key-page-3", true},
+		{"enabled key of no plan", ours, "prod", "gw-key-in-no-plan", false},
+		{"disabled key of our plan", ours, "prod", "gw-key-disabled", false},
+		{"our prod key on our dev stage", ours, "dev", "gw-key-page-1-a", false},
+		{"our dev key on our dev stage", ours, "dev", "gw-key-dev-only", true},
+		{"our dev key on our prod stage", ours, "prod", "gw-key-dev-only", false},
+		{"our dev key on the other API's dev stage", theirs, "dev", "gw-key-dev-only", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := resolver.ResolveForAPI(context.Background(), tc.apiID, map[string]string{"x-api-key": tc.key}, "192.0.2.1")
+			got := resolver.ResolveForAPI(context.Background(), tc.apiID, tc.stage, map[string]string{"x-api-key": tc.key}, "192.0.2.1")
 			if tc.wantOrg {
 				if got.Caller.Tier != identity.TierOrg || got.Unauthorized || got.Caller.APIKey != tc.key {
 					t.Errorf("got %+v, want an org caller", got)
@@ -162,7 +167,7 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	gw.mu.Unlock()
 	release := gw.gate.Hold()
 	defer release()
-	clock.Advance(time.Minute) // API_KEYS_REFRESH: the list is stale
+	clock.Advance(time.Minute + 7*time.Second) // API_KEYS_REFRESH and its jitter (up to a tenth): the list is stale
 
 	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
 		t.Errorf("known key on a stale list: %+v, want org", o)
@@ -184,5 +189,67 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	}
 	if o := idDecide(t, rt, created); o.Caller.Tier != app.TierOrg {
 		t.Errorf("key created since, after the listing: %+v, want org", o)
+	}
+}
+
+// TestIdentityUnknownKeysListAtMostOncePerInterval: a runtime deciding
+// 3,000 requests with distinct unknown API keys over five simulated minutes
+// (API_KEYS_REFRESH 1m) lists the API Gateway keys at most once per
+// interval, the cold-start listing included, and answers every one of them
+// unauthorized; a key created meanwhile is an org key after the next
+// listing.
+func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
+	srv := redistest.StartServer(t)
+	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	jwks := startIDJWKS(t)
+	clock := &syncClock{now: time.Unix(1_800_000_000, 0)}
+	env := idEnv(srv.URL(), jwks.url)
+	env["RATE_LIMIT_ANONYMOUS"] = "100000/1m"
+	rt, _ := idRuntime(t, env, app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
+	if err := rt.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	decide := func(key string) app.Outcome {
+		t.Helper()
+		o, err := rt.Decide(context.Background(), app.Request{
+			Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7",
+			APIID: "a1b2c3d4e5", Stage: "prod", Headers: map[string]string{"x-api-key": key},
+		})
+		if err != nil {
+			t.Fatalf("Decide: %v", err)
+		}
+		return o
+	}
+	listings := func() int {
+		n := 0
+		for _, r := range gw.requestsTo("/apikeys") {
+			if r.URL.Query().Get("position") == "" {
+				n++
+			}
+		}
+		return n
+	}
+
+	const span, requests = 5 * time.Minute, 3000
+	for i := range requests {
+		if i == requests/2 {
+			gw.mu.Lock()
+			gw.keys = append(gw.keys, fakeAPIKey{ID: "k10", Name: "ten", Value: "gw-key-created-later", Enabled: true})
+			gw.plans[1].KeyIDs = append(gw.plans[1].KeyIDs, "k10")
+			gw.mu.Unlock()
+		}
+		if o := decide(fmt.Sprintf("spray-%d", i)); !o.Unauthorized {
+			t.Fatalf("unknown key %d: %+v, want unauthorized", i, o)
+		}
+		if err := rt.WaitLoaded(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(span / requests)
+	}
+	if n, most := listings(), int(span/time.Minute)+1; n > most {
+		t.Errorf("%d listings in %v of unknown keys with API_KEYS_REFRESH 1m, want at most %d", n, span, most)
+	}
+	if o := decide("gw-key-created-later"); o.Caller.Tier != app.TierOrg {
+		t.Errorf("key created during the spray, after the next listing: %+v, want org", o)
 	}
 }

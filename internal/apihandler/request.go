@@ -43,6 +43,7 @@ func readRequest(r *http.Request) gatewayRequest {
 		req.SourceIP = rc.Identity.SourceIP
 		req.Path = app.LimitPath(rc.ResourcePath, req.Path)
 		req.APIID = rc.APIID
+		req.Stage = rc.Stage
 		req.Authorizer = rc.Authorizer
 		req.StageVariables, _ = core.GetStageVarsFromContext(r.Context())
 		return req

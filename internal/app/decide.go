@@ -65,7 +65,7 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	req.Method = strings.ToUpper(req.Method)
 	req.Headers = lowerHeaders(req.Headers)
 
-	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Headers, req.SourceIP)
+	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP)
 	out := Outcome{
 		Caller:       Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
 		Unauthorized: who.Unauthorized,

@@ -41,6 +41,10 @@ type Request struct {
 	// have no usage plans): then every enabled key of the account counts,
 	// unless API_KEY_HASHES is set.
 	APIID string
+	// Stage is the REST API's stage (requestContext.stage): only API keys
+	// of usage plans of this stage of APIID are known keys. Empty where
+	// APIID is, or when unknown: then the keys of every stage of APIID.
+	Stage string
 	// RequestID is API Gateway's id of the request
 	// (requestContext.requestId of REST and HTTP API events), for the
 	// decision's log line and metrics record; empty when unknown.

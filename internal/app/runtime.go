@@ -315,7 +315,7 @@ func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func(
 type unverifiableKeys struct{}
 
 // Lookup implements identity.KeyStore.
-func (unverifiableKeys) Lookup(context.Context, string, string) identity.KeyStatus {
+func (unverifiableKeys) Lookup(context.Context, string, string, string) identity.KeyStatus {
 	return identity.KeyUnverifiable
 }
 

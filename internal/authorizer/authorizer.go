@@ -163,6 +163,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		Path:            app.LimitPath(ev.Resource, path),
 		SourceIP:        ev.RequestContext.Identity.SourceIP,
 		APIID:           ev.RequestContext.APIID,
+		Stage:           ev.RequestContext.Stage,
 		Headers:         requestHeaders(ev.Headers, ev.MultiValueHeaders),
 		StageVariables:  ev.StageVariables,
 		RequestID:       ev.RequestContext.RequestID,

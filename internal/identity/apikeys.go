@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,18 +29,19 @@ const (
 
 // KeyStore knows which API keys are valid, by their SHA-256 hex.
 type KeyStore interface {
-	// Lookup says whether the key of hash is valid on the REST API apiID
-	// (requestContext.apiId of the event; "" when the caller does not
-	// know it). It never waits for the network.
-	Lookup(ctx context.Context, apiID, hash string) KeyStatus
+	// Lookup says whether the key of hash is valid on the stage stage of
+	// the REST API apiID (requestContext.apiId and requestContext.stage of
+	// the event; "" when the caller does not know them). It never waits
+	// for the network.
+	Lookup(ctx context.Context, apiID, stage, hash string) KeyStatus
 }
 
 // StaticKeys is a fixed set of key hashes (API_KEY_HASHES), valid on every
-// API.
+// API and stage.
 type StaticKeys map[string]struct{}
 
 // Lookup implements KeyStore.
-func (s StaticKeys) Lookup(_ context.Context, _, hash string) KeyStatus {
+func (s StaticKeys) Lookup(_ context.Context, _, _, hash string) KeyStatus {
 	if _, ok := s[hash]; ok {
 		return KeyKnown
 	}
@@ -54,13 +56,19 @@ type GatewayAPI interface {
 	apigateway.GetUsagePlanKeysAPIClient
 }
 
-// Timing of GatewayKeys.
+// Timing and bounds of GatewayKeys.
 const (
-	// UnknownKeyRefreshInterval is the least time between two listings
-	// triggered by unknown keys (at most API_KEYS_REFRESH), and between a
-	// failed listing and the next: a caller spraying random keys costs at
-	// most one listing per interval per instance.
-	UnknownKeyRefreshInterval = 30 * time.Second
+	// FailedListingRetry is the wait after a failed listing before the
+	// next (at most API_KEYS_REFRESH); it doubles with each consecutive
+	// failure, up to API_KEYS_REFRESH.
+	FailedListingRetry = 30 * time.Second
+	// MaxUnknownKeys bounds the negative cache: the hashes of unknown keys
+	// seen since the last listing, which trigger nothing when seen again.
+	MaxUnknownKeys = 10_000
+	// refreshJitter is the largest part of API_KEYS_REFRESH added at
+	// random to each scheduled listing, so that instances started together
+	// do not list together.
+	refreshJitter = 10 // percent
 	// listTimeout bounds one listing, every call and page included.
 	// Listings run in the background: this bounds how long a stuck listing
 	// holds back the next one, not how long any request waits.
@@ -72,44 +80,97 @@ const (
 )
 
 // GatewayKeys are the API Gateway API keys attached to the usage plans of
-// each REST API, kept as hashes per API id.
+// each stage of each REST API, kept as hashes.
 //
 // One listing reads every enabled key of the account and region
 // (GetApiKeys with values), every usage plan (GetUsagePlans) and, for each
 // plan with at least one API stage, the keys attached to it
-// (GetUsagePlanKeys), joined by key id: a key is known on an API when it is
-// enabled and attached to a usage plan with a stage of that API. A key of
-// another API of the same account is not known. Every call reads every
-// page; a listing with any failed call changes nothing.
+// (GetUsagePlanKeys), joined by key id: a key is known on a stage of an
+// API when it is enabled and attached to a usage plan that lists that API
+// and that stage (apiStages). A key of another API of the same account,
+// or of another stage of the same API, is not known. Every call reads
+// every page; a listing with any failed call changes nothing. A listing
+// costs 2 + (number of usage plans with stages) calls, more for lists
+// longer than a page (500).
 //
-// Listings never run on a request's path: the first one starts with
-// Refresh at cold start, later ones in the background, one at a time, when
-// a Lookup finds the list older than the refresh interval, or finds an
-// unknown key (at most once per UnknownKeyRefreshInterval). Until a listing
-// ends, lookups are answered from the previous one: a key created a minute
-// ago is refused (KeyUnknown) until the listing its first use started has
-// ended.
+// Listings never run on a request's path, and start at most once per
+// refresh interval (API_KEYS_REFRESH) whatever the traffic: the first
+// starts with Refresh at cold start; the next is due one interval plus a
+// random jitter (up to a tenth of it) after the last one started, and is
+// started in the background by the first lookup after that time. An
+// unknown key not seen since the last listing may start it as soon as the
+// interval has passed, without waiting for the jitter; unknown keys seen
+// again are answered from the negative cache (MaxUnknownKeys hashes,
+// emptied by each listing) without touching the schedule. A failed
+// listing is tried again after FailedListingRetry, doubling with each
+// consecutive failure, up to the interval. Until a listing ends, lookups
+// are answered from the previous one: a key created or revoked in API
+// Gateway is seen as such after the next listing, at most an interval
+// (plus jitter and the listing's own time) later.
 type GatewayKeys struct {
 	api     GatewayAPI
 	refresh time.Duration
-	unknown time.Duration
+	retry   time.Duration
 	now     func() time.Time
+	jitter  func(max time.Duration) time.Duration
 	logger  *slog.Logger
 
-	current     atomic.Pointer[keySnapshot]
-	listings    *refresher
+	current  atomic.Pointer[keySnapshot]
+	listings *refresher
+	// earliest is when, in Unix nanoseconds, a lookup may start the next
+	// listing at all: the fast path of a lookup reads only this.
+	earliest atomic.Int64
+
+	mu       sync.Mutex
+	due      time.Time // a lookup after due starts the next listing
+	failures int       // consecutive failed listings
+
 	warnNoAPIID sync.Once
+	warnNoStage sync.Once
+}
+
+// apiStage is one stage of one REST API, as in a usage plan's apiStages.
+type apiStage struct {
+	apiID, stage string
 }
 
 // keySnapshot is the result of one listing.
 type keySnapshot struct {
-	listedAt time.Time
+	// byStage maps a stage of a REST API to the hashes of the enabled keys
+	// attached to a usage plan with that stage.
+	byStage map[apiStage]map[string]struct{}
 	// byAPI maps a REST API id to the hashes of the enabled keys attached
-	// to a usage plan with a stage of that API.
+	// to a usage plan with any stage of it: the known keys of a lookup
+	// without a stage.
 	byAPI map[string]map[string]struct{}
 	// account holds the hashes of every enabled key of the account and
 	// region: the known keys of a lookup without an API id.
 	account map[string]struct{}
+	// unknown is the negative cache of this listing.
+	unknown unknownKeys
+}
+
+// unknownKeys is a bounded set of hashes of unknown keys.
+type unknownKeys struct {
+	mu     sync.Mutex
+	hashes map[string]struct{}
+}
+
+// add adds hash and says whether it is new. A full set adds nothing and
+// says every hash is new.
+func (u *unknownKeys) add(hash string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.hashes[hash]; ok {
+		return false
+	}
+	if u.hashes == nil {
+		u.hashes = make(map[string]struct{})
+	}
+	if len(u.hashes) < MaxUnknownKeys {
+		u.hashes[hash] = struct{}{}
+	}
+	return true
 }
 
 // NewGatewayKeys returns a key store over api that has listed nothing yet
@@ -121,12 +182,16 @@ func NewGatewayKeys(api GatewayAPI, refresh time.Duration, now func() time.Time,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	refresh = max(refresh, time.Millisecond)
 	g := &GatewayKeys{
 		api:     api,
 		refresh: refresh,
-		unknown: min(UnknownKeyRefreshInterval, refresh),
+		retry:   min(FailedListingRetry, refresh),
 		now:     now,
-		logger:  logger,
+		jitter: func(d time.Duration) time.Duration {
+			return rand.N(d*refreshJitter/100 + 1)
+		},
+		logger: logger,
 	}
 	g.listings = &refresher{load: g.list, timeout: listTimeout, now: now}
 	return g
@@ -136,38 +201,75 @@ func NewGatewayKeys(api GatewayAPI, refresh time.Duration, now func() time.Time,
 // waits for one: a list that was never read gives KeyUnverifiable.
 //
 // An empty apiID (an event that did not say which API it is for) falls
-// back to every enabled key of the account, with a warning logged once.
-func (g *GatewayKeys) Lookup(ctx context.Context, apiID, hash string) KeyStatus {
+// back to every enabled key of the account, and an empty stage to the keys
+// of every stage of apiID, each with a warning logged once.
+func (g *GatewayKeys) Lookup(ctx context.Context, apiID, stage, hash string) KeyStatus {
 	snap := g.current.Load()
 	if snap == nil {
-		g.listings.trigger(g.unknown)
+		g.schedule(false)
 		return KeyUnverifiable
 	}
-	if g.now().Sub(snap.listedAt) >= g.refresh {
-		// Stale: list again, but not more often than a failing listing
-		// may be retried.
-		g.listings.trigger(g.unknown)
-	}
-	known := snap.account
-	if apiID != "" {
-		known = snap.byAPI[apiID]
-	} else {
+	var known map[string]struct{}
+	switch {
+	case apiID == "":
+		known = snap.account
 		g.warnNoAPIID.Do(func() {
 			g.logger.LogAttrs(ctx, slog.LevelWarn, "request without an API id: API keys of every API of the account are trusted, not only those of this API's usage plans (set API_KEY_HASHES to choose the keys)")
 		})
+	case stage == "":
+		known = snap.byAPI[apiID]
+		g.warnNoStage.Do(func() {
+			g.logger.LogAttrs(ctx, slog.LevelWarn, "request without a stage: API keys of usage plans of every stage of the API are trusted",
+				slog.String("apiId", apiID))
+		})
+	default:
+		known = snap.byStage[apiStage{apiID: apiID, stage: stage}]
 	}
 	if _, ok := known[hash]; ok {
+		g.schedule(false)
 		return KeyKnown
 	}
-	g.listings.trigger(g.unknown)
+	// A key seen unknown before since the last listing changes nothing;
+	// a new one may bring the next listing forward to the interval.
+	g.schedule(snap.unknown.add(hash))
 	return KeyUnknown
+}
+
+// schedule starts the next listing in the background when it is due, or,
+// for early, when the interval since the last one has passed. It never
+// waits for the listing.
+func (g *GatewayKeys) schedule(early bool) {
+	now := g.now()
+	if now.UnixNano() < g.earliest.Load() {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.UnixNano() < g.earliest.Load() || (!early && now.Before(g.due)) {
+		return
+	}
+	g.startLocked(now)
+}
+
+// startLocked starts a listing at now, or joins the one in flight, and
+// sets when the next is due. g.mu is held.
+func (g *GatewayKeys) startLocked(now time.Time) *loadAttempt {
+	g.earliest.Store(now.Add(g.refresh).UnixNano())
+	g.due = now.Add(g.refresh + g.jitter(g.refresh))
+	return g.listings.trigger(0)
 }
 
 // Refresh starts a listing, or joins the one in flight, and waits until it
 // ends or ctx is done (the listing then goes on in the background). It is
 // for cold start: the only wait for a listing a process ever does.
 func (g *GatewayKeys) Refresh(ctx context.Context) error {
-	return g.listings.trigger(0).wait(ctx)
+	g.mu.Lock()
+	a := g.listings.current()
+	if a == nil {
+		a = g.startLocked(g.now())
+	}
+	g.mu.Unlock()
+	return a.wait(ctx)
 }
 
 // Wait waits until the listing in flight, if any, ends, and returns its
@@ -185,21 +287,36 @@ func (g *GatewayKeys) Wait(ctx context.Context) error {
 func (g *GatewayKeys) list(ctx context.Context) error {
 	started := g.now()
 	snap, err := listGatewayKeys(ctx, g.api)
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if err != nil {
+		g.failures++
+		wait := g.retry
+		for i := 1; i < g.failures && wait < g.refresh; i++ {
+			wait *= 2
+		}
+		wait = min(wait, g.refresh)
+		g.earliest.Store(started.Add(wait).UnixNano())
+		g.due = started.Add(wait + g.jitter(wait))
 		g.logger.LogAttrs(ctx, slog.LevelError, "list API Gateway keys failed; keeping the previous list",
-			slog.String("error", err.Error()), slog.Bool("everLoaded", g.current.Load() != nil))
+			slog.String("error", err.Error()), slog.Bool("everLoaded", g.current.Load() != nil),
+			slog.Int("consecutiveFailures", g.failures), slog.Duration("retryAfter", wait))
 		return err
 	}
-	snap.listedAt = started
+	g.failures = 0
 	g.current.Store(snap)
 	g.logger.LogAttrs(ctx, slog.LevelInfo, "listed API Gateway keys",
-		slog.Int("enabledKeys", len(snap.account)), slog.Int("apis", len(snap.byAPI)))
+		slog.Int("enabledKeys", len(snap.account)), slog.Int("apis", len(snap.byAPI)), slog.Int("apiStages", len(snap.byStage)))
 	return nil
 }
 
 // listGatewayKeys does one listing.
 func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) {
-	snap := &keySnapshot{byAPI: make(map[string]map[string]struct{}), account: make(map[string]struct{})}
+	snap := &keySnapshot{
+		byStage: make(map[apiStage]map[string]struct{}),
+		byAPI:   make(map[string]map[string]struct{}),
+		account: make(map[string]struct{}),
+	}
 
 	hashByID := make(map[string]string)
 	keyPages := apigateway.NewGetApiKeysPaginator(api, &apigateway.GetApiKeysInput{
@@ -222,7 +339,7 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 
 	type usagePlan struct {
 		id     string
-		apiIDs []string
+		stages []apiStage
 	}
 	var plans []usagePlan
 	planPages := apigateway.NewGetUsagePlansPaginator(api, &apigateway.GetUsagePlansInput{Limit: aws.Int32(listPageSize)})
@@ -237,11 +354,11 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 			}
 			plan := usagePlan{id: *p.Id}
 			for _, s := range p.ApiStages {
-				if s.ApiId != nil && *s.ApiId != "" {
-					plan.apiIDs = append(plan.apiIDs, *s.ApiId)
+				if s.ApiId != nil && *s.ApiId != "" && s.Stage != nil && *s.Stage != "" {
+					plan.stages = append(plan.stages, apiStage{apiID: *s.ApiId, stage: *s.Stage})
 				}
 			}
-			if len(plan.apiIDs) > 0 {
+			if len(plan.stages) > 0 {
 				plans = append(plans, plan)
 			}
 		}
@@ -256,18 +373,24 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 		return nil, err
 	}
 	for i, p := range plans {
-		for _, apiID := range p.apiIDs {
-			set := snap.byAPI[apiID]
-			if set == nil {
-				set = make(map[string]struct{})
-				snap.byAPI[apiID] = set
-			}
-			for _, h := range planHashes[i] {
-				set[h] = struct{}{}
-			}
+		for _, st := range p.stages {
+			addHashes(snap.byStage, st, planHashes[i])
+			addHashes(snap.byAPI, st.apiID, planHashes[i])
 		}
 	}
 	return snap, nil
+}
+
+// addHashes adds hashes to the set of k in sets.
+func addHashes[K comparable](sets map[K]map[string]struct{}, k K, hashes []string) {
+	set := sets[k]
+	if set == nil {
+		set = make(map[string]struct{}, len(hashes))
+		sets[k] = set
+	}
+	for _, h := range hashes {
+		set[h] = struct{}{}
+	}
 }
 
 // readPlanKeys reads the keys of usage plans, planKeyReaders at a time,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,8 @@ import (
 
 // gatewayServer answers GetApiKeys, GetUsagePlans and GetUsagePlanKeys
 // like API Gateway (HAL-style JSON: "item", and "position" for the next
-// page), one item a page, so that every paginator has to follow positions.
+// page), one item a page unless honourLimit, so that every paginator has
+// to follow positions.
 type gatewayServer struct {
 	*holdGate
 	mu    sync.Mutex
@@ -32,8 +34,13 @@ type gatewayServer struct {
 	plans []gwPlan
 	// failPlanKeys makes GetUsagePlanKeys fail.
 	failPlanKeys bool
+	// honourLimit makes pages as long as the request's limit, as API
+	// Gateway does (up to 500): the call count of a real listing.
+	honourLimit bool
 	// listings counts first pages of GetApiKeys: listings started.
 	listings atomic.Int64
+	// calls counts every request: management API calls.
+	calls atomic.Int64
 }
 
 type gwKey struct {
@@ -41,9 +48,11 @@ type gwKey struct {
 	enabled   bool
 }
 
+// gwPlan is a usage plan. Each of its stages is "apiId/stage", or "apiId"
+// for the stage prod.
 type gwPlan struct {
 	id     string
-	apiIDs []string
+	stages []string
 	keyIDs []string
 }
 
@@ -64,6 +73,7 @@ func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.Pass(r) {
 		return
 	}
+	s.calls.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := r.URL.Query()
@@ -86,8 +96,12 @@ func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/usageplans":
 		for _, p := range s.plans {
 			var stages []map[string]string
-			for _, api := range p.apiIDs {
-				stages = append(stages, map[string]string{"apiId": api, "stage": "prod"})
+			for _, st := range p.stages {
+				api, stage, ok := strings.Cut(st, "/")
+				if !ok {
+					stage = "prod"
+				}
+				stages = append(stages, map[string]string{"apiId": api, "stage": stage})
 			}
 			items = append(items, map[string]any{"id": p.id, "name": "plan " + p.id, "apiStages": stages})
 		}
@@ -111,15 +125,31 @@ func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pos, _ := strconv.Atoi(q.Get("position"))
-	out := map[string]any{"item": []map[string]any{}}
-	if pos < len(items) {
-		out["item"] = items[pos : pos+1]
+	size := 1
+	if n, err := strconv.Atoi(q.Get("limit")); err == nil && s.honourLimit {
+		size = max(min(n, 500), 1)
 	}
-	if pos+1 < len(items) {
-		out["position"] = strconv.Itoa(pos + 1)
+	end := min(pos+size, len(items))
+	out := map[string]any{"item": []map[string]any{}}
+	if pos < end {
+		out["item"] = items[pos:end]
+	}
+	if end < len(items) {
+		out["position"] = strconv.Itoa(end)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// revoke disables the key keyID.
+func (s *gatewayServer) revoke(keyID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.keys {
+		if s.keys[i].id == keyID {
+			s.keys[i].enabled = false
+		}
+	}
 }
 
 func (s *gatewayServer) attach(planID, keyID, value string) {
@@ -133,19 +163,23 @@ func (s *gatewayServer) attach(planID, keyID, value string) {
 	}
 }
 
-// TestGatewayKeysOnlyThisAPI: a key is an org key on an API only when it is
-// enabled and attached to a usage plan with a stage of that API.
+// TestGatewayKeysOnlyThisAPI: a key is an org key on a stage of an API
+// only when it is enabled and attached to a usage plan with that stage of
+// that API.
 func TestGatewayKeysOnlyThisAPI(t *testing.T) {
 	_, api := newGatewayServer(t,
 		[]gwKey{
 			{"k1", "ours-1", true}, {"k2", "ours-2", true}, {"k3", "theirs", true},
 			{"k4", "ours-disabled", false}, {"k5", "in-no-plan", true}, {"k6", "shared", true},
+			{"k7", "prod-only", true}, {"k8", "dev-only", true}, {"k9", "both-stages", true},
 		},
 		[]gwPlan{
-			{id: "p-ours", apiIDs: []string{"api-ours"}, keyIDs: []string{"k1", "k2", "k4"}},
-			{id: "p-theirs", apiIDs: []string{"api-theirs"}, keyIDs: []string{"k3"}},
-			{id: "p-both", apiIDs: []string{"api-theirs", "api-ours"}, keyIDs: []string{"k6"}},
+			{id: "p-ours", stages: []string{"api-ours"}, keyIDs: []string{"k1", "k2", "k4"}},
+			{id: "p-theirs", stages: []string{"api-theirs"}, keyIDs: []string{"k3"}},
+			{id: "p-both", stages: []string{"api-theirs", "api-ours"}, keyIDs: []string{"k6"}},
 			{id: "p-no-stage", keyIDs: []string{"k5"}},
+			{id: "p-prod", stages: []string{"api-staged/prod"}, keyIDs: []string{"k7", "k9"}},
+			{id: "p-dev", stages: []string{"api-staged/dev", "api-theirs/dev"}, keyIDs: []string{"k8", "k9"}},
 		})
 	var logs bytes.Buffer
 	keys := identity.NewGatewayKeys(api, 5*time.Minute, newClock().Now, slog.New(slog.NewJSONHandler(&logs, nil)))
@@ -153,74 +187,97 @@ func TestGatewayKeysOnlyThisAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name, apiID, key string
-		want             identity.KeyStatus
+		name, apiID, stage, key string
+		want                    identity.KeyStatus
 	}{
-		{"key of our plan (first page of plan keys)", "api-ours", "ours-1", identity.KeyKnown},
-		{"key of our plan (second page of plan keys)", "api-ours", "ours-2", identity.KeyKnown},
-		{"key of another API's plan", "api-ours", "theirs", identity.KeyUnknown},
-		{"the same key on its own API", "api-theirs", "theirs", identity.KeyKnown},
-		{"disabled key of our plan", "api-ours", "ours-disabled", identity.KeyUnknown},
-		{"enabled key of a plan without stages", "api-ours", "in-no-plan", identity.KeyUnknown},
-		{"key of a plan of two APIs", "api-ours", "shared", identity.KeyKnown},
-		{"key never issued", "api-ours", "nope", identity.KeyUnknown},
-		{"API without plans", "api-unknown", "ours-1", identity.KeyUnknown},
-		{"no API id: every enabled key of the account", "", "theirs", identity.KeyKnown},
-		{"no API id: disabled keys still unknown", "", "ours-disabled", identity.KeyUnknown},
+		{"key of our plan (first page of plan keys)", "api-ours", "prod", "ours-1", identity.KeyKnown},
+		{"key of our plan (second page of plan keys)", "api-ours", "prod", "ours-2", identity.KeyKnown},
+		{"key of another API's plan", "api-ours", "prod", "theirs", identity.KeyUnknown},
+		{"the same key on its own API", "api-theirs", "prod", "theirs", identity.KeyKnown},
+		{"disabled key of our plan", "api-ours", "prod", "ours-disabled", identity.KeyUnknown},
+		{"enabled key of a plan without stages", "api-ours", "prod", "in-no-plan", identity.KeyUnknown},
+		{"key of a plan of two APIs", "api-ours", "prod", "shared", identity.KeyKnown},
+		{"key never issued", "api-ours", "prod", "nope", identity.KeyUnknown},
+		{"API without plans", "api-unknown", "prod", "ours-1", identity.KeyUnknown},
+		{"key of our plan on a stage it has no plan for", "api-ours", "dev", "ours-1", identity.KeyUnknown},
+		{"prod-only key on prod", "api-staged", "prod", "prod-only", identity.KeyKnown},
+		{"prod-only key on dev", "api-staged", "dev", "prod-only", identity.KeyUnknown},
+		{"dev-only key on dev", "api-staged", "dev", "dev-only", identity.KeyKnown},
+		{"dev-only key on prod", "api-staged", "prod", "dev-only", identity.KeyUnknown},
+		{"dev-only key on the dev stage of another API of its plan", "api-theirs", "dev", "dev-only", identity.KeyKnown},
+		{"key of both stages' plans on prod", "api-staged", "prod", "both-stages", identity.KeyKnown},
+		{"key of both stages' plans on dev", "api-staged", "dev", "both-stages", identity.KeyKnown},
+		{"key of a plan of a stage, on a stage of no plan", "api-staged", "test", "both-stages", identity.KeyUnknown},
+		{"no stage: keys of every stage of the API", "api-staged", "", "dev-only", identity.KeyKnown},
+		{"no stage: still only this API's", "api-staged", "", "ours-1", identity.KeyUnknown},
+		{"no API id: every enabled key of the account", "", "", "theirs", identity.KeyKnown},
+		{"no API id: disabled keys still unknown", "", "", "ours-disabled", identity.KeyUnknown},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := keys.Lookup(context.Background(), tc.apiID, identity.KeyHash(tc.key)); got != tc.want {
-				t.Errorf("Lookup(%q, %q) = %v, want %v", tc.apiID, tc.key, got, tc.want)
+			if got := keys.Lookup(context.Background(), tc.apiID, tc.stage, identity.KeyHash(tc.key)); got != tc.want {
+				t.Errorf("Lookup(%q, %q, %q) = %v, want %v", tc.apiID, tc.stage, tc.key, got, tc.want)
 			}
 		})
 	}
 	if err := keys.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(logs.String(), "request without an API id"); n != 1 {
-		t.Errorf("the missing API id was warned about %d times, want once:\n%s", n, logs.String())
+	for _, warning := range []string{"request without an API id", "request without a stage"} {
+		if n := strings.Count(logs.String(), warning); n != 1 {
+			t.Errorf("%q was logged %d times, want once:\n%s", warning, n, logs.String())
+		}
 	}
-	for _, v := range []string{"ours-1", "theirs", "shared"} {
+	for _, v := range []string{"ours-1", "theirs", "shared", "dev-only"} {
 		if strings.Contains(logs.String(), v) {
 			t.Errorf("the log holds the key %q", v)
 		}
 	}
 }
 
-// TestGatewayKeysRefresh pins when the keys are listed again: on a stale
-// list, and on an unknown key at most once per UnknownKeyRefreshInterval,
-// each time in the background, the lookup that started it answered from
-// the list it had.
+// TestGatewayKeysRefresh pins when the keys are listed again: once the
+// interval (5m) plus its jitter (up to 30 s) has passed, on any lookup; as
+// soon as the interval has passed, on an unknown key not seen since the
+// last listing; never more often than once per interval otherwise; and,
+// after failed listings, after 30 s, then 60 s. Each listing runs in the
+// background, the lookup that started it answered from the list it had.
 func TestGatewayKeysRefresh(t *testing.T) {
 	srv, api := newGatewayServer(t,
 		[]gwKey{{"k1", "a", true}, {"k2", "b", true}, {"k3", "c", true}},
-		[]gwPlan{{id: "p1", apiIDs: []string{"api"}, keyIDs: []string{"k1", "k2", "k3"}}})
+		[]gwPlan{{id: "p1", stages: []string{"api"}, keyIDs: []string{"k1", "k2", "k3"}}})
 	clk := newClock()
-	keys := identity.NewGatewayKeys(api, 5*time.Minute, clk.Now, nil)
+	const refresh = 5 * time.Minute
+	keys := identity.NewGatewayKeys(api, refresh, clk.Now, nil)
 	ctx := context.Background()
 	if err := keys.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
+	const pastJitter = refresh/10 + time.Second
 
 	steps := []struct {
 		name         string
 		advance      time.Duration
 		attachKey    string
-		failListing  bool
+		fail         bool // the API fails GetUsagePlanKeys during the step
 		lookup       string
 		want         identity.KeyStatus
 		wantListings int64 // cumulative, the cold-start one included
 	}{
 		{"known key: no listing", time.Second, "", false, "a", identity.KeyKnown, 1},
 		{"unknown key within the interval: no listing", time.Second, "", false, "zzz", identity.KeyUnknown, 1},
-		{"new key after the interval: refused, and one listing starts", identity.UnknownKeyRefreshInterval, "d", false, "d", identity.KeyUnknown, 2},
+		{"new key 30 s later: refused, no listing", 30 * time.Second, "d", false, "d", identity.KeyUnknown, 1},
+		{"another new unknown key 4 min later: no listing", 4 * time.Minute, "", false, "yyy", identity.KeyUnknown, 1},
+		{"an unknown key seen before, at the interval: no listing", refresh - 4*time.Minute - 32*time.Second, "", false, "d", identity.KeyUnknown, 1},
+		{"a new unknown key at the interval: one listing", 0, "", false, "xxx", identity.KeyUnknown, 2},
 		{"the new key once that listing ended", time.Second, "", false, "d", identity.KeyKnown, 2},
-		{"another unknown key right after: no listing", time.Second, "", false, "yyy", identity.KeyUnknown, 2},
-		{"stale list: answered from it, listed again", 5 * time.Minute, "", false, "a", identity.KeyKnown, 3},
-		{"a failed listing keeps the list", 5 * time.Minute, "", true, "b", identity.KeyKnown, 4},
-		{"and is not retried within the interval", time.Second, "", false, "c", identity.KeyKnown, 4},
-		{"but after it", identity.UnknownKeyRefreshInterval, "", false, "c", identity.KeyKnown, 5},
+		{"another new unknown key right after: no listing", time.Second, "", false, "www", identity.KeyUnknown, 2},
+		{"stale list: answered from it, listed again", refresh + pastJitter, "", false, "a", identity.KeyKnown, 3},
+		{"a failed listing keeps the list", refresh + pastJitter, "", true, "b", identity.KeyKnown, 4},
+		{"and is not retried within 30 s", 29 * time.Second, "", false, "vvv", identity.KeyUnknown, 4},
+		{"but after 30 s and its jitter", time.Second + 3*time.Second + time.Millisecond, "", true, "c", identity.KeyKnown, 5},
+		{"a second failure waits 60 s", 59 * time.Second, "", false, "uuu", identity.KeyUnknown, 5},
+		{"then lists", time.Second + 6*time.Second + time.Millisecond, "", false, "c", identity.KeyKnown, 6},
+		{"and the interval is back", refresh - time.Second, "", false, "ttt", identity.KeyUnknown, 6},
 	}
 	for _, s := range steps {
 		clk.Advance(s.advance)
@@ -228,18 +285,150 @@ func TestGatewayKeysRefresh(t *testing.T) {
 			srv.attach("p1", "id-"+s.attachKey, s.attachKey)
 		}
 		srv.mu.Lock()
-		srv.failPlanKeys = s.failListing
+		srv.failPlanKeys = s.fail
 		srv.mu.Unlock()
-		if got := keys.Lookup(ctx, "api", identity.KeyHash(s.lookup)); got != s.want {
+		before := srv.listings.Load()
+		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(s.lookup)); got != s.want {
 			t.Errorf("%s: Lookup = %v, want %v", s.name, got, s.want)
 		}
 		err := keys.Wait(ctx)
-		if (err != nil) != s.failListing {
-			t.Errorf("%s: listing error %v, want failure %v", s.name, err, s.failListing)
+		listed := srv.listings.Load() > before
+		if wantErr := s.fail && listed; (err != nil) != wantErr {
+			t.Errorf("%s: listing error %v, want failure %v", s.name, err, wantErr)
 		}
 		if got := srv.listings.Load(); got != s.wantListings {
 			t.Errorf("%s: %d listings so far, want %d", s.name, got, s.wantListings)
 		}
+	}
+}
+
+// sprayPlans is an account with n usage plans of the API "api" (stage
+// prod), one key each.
+func sprayPlans(n int) ([]gwKey, []gwPlan) {
+	var keys []gwKey
+	var plans []gwPlan
+	for i := range n {
+		id := "k" + strconv.Itoa(i)
+		keys = append(keys, gwKey{id, "key-" + strconv.Itoa(i), true})
+		plans = append(plans, gwPlan{id: "p" + strconv.Itoa(i), stages: []string{"api"}, keyIDs: []string{id}})
+	}
+	return keys, plans
+}
+
+// TestGatewayKeysUnknownKeySpray: distinct unknown keys, one every 60 ms
+// for ten simulated minutes, on an account of 52 usage plans, cost at most
+// one listing per refresh interval (the cold-start one included):
+// ceil(10m/interval)+1 listings of 2+52 calls each (pages of 500).
+func TestGatewayKeysUnknownKeySpray(t *testing.T) {
+	const plans = 52
+	cases := []struct {
+		refresh time.Duration
+		keys    int
+	}{
+		{5 * time.Minute, 10_000},
+		{time.Minute, 10_000},
+		{time.Minute, 3 * identity.MaxUnknownKeys}, // the negative cache overflows
+		{10 * time.Second, 10_000},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%v, %d keys", tc.refresh, tc.keys), func(t *testing.T) {
+			gwKeys, gwPlans := sprayPlans(plans)
+			srv, api := newGatewayServer(t, gwKeys, gwPlans)
+			srv.honourLimit = true
+			clk := newClock()
+			keys := identity.NewGatewayKeys(api, tc.refresh, clk.Now, nil)
+			ctx := context.Background()
+			if err := keys.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const span = 10 * time.Minute
+			step := span / time.Duration(tc.keys)
+			for i := range tc.keys {
+				// Every tenth request repeats an unknown key, every
+				// hundredth presents a known one.
+				key := "unknown-" + strconv.Itoa(i)
+				switch {
+				case i%100 == 0:
+					key = "key-7"
+				case i%10 == 0:
+					key = "unknown-" + strconv.Itoa(i/2)
+				}
+				got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key))
+				if want := identity.KeyUnknown; key == "key-7" {
+					if got != identity.KeyKnown {
+						t.Fatalf("known key at request %d: %v", i, got)
+					}
+				} else if got != want {
+					t.Fatalf("unknown key %q: %v", key, got)
+				}
+				if err := keys.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(step)
+			}
+			maxListings := int64((span+tc.refresh-1)/tc.refresh) + 1
+			perListing := int64(2 + plans)
+			listings, calls := srv.listings.Load(), srv.calls.Load()
+			t.Logf("refresh %v: %d listings, %d management calls in 10 minutes (%d a listing)", tc.refresh, listings, calls, perListing)
+			if listings > maxListings {
+				t.Errorf("%d listings in 10 minutes, want at most %d", listings, maxListings)
+			}
+			if calls > maxListings*perListing {
+				t.Errorf("%d management calls in 10 minutes, want at most %d", calls, maxListings*perListing)
+			}
+		})
+	}
+}
+
+// TestGatewayKeysChangesAtNextListing: a key created in API Gateway is
+// refused until the next listing and known after it; a revoked key is
+// known until the next listing and refused after it; neither change brings
+// the listing forward.
+func TestGatewayKeysChangesAtNextListing(t *testing.T) {
+	srv, api := newGatewayServer(t,
+		[]gwKey{{"k1", "old", true}, {"k2", "other", true}},
+		[]gwPlan{{id: "p1", stages: []string{"api"}, keyIDs: []string{"k1", "k2"}}})
+	clk := newClock()
+	const refresh = time.Minute
+	keys := identity.NewGatewayKeys(api, refresh, clk.Now, nil)
+	ctx := context.Background()
+	if err := keys.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lookup := func(key string) identity.KeyStatus {
+		t.Helper()
+		got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key))
+		if err := keys.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	clk.Advance(10 * time.Second)
+	srv.attach("p1", "k3", "new")
+	srv.revoke("k1")
+	for range 50 {
+		clk.Advance(time.Second)
+		if got := lookup("new"); got != identity.KeyUnknown {
+			t.Fatalf("created key before the next listing: %v, want KeyUnknown", got)
+		}
+		if got := lookup("old"); got != identity.KeyKnown {
+			t.Fatalf("revoked key before the next listing: %v, want KeyKnown", got)
+		}
+	}
+	if n := srv.listings.Load(); n != 1 {
+		t.Fatalf("%d listings within the interval, want the cold-start one", n)
+	}
+	clk.Advance(refresh/10 + time.Second) // past the interval and its jitter
+	lookup("other")
+	if n := srv.listings.Load(); n != 2 {
+		t.Fatalf("%d listings past the interval, want 2", n)
+	}
+	if got := lookup("new"); got != identity.KeyKnown {
+		t.Errorf("created key after the next listing: %v, want KeyKnown", got)
+	}
+	if got := lookup("old"); got != identity.KeyUnknown {
+		t.Errorf("revoked key after the next listing: %v, want KeyUnknown", got)
 	}
 }
 
@@ -249,7 +438,7 @@ func TestGatewayKeysRefresh(t *testing.T) {
 func TestGatewayKeysNeverWait(t *testing.T) {
 	srv, api := newGatewayServer(t,
 		[]gwKey{{"k1", "a", true}},
-		[]gwPlan{{id: "p1", apiIDs: []string{"api"}, keyIDs: []string{"k1"}}})
+		[]gwPlan{{id: "p1", stages: []string{"api"}, keyIDs: []string{"k1"}}})
 	clk := newClock()
 	keys := identity.NewGatewayKeys(api, 5*time.Minute, clk.Now, nil)
 	ctx := context.Background()
@@ -264,7 +453,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	}
 	srv.Entered()
 	for _, key := range []string{"a", "zzz"} {
-		if got := keys.Lookup(ctx, "api", identity.KeyHash(key)); got != identity.KeyUnverifiable {
+		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key)); got != identity.KeyUnverifiable {
 			t.Errorf("Lookup(%q) before any listing = %v, want KeyUnverifiable", key, got)
 		}
 	}
@@ -275,16 +464,17 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	if err := keys.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys.Lookup(ctx, "api", identity.KeyHash("a")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("a")); got != identity.KeyKnown {
 		t.Fatalf("Lookup after the first listing = %v", got)
 	}
 
-	// A stale list, then a listing that hangs.
+	// A stale list (past the interval and its jitter), then a listing
+	// that hangs.
 	release = srv.Hold()
 	defer release()
-	clk.Advance(5 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	srv.attach("p1", "k2", "b")
-	if got := keys.Lookup(ctx, "api", identity.KeyHash("a")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("a")); got != identity.KeyKnown {
 		t.Errorf("known key on a stale list = %v, want KeyKnown", got)
 	}
 	srv.Entered()
@@ -292,7 +482,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 		key  string
 		want identity.KeyStatus
 	}{{"a", identity.KeyKnown}, {"b", identity.KeyUnknown}, {"zzz", identity.KeyUnknown}} {
-		if got := keys.Lookup(ctx, "api", identity.KeyHash(tc.key)); got != tc.want {
+		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(tc.key)); got != tc.want {
 			t.Errorf("Lookup(%q) while a listing hangs = %v, want %v", tc.key, got, tc.want)
 		}
 	}
@@ -303,7 +493,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	if err := keys.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys.Lookup(ctx, "api", identity.KeyHash("b")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("b")); got != identity.KeyKnown {
 		t.Errorf("key attached during the stale period, after the listing = %v, want KeyKnown", got)
 	}
 	if got := srv.listings.Load(); got != 2 {
@@ -332,7 +522,7 @@ func TestGatewayKeysUnreachable(t *testing.T) {
 		t.Fatal("Refresh against a failing API succeeded")
 	}
 	for i := 0; i < 3; i++ {
-		if got := keys.Lookup(ctx, "api", identity.KeyHash("k")); got != identity.KeyUnverifiable {
+		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("k")); got != identity.KeyUnverifiable {
 			t.Errorf("Lookup = %v, want KeyUnverifiable", got)
 		}
 		if err := keys.Wait(ctx); err != nil {

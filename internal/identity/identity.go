@@ -73,20 +73,20 @@ func NewResolver(keys KeyStore, verifier *Verifier, logger *slog.Logger) *Resolv
 // Resolve is ResolveForAPI for a request whose REST API id is unknown: API
 // keys of every API of the account are trusted (see GatewayKeys.Lookup).
 func (r *Resolver) Resolve(ctx context.Context, headers map[string]string, sourceIP string) Resolution {
-	return r.ResolveForAPI(ctx, "", headers, sourceIP)
+	return r.ResolveForAPI(ctx, "", "", headers, sourceIP)
 }
 
-// ResolveForAPI decides who a request to the REST API apiID
-// (requestContext.apiId) is counted against. headers must have lower-case
+// ResolveForAPI decides who a request to the stage stage of the REST API
+// apiID (requestContext.apiId and requestContext.stage) is counted against. headers must have lower-case
 // names. sourceIP is the address API Gateway saw; X-Forwarded-For is never
 // consulted. It never waits for the network: credentials are checked
 // against the keys and JWKS already loaded.
 //
-// Order: an x-api-key header, when present, decides alone (known on apiID:
+// Order: an x-api-key header, when present, decides alone (known on the stage:
 // org; unknown: unauthorized); otherwise an Authorization bearer token
 // (verifies: user; does not: unauthorized; no JWT configuration: ignored);
 // otherwise anonymous.
-func (r *Resolver) ResolveForAPI(ctx context.Context, apiID string, headers map[string]string, sourceIP string) Resolution {
+func (r *Resolver) ResolveForAPI(ctx context.Context, apiID, stage string, headers map[string]string, sourceIP string) Resolution {
 	anonymous := Caller{Tier: TierAnonymous, Identity: KindIP + sourceIP}
 
 	if key := strings.TrimSpace(headers["x-api-key"]); key != "" {
@@ -94,7 +94,7 @@ func (r *Resolver) ResolveForAPI(ctx context.Context, apiID string, headers map[
 			return Resolution{Caller: anonymous, Unauthorized: true, Reason: "unknown api key"}
 		}
 		hash := KeyHash(key)
-		switch r.keys.Lookup(ctx, apiID, hash) {
+		switch r.keys.Lookup(ctx, apiID, stage, hash) {
 		case KeyKnown:
 			return Resolution{Caller: Caller{Tier: TierOrg, Identity: KindKey + hash, APIKey: key}}
 		case KeyUnverifiable:
