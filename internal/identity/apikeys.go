@@ -99,11 +99,12 @@ const (
 // random jitter (up to a tenth of it) after the last one started, and is
 // started in the background by the first lookup after that time. An
 // unknown key not seen since the last listing may start it as soon as the
-// interval has passed, without waiting for the jitter; unknown keys seen
-// again are answered from the negative cache (MaxUnknownKeys hashes,
-// emptied by each listing) without touching the schedule. A failed
-// listing is tried again after FailedListingRetry, doubling with each
-// consecutive failure, up to the interval. Until a listing ends, lookups
+// interval has passed, without waiting for the jitter; an unknown key seen
+// again since the last listing (the negative cache: up to MaxUnknownKeys
+// hashes, emptied by each listing) brings nothing forward. Either way, a
+// spray of unknown keys costs at most one listing per interval per
+// instance. A failed listing is tried again after FailedListingRetry,
+// doubling with each consecutive failure, up to the interval. Until a listing ends, lookups
 // are answered from the previous one: a key created or revoked in API
 // Gateway is seen as such after the next listing, at most an interval
 // (plus jitter and the listing's own time) later.
@@ -112,7 +113,7 @@ type GatewayKeys struct {
 	refresh time.Duration
 	retry   time.Duration
 	now     func() time.Time
-	jitter  func(max time.Duration) time.Duration
+	jitter  func(interval time.Duration) time.Duration // a random part of interval, up to refreshJitter percent
 	logger  *slog.Logger
 
 	current  atomic.Pointer[keySnapshot]
