@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
+
+	"github.com/slidegate/slidegate/internal/app"
 )
 
 // TestInvokeTellsShapesApart: the response type follows the event's shape,
@@ -93,11 +95,13 @@ func TestReadRequest(t *testing.T) {
 						Identity:   events.APIGatewayRequestIdentity{SourceIP: "203.0.113.7"},
 						Authorizer: authorizer,
 						DomainName: "api.example.com",
+						APIID:      "a1b2c3d4e5",
+						Stage:      "dev",
 					},
 				})
 				return err
 			},
-			want: gatewayRequest{Authorizer: authorizer},
+			want: gatewayRequest{Authorizer: authorizer, Request: app.Request{APIID: "a1b2c3d4e5", Stage: "dev"}},
 		},
 		{
 			name: "HTTP API on a named stage",
@@ -135,6 +139,9 @@ func TestReadRequest(t *testing.T) {
 			}
 			if got.StageVariables["rateLimitAnonymous"] != "10/1m" {
 				t.Errorf("stage variables %v", got.StageVariables)
+			}
+			if got.APIID != tt.want.APIID || got.Stage != tt.want.Stage {
+				t.Errorf("API %q stage %q, want %q %q: API keys would be checked against the wrong usage plans", got.APIID, got.Stage, tt.want.APIID, tt.want.Stage)
 			}
 			if !reflect.DeepEqual(got.Authorizer, tt.want.Authorizer) {
 				t.Errorf("authorizer context %v, want %v", got.Authorizer, tt.want.Authorizer)
