@@ -67,7 +67,8 @@ eYflpqdQr849KDhWfwI8sWI=
 -----END TESTING KEY-----`
 )
 
-var fuzzNow = time.Unix(1_800_000_000, 0)
+// fuzzNow is within MaxTokenLifetime of the seeds' exp.
+var fuzzNow = time.Unix(1_880_000_000, 0)
 
 func fuzzRSA(tb testing.TB) *rsa.PrivateKey {
 	tb.Helper()
@@ -205,19 +206,34 @@ func FuzzParseJWKS(f *testing.F) {
 		if len(keys) == 0 {
 			t.Fatal("no error and no key")
 		}
-		for kid, k := range keys {
-			switch k := k.(type) {
+		for kid, jwk := range keys {
+			switch jwk.Alg {
+			case "", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519":
+			default:
+				t.Errorf("kid %q: key kept with alg %q", kid, jwk.Alg)
+			}
+			switch k := jwk.Key.(type) {
 			case *rsa.PublicKey:
 				if k.N.BitLen() < 2048 || k.E < 3 || k.E%2 == 0 {
 					t.Errorf("kid %q: weak RSA key (%d bits, e=%d)", kid, k.N.BitLen(), k.E)
+				}
+				if a := jwk.Alg; a != "" && a[:2] != "RS" && a[:2] != "PS" {
+					t.Errorf("kid %q: RSA key kept with alg %q", kid, a)
 				}
 			case *ecdsa.PublicKey:
 				if _, err := k.Bytes(); err != nil {
 					t.Errorf("kid %q: unusable EC key: %v", kid, err)
 				}
+				want := map[string]string{"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}[k.Curve.Params().Name]
+				if jwk.Alg != "" && jwk.Alg != want {
+					t.Errorf("kid %q: %s key kept with alg %q", kid, k.Curve.Params().Name, jwk.Alg)
+				}
 			case ed25519.PublicKey:
 				if len(k) != ed25519.PublicKeySize {
 					t.Errorf("kid %q: Ed25519 key of %d bytes", kid, len(k))
+				}
+				if a := jwk.Alg; a != "" && a != "EdDSA" && a != "Ed25519" {
+					t.Errorf("kid %q: Ed25519 key kept with alg %q", kid, a)
 				}
 			default:
 				t.Errorf("kid %q: unexpected key type %T", kid, k)
