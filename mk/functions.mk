@@ -16,7 +16,8 @@
 # API_KEY_HASHES) and the HS256 secret "slidegate-test-only-hs256-secret"
 # (JWT_HS256_SECRET, issuer https://auth.example.com/, audience
 # slidegate-example) that signed events/authorizer-jwt-valid.json. Never use
-# either anywhere real.
+# either anywhere real. That event's token expires on 2027-11-30 (a token may
+# live at most a year); TestAuthorizerEvents re-signs it on every run.
 
 CGO_ENABLED_BUILD := CGO_ENABLED=0
 GO_BUILD_FLAGS    := -tags lambda.norpc -trimpath -ldflags '-s -w'

@@ -22,7 +22,7 @@ import (
 func BenchmarkAuthorizerColdStart(b *testing.B) {
 	srv := redistest.StartServer(b)
 	bootstrap := lambdatest.BuildBootstrap(b, "./functions/authorizer")
-	env := azEnv(srv.URL(), "bench-secret", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
+	env := azEnv(srv.URL(), "bench-hs256-secret-for-tests-0123456789", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
 	event := azRESTEvent(b, azRequest{ip: "192.0.2.1"})
 	var total time.Duration
 	b.ResetTimer()
@@ -47,7 +47,7 @@ func BenchmarkAuthorizerColdStart(b *testing.B) {
 // round trip (PING) on the same machine.
 func BenchmarkAuthorizerWarmInvocation(b *testing.B) {
 	srv := redistest.StartServer(b)
-	rie := azStart(b, azEnv(srv.URL(), "bench-secret", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"}))
+	rie := azStart(b, azEnv(srv.URL(), "bench-hs256-secret-for-tests-0123456789", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"}))
 	event := azRESTEvent(b, azRequest{ip: "192.0.2.2"})
 	if _, err := rie.InvokeContext(context.Background(), event); err != nil {
 		b.Fatal(err)
@@ -67,7 +67,7 @@ func BenchmarkAuthorizerWarmInvocation(b *testing.B) {
 // emulator's HTTP hop; µs-redis-ping is the bare round trip it contains.
 func BenchmarkAuthorizerHandler(b *testing.B) {
 	srv := redistest.StartServer(b)
-	env := azEnv(srv.URL(), "bench-secret", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
+	env := azEnv(srv.URL(), "bench-hs256-secret-for-tests-0123456789", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
 	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)

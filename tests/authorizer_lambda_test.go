@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/lambdatest"
 	"github.com/slidegate/slidegate/internal/redistest"
@@ -345,6 +348,9 @@ func TestAuthorizerEvents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if name == "authorizer-jwt-valid.json" {
+				event = refreshEventToken(t, event, "slidegate-test-only-hs256-secret")
+			}
 			body, err := rie.Invoke(t, event)
 			var fe *lambdatest.FunctionError
 			if err != nil && !errors.As(err, &fe) {
@@ -438,4 +444,26 @@ func TestAuthorizerWithRedisHanging(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refreshEventToken re-signs the bearer token of an example event with the
+// same claims but iat now and exp an hour ahead: the checked-in token may
+// live at most a year (identity.MaxTokenLifetime), and the test must not
+// rot when it expires.
+func refreshEventToken(t *testing.T, event []byte, secret string) []byte {
+	t.Helper()
+	m := regexp.MustCompile(`Bearer ([A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+)`).FindSubmatch(event)
+	if m == nil {
+		t.Fatal("the event carries no bearer token")
+	}
+	claims := jwt.MapClaims{}
+	if _, _, err := jwt.NewParser().ParseUnverified(string(m[1]), claims); err != nil {
+		t.Fatal(err)
+	}
+	claims["iat"], claims["exp"] = time.Now().Unix(), time.Now().Add(time.Hour).Unix()
+	fresh, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.ReplaceAll(event, m[1], []byte(fresh))
 }

@@ -339,3 +339,37 @@ func TestAuthorizerSecretsFromSecretsManager(t *testing.T) {
 		t.Errorf("Secrets Manager was asked %d times (%v), want once per secret at cold start", len(sm.asked), sm.asked)
 	}
 }
+
+// TestAuthorizerShortHS256SecretFromSecretsManager: an HS256 secret read
+// from Secrets Manager (JWT_HS256_SECRET_ARN) that is shorter than 32 bytes
+// is refused with a clear error in the log (which never quotes it), and
+// HS256 tokens, even signed with it, are then Unauthorized rather than
+// earning the user tier.
+func TestAuthorizerShortHS256SecretFromSecretsManager(t *testing.T) {
+	const jwtARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:jwt-hs256-short-MnOpQr"
+	weak := azSecret(t)[:20]
+	srv := redistest.StartServer(t)
+	sm := &fakeSecretsManager{secrets: map[string]string{jwtARN: weak}}
+	api := httptest.NewServer(sm)
+	t.Cleanup(api.Close)
+	env := azEnv(srv.URL(), "", map[string]string{
+		"JWT_HS256_SECRET_ARN":             jwtARN,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": api.URL,
+		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
+		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
+	})
+	delete(env, "JWT_HS256_SECRET")
+	rie := azStart(t, env)
+
+	a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.31", headers: map[string]string{"Authorization": "Bearer " + azToken(t, weak, "u1")}}))
+	if !a.unauthorized {
+		t.Fatalf("a token signed with the 20-byte secret: %+v, want Unauthorized", a)
+	}
+	logs := rie.Logs()
+	if !strings.Contains(logs, "JWT_HS256_SECRET_ARN: secret refused") || !strings.Contains(logs, "HS256 secret of 20 bytes refused: at least 32 bytes are required") {
+		t.Errorf("no clear error for the short secret in the log:\n%s", logs)
+	}
+	if strings.Contains(logs, weak) {
+		t.Error("the secret reached the log")
+	}
+}

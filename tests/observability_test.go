@@ -327,7 +327,7 @@ func TestObservabilityEMFValidatorRejectsBrokenRecords(t *testing.T) {
 // any output; the IPs are distinctive so that a search for them is
 // meaningful.
 const (
-	obsJWTSecret  = "obs-test-hs256-secret-4d1c8e"
+	obsJWTSecret  = "obs-test-hs256-secret-4d1c8e-0123456789"
 	obsKnownKey   = "obs-known-api-key-7Qe9LpX2"
 	obsUnknownKey = "obs-unknown-api-key-Vb3Nw8Kd"
 	obsPassword   = "correct-horse-battery-staple-91"

@@ -322,7 +322,8 @@ func (unverifiableKeys) Lookup(context.Context, string, string, string) identity
 // buildVerifier returns the bearer token verifier, or nil when no JWT key
 // source is configured. It starts reading JWT_HS256_SECRET_ARN and fetching
 // the JWKS in the background; until the secret is read HS256 tokens do not
-// verify, and if it cannot be read they never do (they are refused, not
+// verify, and if it cannot be read, or is shorter than
+// identity.MinHS256SecretLen, they never do (they are refused, not
 // ignored).
 func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads *coldStartLoads) *identity.Verifier {
 	j := rt.cfg.JWT
@@ -334,6 +335,7 @@ func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads
 		Audience:   j.Audience,
 		JWKSURL:    j.JWKSURL,
 		HTTPClient: httpClient,
+		Leeway:     j.Leeway,
 		Logger:     rt.logger,
 	}
 	if j.HS256SecretARN != "" {
@@ -349,10 +351,14 @@ func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads
 				rt.logger.LogAttrs(ctx, slog.LevelError, "read JWT_HS256_SECRET_ARN failed; HS256 tokens will not verify", slog.String("error", err.Error()))
 				return
 			}
-			v.SetHS256Secret([]byte(secret))
+			if err := v.SetHS256Secret([]byte(secret)); err != nil {
+				rt.logger.LogAttrs(ctx, slog.LevelError, "JWT_HS256_SECRET_ARN: secret refused; HS256 tokens will not verify", slog.String("error", err.Error()))
+			}
 		})
 	}
-	if j.JWKSURL != "" {
+	// A refused JWT_JWKS_URL (reported with the configuration) is never
+	// fetched; the tokens it would verify are refused.
+	if j.JWKSURL != "" && identity.CheckJWKSURL(j.JWKSURL) == nil {
 		loads.start("JWKS", func(ctx context.Context) {
 			if err := v.Prefetch(ctx); err != nil {
 				rt.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS at cold start failed; fetched again in the background on a token with an unknown kid", slog.String("error", err.Error()))

@@ -21,7 +21,7 @@ import (
 
 const (
 	testKey    = "test-api-key-0123456789"
-	testSecret = "test-only-hs256-secret"
+	testSecret = "test-only-hs256-secret-0123456789"
 )
 
 func env(m map[string]string) func(string) string {

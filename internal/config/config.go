@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -28,6 +29,9 @@ const (
 	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
 	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
 	DefaultAPIKeysRefresh    = 5 * time.Minute
+	DefaultJWTLeeway         = identity.DefaultLeeway
+	// MaxJWTLeeway is the largest JWT_LEEWAY.
+	MaxJWTLeeway = identity.MaxLeeway
 )
 
 // None, as the whole value of RATE_LIMIT_ROUTES or RATE_LIMIT_FAIL_CLOSED,
@@ -77,14 +81,23 @@ type JWT struct {
 	// Audience is an aud a token must carry (JWT_AUDIENCE).
 	Audience string
 	// JWKSURL is where RS256/ES256/EdDSA verification keys are fetched
-	// (JWT_JWKS_URL).
+	// (JWT_JWKS_URL). It is kept as given even when it is refused (not
+	// https, and its host not a loopback address: see
+	// identity.CheckJWKSURL), so that the verifier refuses the tokens it
+	// would have verified rather than ignore them.
 	JWKSURL string
 	// HS256SecretARN names the Secrets Manager secret holding the HS256
 	// key (its SecretString, used as raw bytes).
 	HS256SecretARN string
 	// HS256Secret is the HS256 key given directly in JWT_HS256_SECRET, for
 	// local runs and tests only; HS256SecretARN is the production path.
+	// It is kept as given even when it is shorter than
+	// identity.MinHS256SecretLen, so that the verifier refuses HS256
+	// tokens rather than ignore them.
 	HS256Secret []byte
+	// Leeway is the clock skew tolerated on exp, nbf and iat (JWT_LEEWAY):
+	// from 0 to MaxJWTLeeway, DefaultJWTLeeway when unset or bad.
+	Leeway time.Duration
 }
 
 // Enabled reports whether any verification key source is configured.
@@ -190,10 +203,28 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			Audience:       get("JWT_AUDIENCE"),
 			JWKSURL:        get("JWT_JWKS_URL"),
 			HS256SecretARN: get("JWT_HS256_SECRET_ARN"),
+			Leeway:         DefaultJWTLeeway,
 		},
 	}
 	if s := getenv("JWT_HS256_SECRET"); s != "" {
 		cfg.JWT.HS256Secret = []byte(s)
+		if len(s) < identity.MinHS256SecretLen {
+			// The length only: the value is a secret.
+			report(fmt.Errorf("JWT_HS256_SECRET: %d bytes, want at least %d (a shorter HS256 key can be brute-forced from one token); HS256 tokens will not verify", len(s), identity.MinHS256SecretLen))
+		}
+	}
+	if u := cfg.JWT.JWKSURL; u != "" {
+		if err := identity.CheckJWKSURL(u); err != nil {
+			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", clip(u), err))
+		}
+	}
+	if v := get("JWT_LEEWAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxJWTLeeway {
+			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", clip(v), MaxJWTLeeway, DefaultJWTLeeway))
+		} else {
+			cfg.JWT.Leeway = d
+		}
 	}
 
 	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {

@@ -265,3 +265,64 @@ func FuzzStageVariables(f *testing.F) {
 		}
 	})
 }
+
+// TestFromEnvJWT: JWT_LEEWAY is a bounded duration, JWT_JWKS_URL must be
+// https (http for a loopback host only) and JWT_HS256_SECRET at least 32
+// bytes; each bad value is reported naming the variable (and never quoting
+// the secret), and a refused URL or secret is kept so that the verifier
+// refuses the tokens it would have checked instead of ignoring them.
+func TestFromEnvJWT(t *testing.T) {
+	base := map[string]string{"JWT_ISSUER": "https://issuer.example/", "JWT_AUDIENCE": "api"}
+	short := "only-31-bytes-of-hs256-secret!!"
+	cases := []struct {
+		name       string
+		env        map[string]string
+		wantErr    string // "" for none
+		wantLeeway time.Duration
+	}{
+		{"leeway default", nil, "", 5 * time.Second},
+		{"leeway set", map[string]string{"JWT_LEEWAY": "30s"}, "", 30 * time.Second},
+		{"leeway zero", map[string]string{"JWT_LEEWAY": "0s"}, "", 0},
+		{"leeway at the bound", map[string]string{"JWT_LEEWAY": "5m"}, "", 5 * time.Minute},
+		{"leeway over the bound", map[string]string{"JWT_LEEWAY": "6m"}, `JWT_LEEWAY="6m"`, 5 * time.Second},
+		{"leeway negative", map[string]string{"JWT_LEEWAY": "-1s"}, `JWT_LEEWAY="-1s"`, 5 * time.Second},
+		{"leeway not a duration", map[string]string{"JWT_LEEWAY": "5"}, `JWT_LEEWAY="5"`, 5 * time.Second},
+		{"https JWKS URL", map[string]string{"JWT_JWKS_URL": "https://issuer.example/.well-known/jwks.json"}, "", 5 * time.Second},
+		{"http JWKS URL on loopback", map[string]string{"JWT_JWKS_URL": "http://127.0.0.1:8080/jwks"}, "", 5 * time.Second},
+		{"http JWKS URL on localhost", map[string]string{"JWT_JWKS_URL": "http://localhost:8080/jwks"}, "", 5 * time.Second},
+		{"http JWKS URL elsewhere", map[string]string{"JWT_JWKS_URL": "http://issuer.example/jwks"}, `JWT_JWKS_URL="http://issuer.example/jwks"`, 5 * time.Second},
+		{"JWKS URL without a host", map[string]string{"JWT_JWKS_URL": "issuer.example/jwks"}, `JWT_JWKS_URL="issuer.example/jwks"`, 5 * time.Second},
+		{"HS256 secret of 32 bytes", map[string]string{"JWT_HS256_SECRET": short + "!"}, "", 5 * time.Second},
+		{"HS256 secret of 31 bytes", map[string]string{"JWT_HS256_SECRET": short}, "JWT_HS256_SECRET: 31 bytes, want at least 32", 5 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			cfg, err := config.FromEnv(envOf(env))
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), short) {
+				t.Error("the error quotes the HS256 secret")
+			}
+			if cfg.JWT.Leeway != tc.wantLeeway {
+				t.Errorf("leeway %s, want %s", cfg.JWT.Leeway, tc.wantLeeway)
+			}
+			if u := tc.env["JWT_JWKS_URL"]; cfg.JWT.JWKSURL != u {
+				t.Errorf("JWKS URL %q, want %q kept as given", cfg.JWT.JWKSURL, u)
+			}
+			if s := tc.env["JWT_HS256_SECRET"]; string(cfg.JWT.HS256Secret) != s {
+				t.Error("HS256 secret not kept as given")
+			}
+		})
+	}
+}

@@ -67,7 +67,8 @@ eYflpqdQr849KDhWfwI8sWI=
 -----END TESTING KEY-----`
 )
 
-var fuzzNow = time.Unix(1_800_000_000, 0)
+// fuzzNow is within MaxTokenLifetime of the seeds' exp.
+var fuzzNow = time.Unix(1_880_000_000, 0)
 
 func fuzzRSA(tb testing.TB) *rsa.PrivateKey {
 	tb.Helper()
@@ -99,12 +100,29 @@ func FuzzVerifyToken(f *testing.F) {
 	defer jwks.Close()
 	v := identity.NewVerifier(identity.VerifierConfig{
 		Issuer: fuzzIssuer, Audience: fuzzAudience, HS256Secret: []byte(fuzzHS256), JWKSURL: jwks.URL,
-		Now: func() time.Time { return fuzzNow },
+		Leeway: identity.DefaultLeeway, Now: func() time.Time { return fuzzNow },
+	})
+	// pinned holds the same RSA key, its JWK naming RS256: it verifies no
+	// other alg with it.
+	pinnedDoc, err := json.Marshal(map[string]any{"keys": []map[string]string{{
+		"kty": "RSA", "kid": fuzzKid, "use": "sig", "alg": "RS256",
+		"n": b64(key.N.Bytes()), "e": b64(big.NewInt(int64(key.E)).Bytes()),
+	}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	pinnedJWKS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(pinnedDoc) }))
+	defer pinnedJWKS.Close()
+	pinned := identity.NewVerifier(identity.VerifierConfig{
+		Issuer: fuzzIssuer, Audience: fuzzAudience, JWKSURL: pinnedJWKS.URL,
+		Leeway: identity.DefaultLeeway, Now: func() time.Time { return fuzzNow },
 	})
 	// With the clock fixed, no unknown kid ever refetches: the fuzzing
 	// itself never reaches the network.
-	if err := v.Prefetch(context.Background()); err != nil {
-		f.Fatal(err)
+	for _, v := range []*identity.Verifier{v, pinned} {
+		if err := v.Prefetch(context.Background()); err != nil {
+			f.Fatal(err)
+		}
 	}
 
 	// Seeds signed now, besides those in testdata.
@@ -124,6 +142,31 @@ func FuzzVerifyToken(f *testing.F) {
 		}
 		f.Add(signed)
 	}
+	// Validly signed seeds that break a claim rule: they must not verify,
+	// and mutating them explores the claim decoding.
+	for _, c := range []jwt.MapClaims{
+		{"exp": 1e17},
+		{"exp": "1880003600"},
+		{"exp": fuzzNow.Add(2 * identity.MaxTokenLifetime).Unix()},
+		{"iat": fuzzNow.Add(time.Hour).Unix()},
+		{"nbf": "0"},
+		{"exp": fuzzNow.Add(300 * 24 * time.Hour).Unix(), "iat": fuzzNow.Add(-100 * 24 * time.Hour).Unix()},
+	} {
+		bad := jwt.MapClaims{"iss": fuzzIssuer, "aud": fuzzAudience, "sub": "bob", "exp": fuzzNow.Add(time.Hour).Unix()}
+		for k, val := range c {
+			bad[k] = val
+		}
+		tok := jwt.NewWithClaims(jwt.SigningMethodRS256, bad)
+		tok.Header["kid"] = fuzzKid
+		signed, err := tok.SignedString(key)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if _, err := v.Verify(context.Background(), signed); err == nil {
+			f.Fatalf("seed with claims %v verifies", c)
+		}
+		f.Add(signed)
+	}
 
 	f.Fuzz(func(t *testing.T, token string) {
 		sub, err := v.Verify(context.Background(), token)
@@ -134,15 +177,99 @@ func FuzzVerifyToken(f *testing.F) {
 			if len(token) >= 16 && strings.Contains(err.Error(), token) {
 				t.Fatal("the error quotes the token")
 			}
-			return
+		} else {
+			if !validlySigned(token, []byte(fuzzHS256), &key.PublicKey) {
+				t.Fatalf("Verify accepted a token that is not validly signed: %q", token)
+			}
+			if sub == "" || len(sub) > 512 {
+				t.Fatalf("Verify returned the subject %q", sub)
+			}
+			if why := claimRuleBroken(token); why != "" {
+				t.Fatalf("Verify accepted a token whose %s: %q", why, token)
+			}
 		}
-		if !validlySigned(token, []byte(fuzzHS256), &key.PublicKey) {
-			t.Fatalf("Verify accepted a token that is not validly signed: %q", token)
-		}
-		if sub == "" || len(sub) > 512 {
-			t.Fatalf("Verify returned the subject %q", sub)
+		if _, err := pinned.Verify(context.Background(), token); err == nil {
+			if alg := headerAlg(token); alg != "RS256" {
+				t.Fatalf("the key pinned to RS256 verified a token of alg %q: %q", alg, token)
+			}
+			if !validlySigned(token, nil, &key.PublicKey) {
+				t.Fatalf("the pinned verifier accepted a token that is not validly signed: %q", token)
+			}
 		}
 	})
+}
+
+// headerAlg is the alg of a token's header, "" when it has none.
+func headerAlg(token string) string {
+	header, _, _ := strings.Cut(token, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(header)
+	if err != nil {
+		return ""
+	}
+	var h struct {
+		Alg string `json:"alg"`
+	}
+	if json.Unmarshal(raw, &h) != nil {
+		return ""
+	}
+	return h.Alg
+}
+
+// claimRuleBroken says which time claim rule a token's payload breaks, as
+// judged at fuzzNow with DefaultLeeway, or "" when it keeps them all: exp
+// present; exp, nbf and iat JSON numbers from 0 to the year 9999; exp not
+// past, nbf and iat not ahead; exp at most MaxTokenLifetime after now and
+// after iat.
+func claimRuleBroken(token string) string {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "shape is not a JWT"
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return "payload is not base64url"
+	}
+	var times struct {
+		Exp, Nbf, Iat json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &times); err != nil {
+		return "payload is not a JSON object"
+	}
+	seconds := func(r json.RawMessage) (float64, string) {
+		r = json.RawMessage(strings.TrimSpace(string(r)))
+		if len(r) == 0 || string(r) == "null" {
+			return 0, "absent"
+		}
+		if c := r[0]; c != '-' && (c < '0' || c > '9') {
+			return 0, "not a number"
+		}
+		f, err := strconv.ParseFloat(string(r), 64)
+		if err != nil || f < 0 || f > 253402300799 {
+			return 0, "out of range"
+		}
+		return f, ""
+	}
+	now := float64(fuzzNow.Unix())
+	leeway := identity.DefaultLeeway.Seconds()
+	lifetime := identity.MaxTokenLifetime.Seconds()
+	exp, why := seconds(times.Exp)
+	if why != "" {
+		return "exp is " + why
+	}
+	if exp+leeway <= now || exp > now+lifetime {
+		return "exp is past or too far ahead"
+	}
+	if nbf, why := seconds(times.Nbf); why != "" && why != "absent" {
+		return "nbf is " + why
+	} else if why == "" && nbf > now+leeway {
+		return "nbf is ahead"
+	}
+	if iat, why := seconds(times.Iat); why != "" && why != "absent" {
+		return "iat is " + why
+	} else if why == "" && (iat > now+leeway || exp-iat > lifetime) {
+		return "iat is ahead or too long before exp"
+	}
+	return ""
 }
 
 // validlySigned reports whether token's signature is that of its header's
@@ -197,6 +324,15 @@ func validlySigned(token string, secret []byte, pub *rsa.PublicKey) bool {
 // FuzzParseJWKS: no document panics ParseJWKS, and every key it returns is
 // a usable public key of a supported type.
 func FuzzParseJWKS(f *testing.F) {
+	key := fuzzRSA(f)
+	n, e := b64(key.N.Bytes()), b64(big.NewInt(int64(key.E)).Bytes())
+	for _, alg := range []string{"RS256", "PS512", "HS256", "none", "ES256", "RSA-OAEP"} {
+		doc, err := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "RSA", "kid": "k", "alg": alg, "n": n, "e": e}}})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(doc)
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		keys, err := identity.ParseJWKS(doc)
 		if err != nil {
@@ -205,19 +341,34 @@ func FuzzParseJWKS(f *testing.F) {
 		if len(keys) == 0 {
 			t.Fatal("no error and no key")
 		}
-		for kid, k := range keys {
-			switch k := k.(type) {
+		for kid, jwk := range keys {
+			switch jwk.Alg {
+			case "", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519":
+			default:
+				t.Errorf("kid %q: key kept with alg %q", kid, jwk.Alg)
+			}
+			switch k := jwk.Key.(type) {
 			case *rsa.PublicKey:
 				if k.N.BitLen() < 2048 || k.E < 3 || k.E%2 == 0 {
 					t.Errorf("kid %q: weak RSA key (%d bits, e=%d)", kid, k.N.BitLen(), k.E)
+				}
+				if a := jwk.Alg; a != "" && a[:2] != "RS" && a[:2] != "PS" {
+					t.Errorf("kid %q: RSA key kept with alg %q", kid, a)
 				}
 			case *ecdsa.PublicKey:
 				if _, err := k.Bytes(); err != nil {
 					t.Errorf("kid %q: unusable EC key: %v", kid, err)
 				}
+				want := map[string]string{"P-256": "ES256", "P-384": "ES384", "P-521": "ES512"}[k.Curve.Params().Name]
+				if jwk.Alg != "" && jwk.Alg != want {
+					t.Errorf("kid %q: %s key kept with alg %q", kid, k.Curve.Params().Name, jwk.Alg)
+				}
 			case ed25519.PublicKey:
 				if len(k) != ed25519.PublicKeySize {
 					t.Errorf("kid %q: Ed25519 key of %d bytes", kid, len(k))
+				}
+				if a := jwk.Alg; a != "" && a != "EdDSA" && a != "Ed25519" {
+					t.Errorf("kid %q: Ed25519 key kept with alg %q", kid, a)
 				}
 			default:
 				t.Errorf("kid %q: unexpected key type %T", kid, k)
@@ -237,7 +388,7 @@ func TestFuzzSeedsVerify(t *testing.T) {
 	defer jwks.Close()
 	v := identity.NewVerifier(identity.VerifierConfig{
 		Issuer: fuzzIssuer, Audience: fuzzAudience, HS256Secret: []byte(fuzzHS256), JWKSURL: jwks.URL,
-		Now: func() time.Time { return fuzzNow },
+		Leeway: identity.DefaultLeeway, Now: func() time.Time { return fuzzNow },
 	})
 	if err := v.Prefetch(context.Background()); err != nil {
 		t.Fatal(err)

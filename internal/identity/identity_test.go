@@ -67,7 +67,7 @@ func TestVerifier(t *testing.T) {
 	hs := httptest.NewServer(jwks)
 	defer hs.Close()
 
-	hsSecret := []byte("hs-secret-for-tests")
+	hsSecret := []byte("hs256-secret-for-tests-0123456789")
 	clk := &clock{now: time.Now()}
 	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256Secret: hsSecret, JWKSURL: hs.URL, Now: clk.Now})
 	if err := v.Prefetch(context.Background()); err != nil {
@@ -229,7 +229,7 @@ func TestVerifierHS256SecretPending(t *testing.T) {
 	if v == nil {
 		t.Fatal("no verifier for a pending HS256 secret: tokens would be ignored instead of refused")
 	}
-	secret := []byte("arrives-later")
+	secret := []byte("arrives-later-and-is-32-bytes-long")
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "iss", "aud": "aud", "sub": "bob", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
 	if _, err := v.Verify(context.Background(), tok); err == nil {
 		t.Fatal("an HS256 token verified before the secret arrived")
@@ -241,7 +241,7 @@ func TestVerifierHS256SecretPending(t *testing.T) {
 }
 
 func TestResolverOrder(t *testing.T) {
-	secret := []byte("s")
+	secret := []byte("resolver-order-hs256-secret-0123456789")
 	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256Secret: secret})
 	tok, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": "iss", "aud": "aud", "sub": "bob", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
 	keys := identity.StaticKeys{identity.KeyHash("good"): {}}

@@ -36,7 +36,7 @@ const (
 	// tokens (tier user) when no JWT variable is set.
 	DemoJWTIssuer   = "slidegate-local"
 	DemoJWTAudience = "slidegate-local"
-	DemoJWTSecret   = "slidegate-local-hs256-secret"
+	DemoJWTSecret   = "slidegate-local-hs256-secret-for-demos"
 )
 
 // Config says what to serve and where.
