@@ -229,9 +229,11 @@ func TestStageCache(t *testing.T) {
 }
 
 func FuzzRoutes(f *testing.F) {
-	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m"} {
+	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m",
+		"POST /auth/*=5/1m:sliding-log", "GET /s=1/1s:,HEAD /h=2/1m:token-bucket", "POST /a=5/1m:x:y", "POST /a=:", "GET /a=1/1m : gcra"} {
 		f.Add(s, "/auth/login")
 	}
+	f.Add("POST /auth/*=5/1m:sliding-log", "/%61uth/./login%2F")
 	f.Fuzz(func(t *testing.T, spec, path string) {
 		routes, err := config.ParseRoutes(spec, "")
 		if err != nil {
@@ -242,6 +244,12 @@ func FuzzRoutes(f *testing.F) {
 				t.Fatalf("ParseRoutes(%q) accepted an invalid limit: %v", spec, err)
 			}
 			_ = r.Matches("GET", path)
+			if r.OwnAlgorithm && !strings.Contains(spec, ":") {
+				t.Fatalf("ParseRoutes(%q): an algorithm of its own without a ':'", spec)
+			}
+			if !r.OwnAlgorithm && r.Limit.Algorithm != "" {
+				t.Fatalf("ParseRoutes(%q): route %s got algorithm %s, want the default passed in", spec, r.Limit.Name, r.Limit.Algorithm)
+			}
 		}
 		globs, _ := config.ParseFailClosed(spec)
 		_ = config.IsFailClosed(globs, path)
