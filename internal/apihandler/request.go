@@ -33,8 +33,10 @@ type gatewayRequest struct {
 // HTTP server) is counted by its TCP peer address.
 func readRequest(r *http.Request) gatewayRequest {
 	req := gatewayRequest{Request: app.Request{
-		Method:          strings.ToUpper(r.Method),
-		Path:            r.URL.Path,
+		Method: strings.ToUpper(r.Method),
+		// As the router reads it: escaped, decoded by the matching
+		// (config.RequestPath) exactly once.
+		Path:            r.URL.EscapedPath(),
 		Headers:         lowerHeaders(r.Header),
 		LambdaRequestID: app.LambdaRequestID(r.Context()),
 	}}

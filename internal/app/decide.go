@@ -65,13 +65,18 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	req.Method = strings.ToUpper(req.Method)
 	req.Headers = lowerHeaders(req.Headers)
 
+	// The path as the serving router reads it: decoded, dot segments
+	// resolved. Route limits and fail-closed globs match on it, so that no
+	// spelling of a path reaches its handler around them.
+	path := config.ParseRequestPath(req.Path)
+
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP)
 	out := Outcome{
 		Caller:       Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
 		Unauthorized: who.Unauthorized,
-		FailClosed:   config.IsFailClosed(rt.cfg.FailClosed, req.Path),
+		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, path),
 	}
-	checks := rt.checks(out.Caller, req)
+	checks := rt.checks(out.Caller, req.Method, path, req.StageVariables)
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	if who.Unauthorized {
@@ -103,13 +108,16 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	return out, err
 }
 
-// checks are the limits of a request, all for the caller's identity.
-func (rt *Runtime) checks(c Caller, req Request) []ratelimit.Check {
-	limits := rt.stages.For(req.StageVariables)
+// checks are the limits of a request, all for the caller's identity:
+// its tier, and every route limit matching method (upper case) and path.
+// Limits of different algorithms are decided by one script call per
+// algorithm (see ratelimit.Limiter.Decide).
+func (rt *Runtime) checks(c Caller, method string, path config.RequestPath, stageVars map[string]string) []ratelimit.Check {
+	limits := rt.stages.For(stageVars)
 	checks := make([]ratelimit.Check, 0, 2)
 	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
 	for _, r := range limits.Routes {
-		if r.Matches(req.Method, req.Path) {
+		if r.MatchesRequest(method, path) {
 			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
 		}
 	}

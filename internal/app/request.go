@@ -26,7 +26,10 @@ type Request struct {
 	// Method is the HTTP method, upper case.
 	Method string
 	// Path is the resource path the caller asked for, without the stage,
-	// e.g. "/auth/login".
+	// as received: percent-encoded as the event or URL carries it, e.g.
+	// "/auth/login" or "/%61uth/login". Route limits and fail-closed globs
+	// match it as it is served (config.ParseRequestPath), so it must not
+	// be decoded beforehand (decoding twice would read "%2561" as "a").
 	Path string
 	// SourceIP is the caller's address as API Gateway saw it
 	// (requestContext.identity.sourceIp or requestContext.http.sourceIp);

@@ -10,8 +10,9 @@ import "strings"
 // looked like: behind a custom domain with a base-path mapping the request
 // path carries the base path ("/api/auth/login") and would slip past
 // "/auth/*", the resource does not. A greedy resource ("/{proxy+}") says
-// nothing about the route, so the path is used then. A glob's "*" matches
-// a "{param}" segment like any other.
+// nothing about the route, so the path is used then, as received (the
+// matching decodes it as the serving router does: config.RequestPath). A
+// glob's "*" matches a "{param}" segment like any other.
 func LimitPath(resource, path string) string {
 	if resource == "" || !strings.HasPrefix(resource, "/") || strings.Contains(resource, "+}") {
 		return path

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -225,9 +226,10 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 // never a backend that ignores retryAfter and unavailable.
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	rc := ev.RequestContext
-	path := rc.HTTP.Path
+	// rawPath first, as the API function's proxy library reads it.
+	path := ev.RawPath
 	if path == "" {
-		path = ev.RawPath
+		path = rc.HTTP.Path
 	}
 	req := app.Request{
 		Method:          rc.HTTP.Method,
@@ -257,13 +259,26 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 	}, nil
 }
 
-// stripStage removes a leading "/<stage>" from a path that carries it (REST
-// requestContext.path, HTTP API paths on a named stage).
+// stripStage removes a leading "/<stage>" from a path as received that
+// carries it (REST requestContext.path, HTTP API paths on a named stage),
+// as the API function does: on the decoded path, the rest re-escaped the
+// way its router then reads it (so "/prod/auth%2Flogin" is
+// "/auth/login" there, and "/%70rod/x" loses its stage too). A path that
+// does not decode (the API function answers it 400) is compared as it is.
 func stripStage(path, stage string) string {
 	if stage == "" || stage == "$default" {
 		return path
 	}
 	prefix := "/" + stage
+	if decoded, err := url.PathUnescape(path); err == nil && strings.Contains(path, "%") {
+		if decoded == prefix {
+			return "/"
+		}
+		if rest, ok := strings.CutPrefix(decoded, prefix+"/"); ok {
+			return (&url.URL{Path: "/" + rest}).EscapedPath()
+		}
+		return path
+	}
 	if path == prefix {
 		return "/"
 	}

@@ -24,7 +24,7 @@ const (
 	DefaultAnonymous         = "30/1m"
 	DefaultUser              = "600/1m"
 	DefaultOrg               = "10000/1m"
-	DefaultRoutes            = "POST /auth/*=5/1m"
+	DefaultRoutes            = "POST /auth/*=5/1m:sliding-log"
 	DefaultFailClosed        = "/auth/*"
 	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
 	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
@@ -55,9 +55,19 @@ type Tiers struct {
 	User ratelimit.Limit
 	// Org is the limit per known API key (RATE_LIMIT_ORG, rateLimitOrg).
 	Org ratelimit.Limit
-	// Algorithm is the algorithm of every limit of the request, tier and
-	// route limits alike, so that one script call decides them all.
+	// Algorithm is the algorithm of every limit that does not name its own
+	// (RATE_LIMIT_ALGORITHM, rateLimitAlgorithm). Limits of one request
+	// that share an algorithm are decided by one script call.
 	Algorithm ratelimit.Algorithm
+	// OwnAlgorithm records the tiers whose value named its algorithm
+	// ("30/1m:sliding-log"): a stage's rateLimitAlgorithm leaves them
+	// alone.
+	OwnAlgorithm TierFlags
+}
+
+// TierFlags holds one flag per tier.
+type TierFlags struct {
+	Anonymous, User, Org bool
 }
 
 // ForTier returns the limit of tier; an unknown tier gets the anonymous
@@ -176,11 +186,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
 	report(err)
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
+	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
 	report(err)
-	tiers.User, err = parseTierLimit("RATE_LIMIT_USER", TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
+	tiers.User, tiers.OwnAlgorithm.User, err = parseTierLimit("RATE_LIMIT_USER", TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
 	report(err)
-	tiers.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
+	tiers.Org, tiers.OwnAlgorithm.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
 
 	routes, err := parseRoutesVar(get("RATE_LIMIT_ROUTES"), alg)
@@ -349,23 +359,47 @@ func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorith
 	return a, nil
 }
 
-// parseTierLimit parses a tier's "<count>/<window>", falling back to def
-// (itself always valid).
-func parseTierLimit(name, tier, v, def string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	var err error
+// parseTierLimit parses a tier's "<count>/<window>[:<algorithm>]",
+// falling back to def (itself always valid). own reports whether the value
+// used named its algorithm.
+func parseTierLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l ratelimit.Limit, own bool, err error) {
 	if v != "" {
-		l, perr := makeLimit(tier, v, alg)
+		l, own, perr := makeLimitSpec(tier, v, alg)
 		if perr == nil {
-			return l, nil
+			return l, own, nil
 		}
 		err = fmt.Errorf("%s=%q: %w; using %s", name, clip(v), perr, def)
 	}
-	l, derr := makeLimit(tier, def, alg)
+	l, own, derr := makeLimitSpec(tier, def, alg)
 	if derr != nil {
 		// def is a constant or an already validated value.
 		panic(fmt.Sprintf("config: default %s=%q: %v", name, def, derr))
 	}
-	return l, err
+	return l, own, err
+}
+
+// makeLimitSpec parses "<count>/<window>" or "<count>/<window>:<algorithm>"
+// into a validated limit of the given name. Without an algorithm the limit
+// gets def; own reports whether the spec named one. An explicit algorithm
+// is spelled as in RATE_LIMIT_ALGORITHM; an empty one after ':' is an
+// error, never the default.
+func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limit, own bool, err error) {
+	rate, algText, own := strings.Cut(spec, ":")
+	alg := def
+	if own {
+		algText = strings.TrimSpace(algText)
+		if algText == "" {
+			return ratelimit.Limit{}, false, errors.New("no algorithm after ':'")
+		}
+		if alg, err = ratelimit.ParseAlgorithm(algText); err != nil {
+			return ratelimit.Limit{}, false, err
+		}
+	}
+	l, err = makeLimit(name, strings.TrimSpace(rate), alg)
+	if err != nil {
+		return ratelimit.Limit{}, false, err
+	}
+	return l, own, nil
 }
 
 // makeLimit parses rate into a validated limit of the given name.

@@ -25,7 +25,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"user", cfg.Tiers.User.String(), "600/1m"},
 		{"org", cfg.Tiers.Org.String(), "10000/1m"},
 		{"algorithm", string(cfg.Tiers.Algorithm), "sliding-window"},
-		{"routes", cfg.Routes[0].Limit.Name + "=" + cfg.Routes[0].Limit.String(), "POST /auth/*=5/1m"},
+		{"routes", cfg.Routes[0].Limit.Name + "=" + cfg.Routes[0].Limit.String() + ":" + string(cfg.Routes[0].Limit.Algorithm), "POST /auth/*=5/1m:sliding-log"},
 		{"fail closed", cfg.FailClosed[0].Text, "/auth/*"},
 		{"key prefix", cfg.KeyPrefix, "rl"},
 		{"refresh", cfg.APIKeysRefresh.String(), "5m0s"},
@@ -153,7 +153,7 @@ func TestPathGlob(t *testing.T) {
 		{"/**", "/", true},
 		{"/*", "/", false},
 		{"/*", "/x/y", true},
-		{"/auth/*", "auth/login", false},
+		{"/auth/*", "auth/login", true}, // served with a leading '/' by the proxy library
 	}
 	for _, tc := range cases {
 		g, err := config.ParsePathGlob(tc.glob)
@@ -208,7 +208,9 @@ func TestStageCache(t *testing.T) {
 	beta := map[string]string{"rateLimitAnonymous": "6/1m", "rateLimitAlgorithm": "token-bucket"}
 	bad := map[string]string{"rateLimitUser": "many"}
 	for i := 0; i < 3; i++ {
-		if l := cache.For(beta); l.Tiers.Anonymous.String() != "6/1m" || l.Tiers.Algorithm != ratelimit.TokenBucket || l.Routes[0].Limit.Algorithm != ratelimit.TokenBucket {
+		// The default login limit names its algorithm: a stage's does not
+		// replace it.
+		if l := cache.For(beta); l.Tiers.Anonymous.String() != "6/1m" || l.Tiers.Algorithm != ratelimit.TokenBucket || l.Routes[0].Limit.Algorithm != ratelimit.SlidingLog {
 			t.Fatalf("beta: %+v", l.Tiers)
 		}
 		if l := cache.For(nil); l.Tiers.Anonymous.String() != "3/1m" || l.Tiers.Algorithm != ratelimit.SlidingWindow {
@@ -227,9 +229,11 @@ func TestStageCache(t *testing.T) {
 }
 
 func FuzzRoutes(f *testing.F) {
-	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m"} {
+	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m",
+		"POST /auth/*=5/1m:sliding-log", "GET /s=1/1s:,HEAD /h=2/1m:token-bucket", "POST /a=5/1m:x:y", "POST /a=:", "GET /a=1/1m : gcra"} {
 		f.Add(s, "/auth/login")
 	}
+	f.Add("POST /auth/*=5/1m:sliding-log", "/%61uth/./login%2F")
 	f.Fuzz(func(t *testing.T, spec, path string) {
 		routes, err := config.ParseRoutes(spec, "")
 		if err != nil {
@@ -240,6 +244,12 @@ func FuzzRoutes(f *testing.F) {
 				t.Fatalf("ParseRoutes(%q) accepted an invalid limit: %v", spec, err)
 			}
 			_ = r.Matches("GET", path)
+			if r.OwnAlgorithm && !strings.Contains(spec, ":") {
+				t.Fatalf("ParseRoutes(%q): an algorithm of its own without a ':'", spec)
+			}
+			if !r.OwnAlgorithm && r.Limit.Algorithm != "" {
+				t.Fatalf("ParseRoutes(%q): route %s got algorithm %s, want the default passed in", spec, r.Limit.Name, r.Limit.Algorithm)
+			}
 		}
 		globs, _ := config.ParseFailClosed(spec)
 		_ = config.IsFailClosed(globs, path)
@@ -251,6 +261,8 @@ func FuzzStageVariables(f *testing.F) {
 	f.Add("", "", "", "")
 	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket")
 	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW")
+	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window")
+	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "")
 	cfg, _ := config.FromEnv(envOf(nil))
 	cache := config.NewStageCache(cfg, nil)
 	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm string) {
@@ -259,8 +271,11 @@ func FuzzStageVariables(f *testing.F) {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)
 			}
-			if lim.Algorithm != l.Tiers.Algorithm {
-				t.Fatalf("tier algorithm %s differs from the stage's %s", lim.Algorithm, l.Tiers.Algorithm)
+		}
+		own := []bool{l.Tiers.OwnAlgorithm.Anonymous, l.Tiers.OwnAlgorithm.User, l.Tiers.OwnAlgorithm.Org}
+		for i, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org} {
+			if !own[i] && lim.Algorithm != l.Tiers.Algorithm {
+				t.Fatalf("tier algorithm %s differs from the stage's %s though the tier names none", lim.Algorithm, l.Tiers.Algorithm)
 			}
 		}
 	})

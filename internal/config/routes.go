@@ -8,9 +8,11 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// PathGlob matches request paths segment by segment. Paths and globs are
-// split on '/' and empty segments are dropped ("/auth//login/" is
-// "/auth/login"). The rules:
+// PathGlob matches request paths segment by segment. Globs are split on
+// '/' and empty segments are dropped; paths are read as they are served
+// (RequestPath: percent-decoded, dot segments resolved, empty segments
+// dropped, so "/auth//login/" and "/%61uth/./login" are "/auth/login").
+// Write globs decoded. The rules:
 //
 //   - a literal segment matches itself exactly (paths are case-sensitive, as
 //     in API Gateway);
@@ -57,12 +59,21 @@ func ParsePathGlob(s string) (PathGlob, error) {
 	return PathGlob{Text: s, segments: segs}, nil
 }
 
-// Match reports whether path matches the glob.
+// Match reports whether path, as received (see ParseRequestPath), matches
+// the glob.
 func (g PathGlob) Match(path string) bool {
-	if !strings.HasPrefix(path, "/") {
-		return false
+	return g.MatchRequest(ParseRequestPath(path))
+}
+
+// MatchRequest reports whether the glob matches any reading of p.
+func (g PathGlob) MatchRequest(p RequestPath) bool {
+	for _, r := range p.readings {
+		if matchSegments(g.segments, r) {
+			return true
+		}
 	}
-	return matchSegments(g.segments, splitPath(path))
+	// The zero RequestPath is "/".
+	return len(p.readings) == 0 && matchSegments(g.segments, nil)
 }
 
 func matchSegments(glob, path []string) bool {
@@ -84,9 +95,8 @@ func matchSegments(glob, path []string) bool {
 	return len(path) == len(glob)
 }
 
-// splitPath splits a path into its non-empty segments: "/a//b/" is
-// ["a", "b"] and "/" is none. Empty segments are dropped so that "//auth/login"
-// cannot slip past a glob written "/auth/*".
+// splitPath splits a glob into its non-empty segments: "/a//b/" is
+// ["a", "b"] and "/" is none.
 func splitPath(p string) []string {
 	segs := strings.Split(p, "/")
 	out := segs[:0]
@@ -99,8 +109,8 @@ func splitPath(p string) []string {
 }
 
 // RouteLimit is an extra limit on the requests of one method and path glob,
-// counted per caller (the same identity as the caller's tier), so that the
-// tier and route limits of a request are decided by one script call.
+// counted per caller (the same identity as the caller's tier). Limits of a
+// request that share an algorithm are decided by one script call.
 type RouteLimit struct {
 	// Method is the HTTP method in upper case, or "*" (also written ANY)
 	// for every method.
@@ -110,17 +120,31 @@ type RouteLimit struct {
 	// Limit is the budget; its Name is "METHOD /glob", e.g. "POST /auth/*",
 	// the policy name of the RateLimit headers.
 	Limit ratelimit.Limit
+	// OwnAlgorithm is true when the entry named its algorithm
+	// ("=5/1m:sliding-log"): RATE_LIMIT_ALGORITHM and a stage's
+	// rateLimitAlgorithm do not replace it.
+	OwnAlgorithm bool
 }
 
-// Matches reports whether the route limit applies to a request.
+// Matches reports whether the route limit applies to a request; path is
+// as received (see ParseRequestPath).
 func (r RouteLimit) Matches(method, path string) bool {
-	return (r.Method == "*" || r.Method == method) && r.Path.Match(path)
+	return r.MatchesRequest(method, ParseRequestPath(path))
+}
+
+// MatchesRequest reports whether the route limit applies to a request of
+// method (compared as written: callers upper-case it once) and path. A
+// limit on GET also holds HEAD, which Go's http.ServeMux (like most
+// routers) answers with the GET handler; a limit on HEAD holds HEAD only.
+func (r RouteLimit) MatchesRequest(method string, path RequestPath) bool {
+	return (r.Method == "*" || r.Method == method || (r.Method == "GET" && method == "HEAD")) && r.Path.MatchRequest(path)
 }
 
 // ParseRoutes parses RATE_LIMIT_ROUTES: comma-separated entries
-// "METHOD /path-glob=N/window", such as "POST /auth/*=5/1m,GET /search=100/1m".
-// The method may be "*" or "ANY". The empty string and "none" mean no
-// route limits. Every limit gets the algorithm alg.
+// "METHOD /path-glob=N/window[:algorithm]", such as
+// "POST /auth/*=5/1m:sliding-log,GET /search=100/1m". The method may be
+// "*" or "ANY". The empty string and "none" mean no route limits. An entry
+// without its own algorithm gets alg.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
@@ -147,11 +171,11 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 	route, rate, ok := strings.Cut(entry, "=")
 	if !ok {
-		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window", clip(entry))
+		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window[:algorithm]", clip(entry))
 	}
 	method, path, ok := strings.Cut(strings.TrimSpace(route), " ")
 	if !ok {
-		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window", clip(entry))
+		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window[:algorithm]", clip(entry))
 	}
 	method = strings.ToUpper(strings.TrimSpace(method))
 	if method == "ANY" {
@@ -165,11 +189,11 @@ func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
 	}
 	name := method + " " + glob.Text
-	limit, err := makeLimit(name, rate, alg)
+	limit, own, err := makeLimitSpec(name, rate, alg)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
 	}
-	return RouteLimit{Method: method, Path: glob, Limit: limit}, nil
+	return RouteLimit{Method: method, Path: glob, Limit: limit, OwnAlgorithm: own}, nil
 }
 
 func isToken(s string) bool {
@@ -241,21 +265,31 @@ func parseFailClosedVar(v string) ([]PathGlob, error) {
 	return globs, nil
 }
 
-// RoutesFor returns the route limits that apply to a request.
+// RoutesFor returns the route limits that apply to a request; method is
+// upper-cased, path is as received (see ParseRequestPath).
 func RoutesFor(routes []RouteLimit, method, path string) []RouteLimit {
+	method = strings.ToUpper(method)
+	p := ParseRequestPath(path)
 	var out []RouteLimit
 	for _, r := range routes {
-		if r.Matches(method, path) {
+		if r.MatchesRequest(method, p) {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// IsFailClosed reports whether path matches one of the fail-closed globs.
+// IsFailClosed reports whether path, as received (see ParseRequestPath),
+// matches one of the fail-closed globs.
 func IsFailClosed(globs []PathGlob, path string) bool {
+	return IsFailClosedRequest(globs, ParseRequestPath(path))
+}
+
+// IsFailClosedRequest reports whether p matches one of the fail-closed
+// globs.
+func IsFailClosedRequest(globs []PathGlob, p RequestPath) bool {
 	for _, g := range globs {
-		if g.Match(path) {
+		if g.MatchRequest(p) {
 			return true
 		}
 	}

@@ -23,7 +23,7 @@ const (
 const maxStageEntries = 64
 
 // Limits are the limits that apply on one stage: the tiers and the route
-// limits, all in the stage's algorithm.
+// limits, each in the stage's algorithm unless it names its own.
 type Limits struct {
 	// Tiers are the per-caller limits of the stage.
 	Tiers Tiers
@@ -104,15 +104,16 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits,
 		errs = append(errs, err)
 	}
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, err = stageLimit(StageVarAnonymous, TierAnonymous, anonymous, cfg.Tiers.Anonymous, alg)
+	own := cfg.Tiers.OwnAlgorithm
+	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, TierAnonymous, anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.User, err = stageLimit(StageVarUser, TierUser, user, cfg.Tiers.User, alg)
+	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, TierUser, user, cfg.Tiers.User, own.User, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.Org, err = stageLimit(StageVarOrg, TierOrg, org, cfg.Tiers.Org, alg)
+	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, TierOrg, org, cfg.Tiers.Org, own.Org, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -120,21 +121,29 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits,
 	if alg != cfg.Tiers.Algorithm {
 		routes = make([]RouteLimit, len(cfg.Routes))
 		for i, r := range cfg.Routes {
-			r.Limit.Algorithm = alg
+			if !r.OwnAlgorithm {
+				r.Limit.Algorithm = alg
+			}
 			routes[i] = r
 		}
 	}
 	return &Limits{Tiers: tiers, Routes: routes}, errors.Join(errs...)
 }
 
-func stageLimit(variable, tier, v string, env ratelimit.Limit, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	env.Algorithm = alg
+// stageLimit resolves one tier on a stage: the stage variable's value v
+// when set and valid ("N/window", in the stage's algorithm alg, or
+// "N/window:algorithm"), else the environment's limit env, which keeps its
+// own algorithm when it named one (envOwn) and takes alg otherwise.
+func stageLimit(variable, tier, v string, env ratelimit.Limit, envOwn bool, alg ratelimit.Algorithm) (ratelimit.Limit, bool, error) {
+	if !envOwn {
+		env.Algorithm = alg
+	}
 	if v == "" {
-		return env, nil
+		return env, envOwn, nil
 	}
-	l, err := makeLimit(tier, v, alg)
+	l, own, err := makeLimitSpec(tier, v, alg)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip(v), err, env)
+		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip(v), err, env)
 	}
-	return l, nil
+	return l, own, nil
 }

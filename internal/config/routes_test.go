@@ -1,0 +1,225 @@
+package config_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// TestGlobMatchesEverySpellingOfAPath: the default login glob holds every
+// spelling a router may serve as /auth/login, and no spelling is looser
+// than the plain path.
+func TestGlobMatchesEverySpellingOfAPath(t *testing.T) {
+	auth, err := config.ParsePathGlob("/auth/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, err := config.ParsePathGlob("/auth/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		path             string
+		wantAuth, wantLo bool
+	}{
+		{"/auth/login", true, true},
+		{"/%61uth/login", true, true},
+		{"/%61%75%74%68/%6c%6f%67%69%6e", true, true},
+		{"/%41uth/login", false, false}, // %41 is 'A': paths are case-sensitive
+		{"/auth/log%69n", true, true},
+		{"/auth%2Flogin", true, true}, // ServeMux: one segment; a decoding router: two
+		{"/auth%2flogin", true, true},
+		{"/auth/login%2F", true, true},
+		{"/auth/./login", true, true},
+		{"/./auth/login", true, true},
+		{"/auth/%2e/login", true, true},
+		{"/x/../auth/login", true, true},
+		{"/x/%2e%2e/auth/login", true, true},
+		{"/x/%2E%2E/auth/login", true, true},
+		{"/auth/%2e%2e/x", true, false}, // ServeMux keeps "%2e%2e" a segment under /auth
+		{"/../auth/login", true, true},
+		{"//auth/login", true, true},
+		{"/auth//login", true, true},
+		{"///auth///login///", true, true},
+		{"/auth/login/", true, true},
+		{"auth/login", true, true},
+		{"/auth/login?x", true, true}, // an HTTP API decodes %3F; the proxy library cuts there
+		{"/auth/login#x", true, true},
+		{"/auth/login%3Fx", true, false},
+		{"/%2561uth/login", false, false}, // %25 is '%': decoded once, "%61uth"
+		{"/auth/login%zz", true, false},   // does not decode: the API answers 400
+		{"/auth/login%", true, false},
+		{"/auth/login%00", true, false},
+		{"/auth/login%ff", true, false},
+		{"/Auth/login", false, false},
+		{"/authx/login", false, false},
+		{"/auth", false, false},
+		{"/", false, false},
+		{"", false, false},
+	}
+	for _, tc := range cases {
+		if got := auth.Match(tc.path); got != tc.wantAuth {
+			t.Errorf("/auth/* matches %q = %v, want %v", tc.path, got, tc.wantAuth)
+		}
+		if got := login.Match(tc.path); got != tc.wantLo {
+			t.Errorf("/auth/login matches %q = %v, want %v", tc.path, got, tc.wantLo)
+		}
+	}
+}
+
+// TestRouteMethods: the method is compared upper case; a GET limit holds
+// HEAD (ServeMux answers HEAD with the GET handler); a HEAD limit holds
+// HEAD only.
+func TestRouteMethods(t *testing.T) {
+	routes, err := config.ParseRoutes("GET /search=10/1m,HEAD /ping=1/1m,POST /auth/*=5/1m,ANY /all=1/1m", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		method, path string
+		want         string
+	}{
+		{"GET", "/search", "GET /search"},
+		{"HEAD", "/search", "GET /search"},
+		{"head", "/search", "GET /search"},
+		{"POST", "/search", ""},
+		{"HEAD", "/ping", "HEAD /ping"},
+		{"GET", "/ping", ""},
+		{"post", "/%61uth/login", "POST /auth/*"},
+		{"pOsT", "/auth/login", "POST /auth/*"},
+		{"HEAD", "/auth/login", ""},
+		{"OPTIONS", "/all", "* /all"},
+	}
+	for _, tc := range cases {
+		var got []string
+		for _, r := range config.RoutesFor(routes, tc.method, tc.path) {
+			got = append(got, r.Limit.Name)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%s %s: %v, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+// TestRouteAlgorithms: an entry may name its algorithm; one that does not
+// gets the environment's.
+func TestRouteAlgorithms(t *testing.T) {
+	routes, err := config.ParseRoutes("POST /auth/*=5/1m:sliding-log, GET /search=10/1m , GET /x=1/1s : token-bucket", ratelimit.FixedWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		alg ratelimit.Algorithm
+		own bool
+	}{{ratelimit.SlidingLog, true}, {ratelimit.FixedWindow, false}, {ratelimit.TokenBucket, true}}
+	for i, w := range want {
+		if routes[i].Limit.Algorithm != w.alg || routes[i].OwnAlgorithm != w.own {
+			t.Errorf("route %d (%s): algorithm %s own %v, want %s %v", i, routes[i].Limit.Name, routes[i].Limit.Algorithm, routes[i].OwnAlgorithm, w.alg, w.own)
+		}
+	}
+	if routes[0].Limit.Name != "POST /auth/*" {
+		t.Errorf("name %q: the algorithm is not part of the policy name", routes[0].Limit.Name)
+	}
+	for _, bad := range []string{
+		"POST /auth/*=5/1m:",
+		"POST /auth/*=5/1m:magic",
+		"POST /auth/*=5/1m:Sliding-Log",
+		"POST /auth/*=5/1m:sliding-log:x",
+		"POST /auth/*=:sliding-log",
+		"POST /auth/*=5:sliding-log",
+	} {
+		if _, err := config.ParseRoutes(bad, ""); err == nil {
+			t.Errorf("ParseRoutes(%q) accepted", bad)
+		}
+	}
+}
+
+// TestTierAndStageAlgorithms: a tier may name its algorithm, in the
+// environment and in stage variables; an explicit algorithm wins over
+// RATE_LIMIT_ALGORITHM and rateLimitAlgorithm.
+func TestTierAndStageAlgorithms(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_ANONYMOUS": "30/1m:sliding-log",
+		"RATE_LIMIT_ALGORITHM": "fixed-window",
+		"RATE_LIMIT_ROUTES":    "POST /auth/*=5/1m:sliding-log,GET /search=10/1m",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tiers.Anonymous.Algorithm != ratelimit.SlidingLog || !cfg.Tiers.OwnAlgorithm.Anonymous {
+		t.Errorf("anonymous: %s, want sliding-log of its own", cfg.Tiers.Anonymous.Algorithm)
+	}
+	if cfg.Tiers.User.Algorithm != ratelimit.FixedWindow || cfg.Tiers.OwnAlgorithm.User {
+		t.Errorf("user: %s, want the environment's fixed-window", cfg.Tiers.User.Algorithm)
+	}
+	cache := config.NewStageCache(cfg, nil)
+	l := cache.For(map[string]string{"rateLimitAlgorithm": "token-bucket", "rateLimitOrg": "50/1m:sliding-buckets"})
+	checks := []struct {
+		name string
+		got  ratelimit.Algorithm
+		want ratelimit.Algorithm
+	}{
+		{"anonymous (own in the environment)", l.Tiers.Anonymous.Algorithm, ratelimit.SlidingLog},
+		{"user (the stage's)", l.Tiers.User.Algorithm, ratelimit.TokenBucket},
+		{"org (own in the stage variable)", l.Tiers.Org.Algorithm, ratelimit.SlidingBuckets},
+		{"login route (own)", l.Routes[0].Limit.Algorithm, ratelimit.SlidingLog},
+		{"search route (the stage's)", l.Routes[1].Limit.Algorithm, ratelimit.TokenBucket},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, c.got, c.want)
+		}
+	}
+	if l.Tiers.Org.String() != "50/1m" {
+		t.Errorf("org: %s", l.Tiers.Org)
+	}
+	// A stage value that names an unknown algorithm is reported and the
+	// environment's limit used.
+	var reported []error
+	cache = config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
+	if l := cache.For(map[string]string{"rateLimitUser": "5/1m:magic"}); l.Tiers.User.String() != "600/1m" || len(reported) != 1 {
+		t.Errorf("bad stage algorithm: user %s, reported %v", l.Tiers.User, reported)
+	}
+	// A bad tier value in the environment falls back to the default.
+	if cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_USER": "5/1m:"})); err == nil || cfg.Tiers.User.String() != "600/1m" || cfg.Tiers.OwnAlgorithm.User {
+		t.Errorf("RATE_LIMIT_USER=5/1m: accepted (%v)", err)
+	}
+}
+
+// encodeAll percent-encodes every byte of p but '/'.
+func encodeAll(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		if p[i] == '/' {
+			b.WriteByte('/')
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", p[i])
+	}
+	return b.String()
+}
+
+// FuzzRequestPath: reading a path never panics, and no encoding of a path
+// escapes a glob the plain path matches.
+func FuzzRequestPath(f *testing.F) {
+	for _, s := range []string{"/auth/login", "/auth/./login", "/a/../auth/login", "//auth//login/", "/auth%2Flogin", "/%61uth/login", "/auth/login%zz", "/auth/login?x", ""} {
+		f.Add("/auth/*", s)
+		f.Add("/auth/login", s)
+	}
+	f.Add("/**", "/%")
+	f.Add("/a/*/b", "/a/%2e%2e/b")
+	f.Fuzz(func(t *testing.T, glob, path string) {
+		g, err := config.ParsePathGlob(glob)
+		if err != nil {
+			return
+		}
+		plain := g.Match(path)
+		_ = config.ParseRequestPath(path).Segments()
+		if plain && !strings.ContainsAny(path, "%?#") && !g.Match(encodeAll(path)) {
+			t.Fatalf("%q matches %q but its encoding %q does not", glob, path, encodeAll(path))
+		}
+	})
+}
