@@ -76,7 +76,9 @@ fi
 if ! apt-cache show valkey-server >/dev/null 2>&1; then
 	skip "no valkey-server package in this system's apt sources (${codename:-unknown system})"
 fi
-apt-get install "${install_args[@]}" valkey-server
+if ! apt-get install "${install_args[@]}" valkey-server; then
+	skip "apt-get install valkey-server failed"
+fi
 if ! have_valkey; then
 	echo "ensure-valkey: apt-get finished but valkey-server or valkey-cli is still missing" >&2
 	exit 1
