@@ -1,7 +1,8 @@
 # slidegate: distributed rate limiting for AWS Lambda behind API Gateway.
 #
 #   make local   the rate-limited API on 127.0.0.1:3000 (ADDR=host:port)
-#   make test    every test, against real redis-server processes it starts
+#   make test    every test, against real redis-server processes it starts,
+#                then the Redis-facing ones again on valkey-server
 #   make build   both functions' bootstrap binaries (linux/arm64; GOARCH=amd64)
 #   make bench   the benchmark against peer libraries, writing a report
 
@@ -12,22 +13,39 @@ BIN         := $(CURDIR)/bin
 STATICCHECK := $(BIN)/staticcheck
 STATICCHECK_VERSION := v0.8.2
 FUZZTIME    ?= 20000x
+# VALKEY: auto (run the Valkey half when valkey-server is there or can be
+# installed, else say it was not run), required (fail instead), skip.
+VALKEY      ?= auto
 
-.PHONY: all test vet staticcheck ensure-redis fuzz fuzz-long clean
+.PHONY: all test test-valkey vet staticcheck ensure-redis ensure-valkey fuzz fuzz-long clean
 
 all: test
 
 ## test: vet, staticcheck, then every test (unit, integration on real Redis),
-## every Go benchmark once (so none rots; figures come from `go test -bench`
-## and `make bench`), and short fuzz runs
-test: ensure-redis vet staticcheck
+## the Redis-facing tests again on Valkey (test-valkey), every Go benchmark
+## once (so none rots; figures come from `go test -bench` and `make bench`),
+## and short fuzz runs. A failure in either half fails it.
+test: ensure-redis ensure-valkey vet staticcheck
+	@echo "== every test on $$($${REDIS_SERVER:-redis-server} --version)"
 	$(GO) test -count=1 -timeout 15m ./...
+	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
 	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
+
+## test-valkey: the Redis-facing tests (those that start a server through
+## internal/redistest) with REDIS_SERVER=valkey-server
+test-valkey:
+	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
 
 ## ensure-redis: install redis-server if missing (Debian/Ubuntu as root) or say how
 ensure-redis:
 	@./scripts/ensure-redis.sh
+
+## ensure-valkey: install valkey-server if missing (Debian as root; bookworm
+## from bookworm-backports), or say plainly that the Valkey half will not run
+ensure-valkey:
+	@if [ "$(VALKEY)" = skip ]; then echo "Valkey half NOT run: VALKEY=skip"; \
+	else ./scripts/ensure-valkey.sh || [ $$? -eq 3 -a "$(VALKEY)" != required ]; fi
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

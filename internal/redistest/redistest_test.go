@@ -18,20 +18,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestMain fails the run if any redis-server started by these tests outlives
-// them.
+// TestMain fails the run if any server started by these tests outlives them.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if leftovers := childRedisServers(); len(leftovers) > 0 {
-		fmt.Fprintf(os.Stderr, "redis-server processes left running: %v\n", leftovers)
+		fmt.Fprintf(os.Stderr, "server processes left running: %v\n", leftovers)
 		code = 1
 	}
 	os.Exit(code)
 }
 
-// childRedisServers lists the pids of this process's redis-server children,
-// using /proc; elsewhere it finds none.
+// childRedisServers lists the pids of this process's children running the
+// server binary (redis-server, or what REDIS_SERVER names), using /proc;
+// elsewhere it finds none.
 func childRedisServers() []int {
+	server, _ := Binaries()
+	// The kernel's comm: the executable's file name, cut to 15 bytes.
+	comm := filepath.Base(server)
+	if len(comm) > 15 {
+		comm = comm[:15]
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -47,8 +53,8 @@ func childRedisServers() []int {
 			continue
 		}
 		// pid (comm) state ppid ...
-		comm, rest, ok := strings.Cut(string(stat), ") ")
-		if !ok || !strings.HasSuffix(comm, "(redis-server") {
+		name, rest, ok := strings.Cut(string(stat), ") ")
+		if !ok || !strings.HasSuffix(name, "("+comm) {
 			continue
 		}
 		if fields := strings.Fields(rest); len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {

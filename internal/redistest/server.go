@@ -133,7 +133,7 @@ func StartServerWith(t testing.TB, opts Options) *Server {
 	}
 	s, err := launchServer(t.TempDir(), opts.Cluster, opts)
 	if err != nil {
-		t.Fatalf("start redis-server: %v", err)
+		t.Fatalf("start server: %v", err)
 	}
 	t.Cleanup(s.Stop)
 	if opts.Cluster {
@@ -260,7 +260,7 @@ func (s *Server) Restart(t testing.TB) {
 	defer s.mu.Unlock()
 	s.stopLocked()
 	if err := s.startLocked(); err != nil {
-		t.Fatalf("restart redis-server on %s: %v", s.Addr(), err)
+		t.Fatalf("restart server on %s: %v", s.Addr(), err)
 	}
 }
 
@@ -308,11 +308,11 @@ func (s *Server) runningLocked() bool {
 // failure no process is left running.
 func (s *Server) startLocked() error {
 	if s.runningLocked() {
-		return fmt.Errorf("redis-server on %s is already running", s.Addr())
+		return fmt.Errorf("server on %s is already running", s.Addr())
 	}
-	bin, err := exec.LookPath("redis-server")
+	bin, err := serverBinary()
 	if err != nil {
-		return fmt.Errorf("find redis-server: %w", err)
+		return err
 	}
 	if err := s.removeData(); err != nil {
 		return err
@@ -351,7 +351,7 @@ func (s *Server) startLocked() error {
 		if strings.Contains(tail, "Address already in use") {
 			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
-		return fmt.Errorf("redis-server on %s: %w\nlast lines of %s:\n%s", s.Addr(), err, logPath, tail)
+		return fmt.Errorf("%s on %s: %w\nlast lines of %s:\n%s", bin, s.Addr(), err, logPath, tail)
 	}
 	return nil
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The Valkey half of `make test`: every Redis-facing test (each Test and Fuzz
+# function that starts a server through internal/redistest, as listed by
+# internal/cmd/redisfacing) run again with REDIS_SERVER=valkey-server.
+#
+# VALKEY chooses what happens when valkey-server is missing and cannot be
+# installed here (scripts/ensure-valkey.sh tries as root with apt-get):
+#   auto      (default) say plainly that the Valkey half was not run; exit 0
+#   required  say so and fail (CI: .ci/run sets it)
+#   skip      do not run the Valkey half at all, and say so
+# A failing test fails the script whatever VALKEY is.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+VALKEY=${VALKEY:-auto}
+
+case ${VALKEY} in
+auto | required) ;;
+skip)
+	echo "Valkey half NOT run: VALKEY=skip" >&2
+	exit 0
+	;;
+*)
+	echo "test-valkey: VALKEY=${VALKEY}: want auto, required or skip" >&2
+	exit 2
+	;;
+esac
+
+status=0
+./scripts/ensure-valkey.sh || status=$?
+if [[ ${status} -eq 3 ]]; then
+	# ensure-valkey.sh has said why, on a line starting "Valkey half NOT run:".
+	if [[ ${VALKEY} == required ]]; then
+		echo "test-valkey: VALKEY=required, so a missing Valkey fails the run" >&2
+		exit 1
+	fi
+	exit 0
+elif [[ ${status} -ne 0 ]]; then
+	exit "${status}"
+fi
+
+export REDIS_SERVER=${VALKEY_SERVER:-valkey-server}
+export REDIS_CLI=${VALKEY_CLI:-valkey-cli}
+
+selection=$(${GO} run ./internal/cmd/redisfacing)
+run=$(head -n 1 <<<"${selection}")
+mapfile -t packages < <(tail -n +2 <<<"${selection}")
+tests=$(tr '|' '\n' <<<"${run}" | wc -l)
+
+echo "== Valkey half: ${tests} Redis-facing tests in ${#packages[@]} packages on $("${REDIS_SERVER}" --version)"
+exec ${GO} test -count=1 -timeout 15m -run "${run}" "${packages[@]}"
