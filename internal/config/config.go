@@ -277,8 +277,7 @@ func parseIPv6Prefix(name, v string, def int) (int, error) {
 	if v == "" {
 		return def, nil
 	}
-	v = strings.TrimPrefix(v, "/")
-	n, err := strconv.Atoi(v)
+	n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
 	if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
 		return def, fmt.Errorf("%s=%q: want a prefix length in bits from %d to %d, like 64; using %d",
 			name, clip(v), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
