@@ -15,9 +15,12 @@
 # you set your own: the example API key "slidegate-example-api-key-0001" (as
 # API_KEY_HASHES) and the HS256 secret "slidegate-test-only-hs256-secret"
 # (JWT_HS256_SECRET, issuer https://auth.example.com/, audience
-# slidegate-example) that signed events/authorizer-jwt-valid.json. Never use
-# either anywhere real. That event's token expires on 2027-11-30 (a token may
-# live at most a year); TestAuthorizerEvents re-signs it on every run.
+# slidegate-example) that signed events/authorizer-jwt-valid.json, and the
+# identity hash key "slidegate-test-only-identity-hash-key-0001"
+# (RATE_LIMIT_HASH_KEY), so that runs hash identities keyed as deployments
+# do. Never use any of them anywhere real. That event's token expires on
+# 2027-11-30 (a token may live at most a year); TestAuthorizerEvents
+# re-signs it on every run.
 
 CGO_ENABLED_BUILD := CGO_ENABLED=0
 GO_BUILD_FLAGS    := -tags lambda.norpc -trimpath -ldflags '-s -w'
@@ -35,6 +38,7 @@ API_KEY_HASHES       ?= $(EXAMPLE_API_KEY_HASH)
 JWT_ISSUER           ?= https://auth.example.com/
 JWT_AUDIENCE         ?= slidegate-example
 JWT_HS256_SECRET     ?= slidegate-test-only-hs256-secret
+RATE_LIMIT_HASH_KEY  ?= slidegate-test-only-identity-hash-key-0001
 
 .PHONY: build build-AuthorizerFunction build-ApiFunction invoke rie
 
@@ -74,6 +78,7 @@ invoke: $(RIE)
 	 env -i PATH="$$PATH" HOME="$$HOME" AWS_REGION="$${AWS_REGION:-us-east-1}" AWS_EC2_METADATA_DISABLED=true \
 	   REDIS_URL='$(REDIS_URL)' API_KEY_HASHES='$(API_KEY_HASHES)' JWT_ISSUER='$(JWT_ISSUER)' \
 	   JWT_AUDIENCE='$(JWT_AUDIENCE)' JWT_HS256_SECRET='$(JWT_HS256_SECRET)' \
+	   RATE_LIMIT_HASH_KEY='$(RATE_LIMIT_HASH_KEY)' \
 	   $(RIE) --runtime-interface-emulator-address 127.0.0.1:$$port --runtime-api-address 127.0.0.1:$$((port+1)) \
 	   --log-level error $(BIN)/invoke/$(FUNCTION)/bootstrap >"$$log" 2>&1 & rie=$$!; \
 	 trap 'kill $$rie 2>/dev/null; wait $$rie 2>/dev/null; rm -f "$$log"' EXIT; \

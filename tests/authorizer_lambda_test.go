@@ -63,6 +63,18 @@ func TestAuthorizerTierLimits(t *testing.T) {
 		{"same address on a stage without the variable: the environment's 3", func(int) azRequest {
 			return azRequest{ip: "198.51.100.16", stage: "prod"}
 		}, 3, "anonymous"},
+		{"addresses of one IPv6 /64: one bucket", func(i int) azRequest {
+			return azRequest{ip: fmt.Sprintf("2001:db8:5:6:%x::%x", i, i+1)}
+		}, 3, "anonymous"},
+		{"an IPv4-mapped IPv6 address is its IPv4 address", func(i int) azRequest {
+			return azRequest{ip: []string{"198.51.100.17", "::ffff:198.51.100.17"}[i%2]}
+		}, 3, "anonymous"},
+		{"source addresses that do not parse share one bucket", func(i int) azRequest {
+			return azRequest{ip: fmt.Sprintf("not-an-address-%d", i)}
+		}, 3, "anonymous"},
+		{"stage variable rateLimitIpv6Prefix=128: each address alone", func(int) azRequest {
+			return azRequest{ip: "2001:db8:5:7::1", stage: "beta", stageVars: map[string]string{"rateLimitIpv6Prefix": "128"}}
+		}, 3, "anonymous"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,6 +193,15 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 				t.Fatalf("request %d over the limit: %+v, want authorized with the anonymous denial", i+1, resp)
 			}
 			checkAPI429(t, function(t, resp.Context, "GET", "/v1/items"))
+		}
+	})
+
+	t.Run("addresses of one IPv6 /64 are one caller", func(t *testing.T) {
+		for i := range 4 {
+			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: fmt.Sprintf("2001:db8:9:9:%x::1", i), stage: "prod"}))
+			if !resp.IsAuthorized || (resp.Context["retryAfter"] != nil) != (i == 3) {
+				t.Fatalf("request %d: %+v, want authorized, with a denial (retryAfter) on the fourth only", i+1, resp)
+			}
 		}
 	})
 
@@ -318,10 +339,12 @@ func TestAuthorizerEvents(t *testing.T) {
 		"API_KEY_HASHES":       "1f3fda5b3594c211778c561901737661ca21e8ebcf1ac1a3d60f006c470129f8", // slidegate-example-api-key-0001
 		"RATE_LIMIT_ANONYMOUS": "30/1m",
 		"RATE_LIMIT_ROUTES":    "POST /auth/*=5/1m",
+		"RATE_LIMIT_HASH_KEY":  "slidegate-test-only-identity-hash-key-0001",
 	})
 	rie := azStart(t, env)
 	want := map[string]func(t *testing.T, body []byte, err error){
 		"authorizer-anonymous.json":    wantPolicy("Allow", "anonymous", false),
+		"authorizer-ipv6.json":         wantPolicy("Allow", "anonymous", false),
 		"authorizer-api-key.json":      wantPolicy("Allow", "org", true),
 		"authorizer-jwt-valid.json":    wantPolicy("Allow", "user", false),
 		"authorizer-jwt-invalid.json":  wantUnauthorized,

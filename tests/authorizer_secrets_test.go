@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -292,13 +293,14 @@ func TestAuthorizerSecretsFromSecretsManager(t *testing.T) {
 		defer c.Close()
 		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
 	})
-	sm := &fakeSecretsManager{secrets: map[string]string{redisARN: redisPassword, jwtARN: jwtSecret}}
+	sm := &fakeSecretsManager{secrets: map[string]string{redisARN: redisPassword, jwtARN: jwtSecret, hkARN: hkKeyA}}
 	api := httptest.NewServer(sm)
 	t.Cleanup(api.Close)
 
 	env := azEnv(srv.URL(), "", map[string]string{
 		"REDIS_AUTH_SECRET_ARN":            redisARN,
 		"JWT_HS256_SECRET_ARN":             jwtARN,
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN":   hkARN,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER": api.URL,
 		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
 		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
@@ -328,14 +330,20 @@ func TestAuthorizerSecretsFromSecretsManager(t *testing.T) {
 			if !a.allowed() || a.resp.Context["tier"] != tc.wantTier || a.resp.Context["degraded"] != nil {
 				t.Errorf("want a non-degraded Allow for %s, got %+v", tc.wantTier, a)
 			}
+			if tc.wantTier == "anonymous" {
+				// The identity is hashed with the key of the hash key secret.
+				if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, "ip:192.0.2.30")); a.resp.PrincipalID != want {
+					t.Errorf("principalId %q, want %q (keyed with the secret's key)", a.resp.PrincipalID, want)
+				}
+			}
 		})
 	}
-	if logs := rie.Logs(); strings.Contains(logs, redisPassword) || strings.Contains(logs, jwtSecret) {
+	if logs := rie.Logs(); strings.Contains(logs, redisPassword) || strings.Contains(logs, jwtSecret) || strings.Contains(logs, hkKeyA) {
 		t.Error("a secret reached the log")
 	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	if len(sm.asked) != 2 {
+	if len(sm.asked) != 3 {
 		t.Errorf("Secrets Manager was asked %d times (%v), want once per secret at cold start", len(sm.asked), sm.asked)
 	}
 }

@@ -45,7 +45,7 @@ func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := resolver.ResolveForAPI(context.Background(), tc.apiID, tc.stage, map[string]string{"x-api-key": tc.key}, "192.0.2.1")
+			got := resolver.ResolveForAPI(context.Background(), tc.apiID, tc.stage, map[string]string{"x-api-key": tc.key}, "192.0.2.1", identity.DefaultIPv6Prefix)
 			if tc.wantOrg {
 				if got.Caller.Tier != identity.TierOrg || got.Unauthorized || got.Caller.APIKey != tc.key {
 					t.Errorf("got %+v, want an org caller", got)

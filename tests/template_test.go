@@ -59,8 +59,9 @@ func tplLoad(t *testing.T) tplTemplate {
 
 	// goformation types AWS::Serverless::Api GatewayResponses as
 	// map[string]string, which no real gateway response fits, and does not
-	// know SAM's ApiKeySourceType: parse a copy without them, and check them
-	// on the YAML nodes below.
+	// know SAM's ApiKeySourceType nor the APIs' IpAddressType (REST: in
+	// EndpointConfiguration; HTTP API: a property of its own): parse a copy
+	// without them, and check them on the YAML nodes below.
 	var stripped yaml.Node
 	if err := yaml.Unmarshal(raw, &stripped); err != nil {
 		t.Fatalf("parse template YAML: %v", err)
@@ -68,6 +69,10 @@ func tplLoad(t *testing.T) tplTemplate {
 	for _, res := range tplResources(stripped.Content[0], "AWS::Serverless::Api") {
 		yamlDelete(yamlGet(res.node, "Properties"), "GatewayResponses")
 		yamlDelete(yamlGet(res.node, "Properties"), "ApiKeySourceType")
+		yamlDelete(yamlGet(yamlGet(res.node, "Properties"), "EndpointConfiguration"), "IpAddressType")
+	}
+	for _, res := range tplResources(stripped.Content[0], "AWS::ApiGatewayV2::Api") {
+		yamlDelete(yamlGet(res.node, "Properties"), "IpAddressType")
 	}
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -777,5 +782,105 @@ func TestTemplateEnvironmentIsRead(t *testing.T) {
 		if !strings.Contains(code, strconv.Quote(name)) {
 			t.Errorf("template sets %s, which no function code reads", name)
 		}
+	}
+}
+
+// TestTemplateIdentityHashKey: the template creates the identity hash key
+// as a random secret, unconditionally, hands its ARN to both functions
+// (RATE_LIMIT_HASH_KEY_SECRET_ARN) and lets each read exactly that secret.
+func TestTemplateIdentityHashKey(t *testing.T) {
+	tpl := tplLoad(t)
+	const secretID = "IdentityHashKeySecret"
+	resources := yamlGet(tpl.root, "Resources")
+	secret := yamlGet(resources, secretID)
+	if yamlScalar(yamlGet(secret, "Type")) != "AWS::SecretsManager::Secret" {
+		t.Fatalf("no AWS::SecretsManager::Secret %s", secretID)
+	}
+	if yamlGet(secret, "Condition") != nil {
+		t.Errorf("%s is conditional: every stack needs the key", secretID)
+	}
+	gen := yamlGet(yamlGet(secret, "Properties"), "GenerateSecretString")
+	if n, err := strconv.Atoi(yamlScalar(yamlGet(gen, "PasswordLength"))); err != nil || n < 32 {
+		t.Errorf("%s: GenerateSecretString.PasswordLength %q, want a random value of at least 32 characters (the functions refuse shorter keys)", secretID, yamlScalar(yamlGet(gen, "PasswordLength")))
+	}
+	if yamlGet(yamlGet(secret, "Properties"), "SecretString") != nil {
+		t.Errorf("%s: a SecretString in the template is not secret", secretID)
+	}
+	vars := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
+	if ref, ok := yamlRef(yamlGet(vars, "RATE_LIMIT_HASH_KEY_SECRET_ARN")); !ok || ref != secretID {
+		t.Errorf("Globals: RATE_LIMIT_HASH_KEY_SECRET_ARN is not !Ref %s", secretID)
+	}
+	if yamlGet(vars, "RATE_LIMIT_HASH_KEY") != nil {
+		t.Error("Globals: RATE_LIMIT_HASH_KEY (a key in clear) is set")
+	}
+	for _, id := range tplFunctionIDs {
+		policies := yamlGet(yamlGet(yamlGet(resources, id), "Properties"), "Policies")
+		found := false
+		for _, p := range policies.Content { // unconditional items only
+			statements := yamlGet(p, "Statement")
+			if statements == nil {
+				continue
+			}
+			for _, st := range statements.Content {
+				ref, ok := yamlRef(yamlGet(st, "Resource"))
+				if !ok || ref != secretID {
+					continue
+				}
+				if yamlScalar(yamlGet(st, "Effect")) != "Allow" || !slices.Equal(yamlScalars(yamlGet(st, "Action")), []string{"secretsmanager:GetSecretValue"}) {
+					t.Errorf("%s: the statement on %s grants %v, want only secretsmanager:GetSecretValue", id, secretID, yamlScalars(yamlGet(st, "Action")))
+				}
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no unconditional secretsmanager:GetSecretValue on %s", id, secretID)
+		}
+	}
+}
+
+// TestTemplateIPv6: both APIs take the IP address type of the
+// ApiIpAddressType parameter (ipv4 or dualstack), and RateLimitIpv6Prefix
+// accepts exactly the prefix lengths the functions do (32 to 128) and
+// reaches them as RATE_LIMIT_IPV6_PREFIX.
+func TestTemplateIPv6(t *testing.T) {
+	tpl := tplLoad(t)
+	params := yamlGet(tpl.root, "Parameters")
+	ipType := yamlGet(params, "ApiIpAddressType")
+	if got := yamlScalars(yamlGet(ipType, "AllowedValues")); !slices.Equal(got, []string{"ipv4", "dualstack"}) {
+		t.Errorf("ApiIpAddressType AllowedValues %v, want [ipv4 dualstack]", got)
+	}
+	if yamlScalar(yamlGet(ipType, "Description")) == "" {
+		t.Error("ApiIpAddressType has no Description")
+	}
+	rest := yamlGet(tplRestAPI(t, tpl.root).node, "Properties")
+	endpoint := yamlGet(rest, "EndpointConfiguration")
+	if ref, ok := yamlRef(yamlGet(endpoint, "IpAddressType")); !ok || ref != "ApiIpAddressType" {
+		t.Error("REST API: EndpointConfiguration.IpAddressType is not !Ref ApiIpAddressType")
+	}
+	if typ := yamlScalar(yamlGet(endpoint, "Type")); typ != "EDGE" && typ != "REGIONAL" {
+		t.Errorf("REST API: EndpointConfiguration.Type %q, want EDGE or REGIONAL", typ)
+	}
+	for _, res := range tplResources(tpl.root, "AWS::ApiGatewayV2::Api") {
+		if ref, ok := yamlRef(yamlGet(yamlGet(res.node, "Properties"), "IpAddressType")); !ok || ref != "ApiIpAddressType" {
+			t.Errorf("%s: IpAddressType is not !Ref ApiIpAddressType", res.id)
+		}
+	}
+
+	prefix := yamlGet(params, "RateLimitIpv6Prefix")
+	re, err := regexp.Compile("^(?:" + yamlScalar(yamlGet(prefix, "AllowedPattern")) + ")$")
+	if err != nil {
+		t.Fatalf("RateLimitIpv6Prefix AllowedPattern: %v", err)
+	}
+	for n := 0; n <= 300; n++ {
+		if want := n >= 32 && n <= 128; re.MatchString(strconv.Itoa(n)) != want {
+			t.Errorf("RateLimitIpv6Prefix AllowedPattern: %d accepted = %v, want %v", n, !want, want)
+		}
+	}
+	if !re.MatchString(yamlScalar(yamlGet(prefix, "Default"))) {
+		t.Errorf("RateLimitIpv6Prefix Default %q does not match its pattern", yamlScalar(yamlGet(prefix, "Default")))
+	}
+	vars := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
+	if ref, ok := yamlRef(yamlGet(vars, "RATE_LIMIT_IPV6_PREFIX")); !ok || ref != "RateLimitIpv6Prefix" {
+		t.Error("Globals: RATE_LIMIT_IPV6_PREFIX is not !Ref RateLimitIpv6Prefix")
 	}
 }

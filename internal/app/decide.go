@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -70,13 +69,23 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	// spelling of a path reaches its handler around them.
 	path := config.ParseRequestPath(req.Path)
 
-	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP)
+	limits := rt.stages.For(req.StageVariables)
+	hashed := rt.currentGate(ctx)
+	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
 	out := Outcome{
-		Caller:       Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
+		Caller: Caller{
+			Tier:     who.Caller.Tier,
+			Identity: who.Caller.Identity,
+			Hash:     hashed.hashOf(who.Caller.Identity),
+			APIKey:   who.Caller.APIKey,
+		},
 		Unauthorized: who.Unauthorized,
 		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, path),
 	}
-	checks := rt.checks(out.Caller, req.Method, path, req.StageVariables)
+	if who.InvalidSource {
+		rt.observer.invalidSource(ctx, req.SourceIP)
+	}
+	checks := checksFor(limits, out.Caller, req.Method, path)
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	if who.Unauthorized {
@@ -88,9 +97,9 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 		err error
 	)
 	if spend {
-		res, err = rt.gate.Decide(ctx, 1, out.FailClosed, checks...)
+		res, err = hashed.gate.Decide(ctx, 1, out.FailClosed, checks...)
 	} else {
-		res, err = rt.gate.Peek(ctx, 1, checks...)
+		res, err = hashed.gate.Peek(ctx, 1, checks...)
 	}
 	out.Result = res
 	if err != nil {
@@ -108,12 +117,11 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	return out, err
 }
 
-// checks are the limits of a request, all for the caller's identity:
-// its tier, and every route limit matching method (upper case) and path.
-// Limits of different algorithms are decided by one script call per
-// algorithm (see ratelimit.Limiter.Decide).
-func (rt *Runtime) checks(c Caller, method string, path config.RequestPath, stageVars map[string]string) []ratelimit.Check {
-	limits := rt.stages.For(stageVars)
+// checksFor are the limits of a request on a stage, all for the caller's
+// identity: its tier, and every route limit matching method (upper case)
+// and path. Limits of different algorithms are decided by one script call
+// per algorithm (see ratelimit.Limiter.Decide).
+func checksFor(limits *config.Limits, c Caller, method string, path config.RequestPath) []ratelimit.Check {
 	checks := make([]ratelimit.Check, 0, 2)
 	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
 	for _, r := range limits.Routes {
@@ -139,10 +147,15 @@ func OutcomeName(o Outcome, err error) string {
 }
 
 // PrincipalID is the authorizer's principalId of an outcome: the tier and
-// the hashed identity, e.g. "anonymous:3f1c...". It never holds a key,
-// token, user id or IP in clear.
+// the hashed identity (Caller.Hash), e.g. "anonymous:3f1c...", or
+// "anonymous:hash-key-unavailable" while the identity hash key is not
+// read. It never holds a key, token, user id or IP in clear.
 func PrincipalID(o Outcome) string {
-	return o.Caller.Tier + ":" + identity.Hash(o.Caller.Identity)
+	h := o.Caller.Hash
+	if h == "" {
+		h = IdentityHashUnavailable
+	}
+	return o.Caller.Tier + ":" + h
 }
 
 // IsUnavailable reports whether a Decide error means Redis could not

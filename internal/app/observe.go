@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -171,7 +170,7 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 		slog.String("outcome", outcome),
 		slog.String("reason", reason),
 		slog.String("tier", out.Caller.Tier),
-		slog.String("identity", identity.Hash(out.Caller.Identity)),
+		slog.String("identity", identityHash(out.Caller)),
 		slog.String("route", clip(req.Method, maxMethodLen)+" "+clip(req.Path, maxPathLen)),
 		slog.Bool("allowed", out.Result.Allowed && rec.err == nil),
 	)
@@ -221,6 +220,34 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 		attrs = append(attrs, slog.String("error", clip(rec.err.Error(), maxErrorLen)))
 	}
 	o.logger.LogAttrs(ctx, level, DecisionMessage, attrs...)
+}
+
+// identityHash is how a caller's identity appears in a log line.
+func identityHash(c Caller) string {
+	if c.Hash == "" {
+		return IdentityHashUnavailable
+	}
+	return c.Hash
+}
+
+// maxInvalidSourceLen bounds how much of a source address that does not
+// parse is quoted in the log.
+const maxInvalidSourceLen = 64
+
+// invalidSource logs, within its own budget, a source address that does
+// not parse: the request is counted in the one bucket all such addresses
+// share ("ip:invalid"). API Gateway always sends an address; the console's
+// test invocations send "test-invoke-source-ip".
+func (o *decisionObserver) invalidSource(ctx context.Context, sourceIP string) {
+	ok, suppressed := o.budget.admit("invalid source ip")
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{slog.String("sourceIp", clip(sourceIP, maxInvalidSourceLen))}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	o.logger.LogAttrs(ctx, slog.LevelWarn, "source IP is not an IP address; counted in the anonymous bucket every such address shares (ip:invalid)", attrs...)
 }
 
 // millis is d in milliseconds, to the microsecond.

@@ -29,7 +29,7 @@ func record(outcome string) decisionRecord {
 	rec := decisionRecord{
 		req: Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
 			Headers: map[string]string{"x-api-key": plantedKey}},
-		out:     Outcome{Caller: Caller{Tier: TierAnonymous, Identity: identity.KindIP + plantedIP}},
+		out:     Outcome{Caller: Caller{Tier: TierAnonymous, Identity: identity.KindIP + plantedIP, Hash: identity.Hash(identity.KindIP + plantedIP)}},
 		latency: 1500 * time.Microsecond,
 	}
 	allowed := ratelimit.Decision{Limit: anonymousLimit, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second}

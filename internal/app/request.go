@@ -81,6 +81,11 @@ type Caller struct {
 	// "sub:user-42" or "key:<sha256 hex of the API key>". It is hashed again
 	// before it enters Redis.
 	Identity string
+	// Hash is Identity's hash, as logs and principal ids show it: 128 bits
+	// of its HMAC-SHA-256 with the identity hash key (plain SHA-256 when
+	// no key is configured), hex; empty while a configured key is not
+	// read.
+	Hash string
 	// APIKey is the raw API key of an org caller, for the authorizer's
 	// usageIdentifierKey; empty otherwise. Never logged.
 	APIKey string

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
@@ -97,10 +98,16 @@ type Runtime struct {
 	stages     *config.StageCache
 	client     redis.UniversalClient
 	ownsClient bool
-	gate       *ratelimit.Gate
-	resolver   *identity.Resolver
-	logger     *slog.Logger
-	observer   *decisionObserver
+	// hashed is the gate decisions use and the identity hasher of its
+	// keys; it changes once, when an identity hash key read after cold
+	// start arrives.
+	hashed atomic.Pointer[hashedGate]
+	// hashKeySecret re-reads RATE_LIMIT_HASH_KEY_SECRET_ARN while its key
+	// is missing; nil when no secret is configured.
+	hashKeySecret *hashKeySecret
+	resolver      *identity.Resolver
+	logger        *slog.Logger
+	observer      *decisionObserver
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -172,7 +179,6 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	keys := rt.buildKeyStore(ctx, aws, opts.Now, loads)
 	rt.verifier = rt.buildVerifier(aws, opts.HTTPClient, loads)
 	rt.resolver = identity.NewResolver(keys, rt.verifier, logger)
-	rt.coldStartLoaded = loads.finished()
 
 	// Redis.
 	rt.client = opts.Redis
@@ -187,10 +193,11 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	rt.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{
-		FallbackInstances:    cfg.FallbackInstances,
-		OnBreakerStateChange: rt.observer.breaker.changed,
-	})
+	if err := rt.setUpHashKey(ctx, aws, loads); err != nil {
+		rt.Close()
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
+	rt.coldStartLoaded = loads.finished()
 	loadCtx, cancelLoad := context.WithTimeout(initCtx, max(coldStartScriptBudget, cfg.Redis.Timeout))
 	if err := limiter.LoadScripts(loadCtx); err != nil {
 		logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
@@ -214,8 +221,70 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Bool("redisCluster", cfg.Redis.Cluster),
 		slog.Duration("redisTimeout", cfg.Redis.Timeout),
 		slog.Bool("jwt", rt.verifier != nil),
-		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil))
+		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil),
+		slog.Int("ipv6Prefix", cfg.IPv6Prefix),
+		slog.String("identityHash", rt.identityHashMode()))
 	return rt, nil
+}
+
+// setUpHashKey installs the gate decisions use, with the identity hash
+// key: RATE_LIMIT_HASH_KEY at once; RATE_LIMIT_HASH_KEY_SECRET_ARN read as
+// a cold-start load (until it is read, and if the read fails until a
+// later one succeeds, decisions behave as if Redis were unavailable);
+// neither: unkeyed, with a warning.
+func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsClients, loads *coldStartLoads) error {
+	hk := rt.cfg.HashKey
+	if !hk.Configured() {
+		gate, err := rt.newGate(rt.client, nil)
+		if err != nil {
+			return err
+		}
+		rt.hashed.Store(&hashedGate{gate: gate, ready: true})
+		rt.logger.LogAttrs(ctx, slog.LevelWarn, "no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): identities are hashed with plain SHA-256, and hashed IP addresses in logs, principal ids and Redis keys can be reversed by hashing the address space")
+		return nil
+	}
+	if len(hk.Key) > 0 {
+		return rt.installKey(hk.Key)
+	}
+	pending, err := rt.pendingGate()
+	if err != nil {
+		return err
+	}
+	rt.hashed.Store(pending)
+	if hk.SecretARN == "" {
+		// Refused: a key was meant but is unusable (logged with the
+		// configuration errors); nothing will ever make it usable.
+		return nil
+	}
+	interval := rt.secretRetryInterval
+	if interval <= 0 {
+		interval = secretRetryInterval
+	}
+	s := &hashKeySecret{
+		arn:      hk.SecretARN,
+		read:     aws.readSecret,
+		interval: interval,
+		logger:   rt.logger,
+		install:  rt.installKey,
+		reading:  true,
+	}
+	rt.hashKeySecret = s
+	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", s.readOnce)
+	return nil
+}
+
+// identityHashMode says, for the cold-start log line, how identities are
+// hashed: "hmac", "pending" (a key is configured but not read yet) or
+// "sha256" (no key).
+func (rt *Runtime) identityHashMode() string {
+	switch g := rt.hashed.Load(); {
+	case !g.ready:
+		return "pending"
+	case g.hasher.Keyed():
+		return "hmac"
+	default:
+		return "sha256"
+	}
 }
 
 // coldStartLoads are the loads NewRuntime starts in the background: it

@@ -32,6 +32,9 @@ const (
 	DefaultJWTLeeway         = identity.DefaultLeeway
 	// MaxJWTLeeway is the largest JWT_LEEWAY.
 	MaxJWTLeeway = identity.MaxLeeway
+	// DefaultIPv6Prefix is the prefix length, in bits, an IPv6 anonymous
+	// caller is counted per (RATE_LIMIT_IPV6_PREFIX).
+	DefaultIPv6Prefix = identity.DefaultIPv6Prefix
 )
 
 // None, as the whole value of RATE_LIMIT_ROUTES or RATE_LIMIT_FAIL_CLOSED,
@@ -134,6 +137,29 @@ type RedisIAM struct {
 // Enabled reports whether IAM authentication is on.
 func (r RedisIAM) Enabled() bool { return r.User != "" }
 
+// HashKey is the key identities are hashed with (HMAC-SHA-256) before they
+// reach Redis, logs and principal ids. The zero value is no key: plain
+// SHA-256, whose hashed IP addresses can be reversed by hashing the address
+// space.
+type HashKey struct {
+	// SecretARN names the Secrets Manager secret whose SecretString is the
+	// key (RATE_LIMIT_HASH_KEY_SECRET_ARN), the production path.
+	SecretARN string
+	// Key is the key given directly (RATE_LIMIT_HASH_KEY), for local runs
+	// and tests; ignored when SecretARN is set.
+	Key []byte
+	// Refused is true when RATE_LIMIT_HASH_KEY was set but is too short:
+	// a key was meant, so identities are never hashed without one, and
+	// decisions behave as if Redis were unavailable.
+	Refused bool
+}
+
+// Configured reports whether a key was meant (set, refused or in a
+// secret): identities must then never be hashed without it.
+func (h HashKey) Configured() bool {
+	return h.SecretARN != "" || len(h.Key) > 0 || h.Refused
+}
+
 // Config is a function's whole configuration, parsed once per process.
 type Config struct {
 	// Redis is how to reach Redis (REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT,
@@ -163,6 +189,12 @@ type Config struct {
 	APIKeyHashes map[string]struct{}
 	// APIKeysRefresh is how often the API Gateway keys are re-listed.
 	APIKeysRefresh time.Duration
+	// IPv6Prefix is the prefix length an IPv6 anonymous caller is counted
+	// per (RATE_LIMIT_IPV6_PREFIX); a stage may override it.
+	IPv6Prefix int
+	// HashKey is the identity hash key (RATE_LIMIT_HASH_KEY,
+	// RATE_LIMIT_HASH_KEY_SECRET_ARN).
+	HashKey HashKey
 }
 
 // FromEnv parses the configuration through getenv (os.Getenv in
@@ -193,6 +225,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	tiers.Org, tiers.OwnAlgorithm.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
 
+	ipv6Prefix, err := parseIPv6Prefix("RATE_LIMIT_IPV6_PREFIX", get("RATE_LIMIT_IPV6_PREFIX"), DefaultIPv6Prefix)
+	report(err)
+	hashKey, err := parseHashKey(get("RATE_LIMIT_HASH_KEY_SECRET_ARN"), getenv("RATE_LIMIT_HASH_KEY"))
+	report(err)
+
 	routes, err := parseRoutesVar(get("RATE_LIMIT_ROUTES"), alg)
 	report(err)
 	failClosed, err := parseFailClosedVar(get("RATE_LIMIT_FAIL_CLOSED"))
@@ -208,6 +245,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		FallbackInstances:  DefaultFallbackInstances,
 		KeyPrefix:          DefaultKeyPrefix,
 		APIKeysRefresh:     DefaultAPIKeysRefresh,
+		IPv6Prefix:         ipv6Prefix,
+		HashKey:            hashKey,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),
@@ -269,6 +308,38 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip(cfg.JWT.Issuer), clip(cfg.JWT.Audience)))
 	}
 	return cfg, errors.Join(errs...)
+}
+
+// parseIPv6Prefix parses an IPv6 prefix length: a whole number of bits
+// from identity.MinIPv6Prefix to identity.MaxIPv6Prefix, falling back to
+// def.
+func parseIPv6Prefix(name, v string, def int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
+	if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
+		return def, fmt.Errorf("%s=%q: want a prefix length in bits from %d to %d, like 64; using %d",
+			name, clip(v), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
+	}
+	return n, nil
+}
+
+// parseHashKey reads RATE_LIMIT_HASH_KEY_SECRET_ARN and RATE_LIMIT_HASH_KEY.
+// The error never quotes the key.
+func parseHashKey(arn, key string) (HashKey, error) {
+	switch {
+	case arn != "" && key != "":
+		return HashKey{SecretARN: arn}, errors.New("RATE_LIMIT_HASH_KEY and RATE_LIMIT_HASH_KEY_SECRET_ARN are both set: using the secret, and RATE_LIMIT_HASH_KEY is ignored")
+	case arn != "":
+		return HashKey{SecretARN: arn}, nil
+	case key == "":
+		return HashKey{}, nil
+	case len(key) < identity.MinHashKeyLen:
+		return HashKey{Refused: true}, fmt.Errorf("RATE_LIMIT_HASH_KEY: %d bytes; want at least %d (e.g. the output of openssl rand -hex 32); identities are not hashed without it, so every decision behaves as if Redis were unavailable",
+			len(key), identity.MinHashKeyLen)
+	}
+	return HashKey{Key: []byte(key)}, nil
 }
 
 // parseRedisIAM reads REDIS_IAM_USER, REDIS_CACHE_NAME and

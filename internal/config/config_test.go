@@ -60,6 +60,9 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == ratelimit.DefaultTimeout }},
 		{"REDIS_TLS_CA_FILE", "/nonexistent/ca.pem", func(c *config.Config) bool { return c.Redis.RootCAs == nil }},
 		{"REDIS_CACHE_SERVERLESS", "maybe", func(c *config.Config) bool { return !c.RedisIAM.Serverless }},
+		{"RATE_LIMIT_IPV6_PREFIX", "129", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
+		{"RATE_LIMIT_IPV6_PREFIX", "31", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
+		{"RATE_LIMIT_IPV6_PREFIX", "/64x", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variable, func(t *testing.T) {
@@ -69,6 +72,61 @@ func TestFromEnvBadValues(t *testing.T) {
 			}
 			if !tc.check(cfg) {
 				t.Errorf("%s=%q: default not used: %+v", tc.variable, tc.value, cfg)
+			}
+		})
+	}
+}
+
+// TestFromEnvIPv6Prefix: RATE_LIMIT_IPV6_PREFIX takes 32 to 128 bits,
+// with or without a leading slash; 64 by default.
+func TestFromEnvIPv6Prefix(t *testing.T) {
+	cases := []struct {
+		value string
+		want  int
+	}{{"", 64}, {"32", 32}, {"/48", 48}, {" 56 ", 56}, {"128", 128}}
+	for _, tc := range cases {
+		cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_IPV6_PREFIX": tc.value}))
+		if err != nil || cfg.IPv6Prefix != tc.want {
+			t.Errorf("RATE_LIMIT_IPV6_PREFIX=%q: %d (%v), want %d", tc.value, cfg.IPv6Prefix, err, tc.want)
+		}
+	}
+}
+
+// TestFromEnvHashKey: the identity hash key comes from a secret or, for
+// local runs, RATE_LIMIT_HASH_KEY of at least 32 bytes; a shorter one is
+// refused with an error that gives its length, never the key, and still
+// counts as configured (identities are never hashed without it).
+func TestFromEnvHashKey(t *testing.T) {
+	const arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hash-AbCdEf"
+	long := strings.Repeat("k", 32)
+	cases := []struct {
+		name       string
+		env        map[string]string
+		want       config.HashKey
+		configured bool
+		wantErr    string
+	}{
+		{"none", nil, config.HashKey{}, false, ""},
+		{"local key", map[string]string{"RATE_LIMIT_HASH_KEY": long}, config.HashKey{Key: []byte(long)}, true, ""},
+		{"secret", map[string]string{"RATE_LIMIT_HASH_KEY_SECRET_ARN": arn}, config.HashKey{SecretARN: arn}, true, ""},
+		{"both: the secret", map[string]string{"RATE_LIMIT_HASH_KEY_SECRET_ARN": arn, "RATE_LIMIT_HASH_KEY": long}, config.HashKey{SecretARN: arn}, true, "both set"},
+		{"short key refused", map[string]string{"RATE_LIMIT_HASH_KEY": "short-key-31-bytes-long-xxxxxxx"}, config.HashKey{Refused: true}, true, "RATE_LIMIT_HASH_KEY: 31 bytes; want at least 32"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.FromEnv(envOf(tc.env))
+			got := cfg.HashKey
+			if got.SecretARN != tc.want.SecretARN || string(got.Key) != string(tc.want.Key) || got.Refused != tc.want.Refused || got.Configured() != tc.configured {
+				t.Errorf("hash key %+v (configured %v), want %+v (configured %v)", got, got.Configured(), tc.want, tc.configured)
+			}
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("unexpected error %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+			if err != nil && (strings.Contains(err.Error(), "short-key") || strings.Contains(err.Error(), long)) {
+				t.Errorf("error %v quotes the key", err)
 			}
 		})
 	}

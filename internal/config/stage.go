@@ -11,10 +11,11 @@ import (
 
 // Stage variable names that override the environment per request.
 const (
-	StageVarAnonymous = "rateLimitAnonymous"
-	StageVarUser      = "rateLimitUser"
-	StageVarOrg       = "rateLimitOrg"
-	StageVarAlgorithm = "rateLimitAlgorithm"
+	StageVarAnonymous  = "rateLimitAnonymous"
+	StageVarUser       = "rateLimitUser"
+	StageVarOrg        = "rateLimitOrg"
+	StageVarAlgorithm  = "rateLimitAlgorithm"
+	StageVarIPv6Prefix = "rateLimitIpv6Prefix"
 )
 
 // maxStageEntries bounds the stage cache. A REST API has a handful of
@@ -30,11 +31,14 @@ type Limits struct {
 	// Routes are the per-route limits (RATE_LIMIT_ROUTES), checked for the
 	// caller's identity alongside its tier.
 	Routes []RouteLimit
+	// IPv6Prefix is the prefix length an IPv6 anonymous caller is counted
+	// per (identity.SourceIdentity).
+	IPv6Prefix int
 }
 
 // stageKey is the set of stage variable values a Limits was built from.
 type stageKey struct {
-	anonymous, user, org, algorithm string
+	anonymous, user, org, algorithm, ipv6Prefix string
 }
 
 // StageCache resolves stage variables over the environment's limits. Each
@@ -62,7 +66,7 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 		base:    cfg,
 		report:  report,
 		entries: make(map[stageKey]*Limits),
-		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes},
+		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes, IPv6Prefix: cfg.IPv6Prefix},
 	}
 }
 
@@ -70,10 +74,11 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
 	key := stageKey{
-		anonymous: strings.TrimSpace(stageVars[StageVarAnonymous]),
-		user:      strings.TrimSpace(stageVars[StageVarUser]),
-		org:       strings.TrimSpace(stageVars[StageVarOrg]),
-		algorithm: strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
+		user:       strings.TrimSpace(stageVars[StageVarUser]),
+		org:        strings.TrimSpace(stageVars[StageVarOrg]),
+		algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		ipv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
 	}
 	if key == (stageKey{}) {
 		return c.env
@@ -83,7 +88,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if l, ok := c.entries[key]; ok {
 		return l
 	}
-	l, err := ResolveStage(c.base, key.anonymous, key.user, key.org, key.algorithm)
+	l, err := ResolveStage(c.base, key.anonymous, key.user, key.org, key.algorithm, key.ipv6Prefix)
 	if err != nil {
 		c.report(err)
 	}
@@ -97,8 +102,12 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 // ResolveStage parses stage variable values over cfg's environment limits.
 // An empty value keeps the environment's; a bad one is reported and the
 // environment's used. The returned Limits is always usable.
-func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits, error) {
+func ResolveStage(cfg *Config, anonymous, user, org, algorithm, ipv6Prefix string) (*Limits, error) {
 	var errs []error
+	prefix, err := parseIPv6Prefix("stage variable "+StageVarIPv6Prefix, ipv6Prefix, cfg.IPv6Prefix)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, algorithm, cfg.Tiers.Algorithm)
 	if err != nil {
 		errs = append(errs, err)
@@ -127,7 +136,7 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits,
 			routes[i] = r
 		}
 	}
-	return &Limits{Tiers: tiers, Routes: routes}, errors.Join(errs...)
+	return &Limits{Tiers: tiers, Routes: routes, IPv6Prefix: prefix}, errors.Join(errs...)
 }
 
 // stageLimit resolves one tier on a stage: the stage variable's value v

@@ -5,9 +5,12 @@
 package identity
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"strings"
 )
@@ -34,7 +37,8 @@ const maxCredentialLen = 8192
 type Caller struct {
 	// Tier is TierAnonymous, TierUser or TierOrg.
 	Tier string
-	// Identity is "ip:<source ip>", "sub:<jwt sub>" or "key:<sha256 hex>".
+	// Identity is "ip:<source address or IPv6 prefix>" (SourceIdentity),
+	// "sub:<jwt sub>" or "key:<sha256 hex>".
 	Identity string
 	// APIKey is the raw key of an org caller; never logged.
 	APIKey string
@@ -51,6 +55,9 @@ type Resolution struct {
 	// Reason says, for the log, why a presented credential earned nothing
 	// (it never contains the credential).
 	Reason string
+	// InvalidSource is true when the source address did not parse: the
+	// anonymous caller is then the shared "ip:invalid" (SourceIdentity).
+	InvalidSource bool
 }
 
 // Resolver resolves callers. It is safe for concurrent use.
@@ -70,24 +77,35 @@ func NewResolver(keys KeyStore, verifier *Verifier, logger *slog.Logger) *Resolv
 	return &Resolver{keys: keys, verifier: verifier, logger: logger}
 }
 
-// Resolve is ResolveForAPI for a request whose REST API id is unknown: API
-// keys of every API of the account are trusted (see GatewayKeys.Lookup).
+// Resolve is ResolveForAPI for a request whose REST API id is unknown (API
+// keys of every API of the account are trusted, see GatewayKeys.Lookup),
+// with IPv6 sources counted per DefaultIPv6Prefix.
 func (r *Resolver) Resolve(ctx context.Context, headers map[string]string, sourceIP string) Resolution {
-	return r.ResolveForAPI(ctx, "", "", headers, sourceIP)
+	return r.ResolveForAPI(ctx, "", "", headers, sourceIP, DefaultIPv6Prefix)
 }
 
 // ResolveForAPI decides who a request to the stage stage of the REST API
 // apiID (requestContext.apiId and requestContext.stage) is counted against. headers must have lower-case
 // names. sourceIP is the address API Gateway saw; X-Forwarded-For is never
-// consulted. It never waits for the network: credentials are checked
+// consulted; the anonymous identity is SourceIdentity(sourceIP,
+// ipv6Prefix). It never waits for the network: credentials are checked
 // against the keys and JWKS already loaded.
 //
 // Order: an x-api-key header, when present, decides alone (known on the stage:
 // org; unknown: unauthorized); otherwise an Authorization bearer token
 // (verifies: user; does not: unauthorized; no JWT configuration: ignored);
 // otherwise anonymous.
-func (r *Resolver) ResolveForAPI(ctx context.Context, apiID, stage string, headers map[string]string, sourceIP string) Resolution {
-	anonymous := Caller{Tier: TierAnonymous, Identity: KindIP + sourceIP}
+func (r *Resolver) ResolveForAPI(ctx context.Context, apiID, stage string, headers map[string]string, sourceIP string, ipv6Prefix int) Resolution {
+	res := r.resolve(ctx, apiID, stage, headers, sourceIP, ipv6Prefix)
+	if res.Caller.Tier == TierAnonymous && res.Caller.Identity == KindIP+InvalidSource {
+		res.InvalidSource = true
+	}
+	return res
+}
+
+func (r *Resolver) resolve(ctx context.Context, apiID, stage string, headers map[string]string, sourceIP string, ipv6Prefix int) Resolution {
+	source, _ := SourceIdentity(sourceIP, ipv6Prefix)
+	anonymous := Caller{Tier: TierAnonymous, Identity: source}
 
 	if key := strings.TrimSpace(headers["x-api-key"]); key != "" {
 		if len(key) > maxCredentialLen || r.keys == nil {
@@ -134,11 +152,52 @@ func KeyHash(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// MinHashKeyLen is the shortest identity hash key accepted, in bytes.
+const MinHashKeyLen = 32
+
+// Hasher hashes identities for logs, principal ids and (through
+// pkg/ratelimit's Options.IdentityHashKey, with the same key) Redis keys.
+// With a key it is HMAC-SHA-256: without the key, a hashed IP address
+// cannot be found by hashing the address space. The zero value has no key
+// and is plain SHA-256 (Hash).
+type Hasher struct {
+	key []byte
+}
+
+// NewHasher returns a hasher keyed with key, which must be at least
+// MinHashKeyLen bytes. The key is copied.
+func NewHasher(key []byte) (Hasher, error) {
+	if len(key) < MinHashKeyLen {
+		return Hasher{}, fmt.Errorf("identity hash key: %d bytes; want at least %d", len(key), MinHashKeyLen)
+	}
+	return Hasher{key: bytes.Clone(key)}, nil
+}
+
+// Keyed reports whether the hasher has a key.
+func (h Hasher) Keyed() bool { return len(h.key) > 0 }
+
+// Key returns the hasher's key (nil without one), for
+// ratelimit.Options.IdentityHashKey. Callers must not modify it.
+func (h Hasher) Key() []byte { return h.key }
+
 // Hash is the form of an identity that may appear in logs and principal
-// ids: 128 bits of its SHA-256, hex. It is not reversible for keys and
-// tokens; IP addresses could be found by hashing the address space, which
-// is why it is not used as a secret.
-func Hash(identity string) string {
-	sum := sha256.Sum256([]byte(identity))
+// ids: 128 bits of its HMAC-SHA-256 (SHA-256 without a key), hex. They are
+// the same 128 bits as the identity's Redis hash tag, in another encoding.
+func (h Hasher) Hash(identity string) string {
+	var sum [sha256.Size]byte
+	if len(h.key) > 0 {
+		mac := hmac.New(sha256.New, h.key)
+		mac.Write([]byte(identity))
+		mac.Sum(sum[:0])
+	} else {
+		sum = sha256.Sum256([]byte(identity))
+	}
 	return hex.EncodeToString(sum[:16])
+}
+
+// Hash is an identity's unkeyed hash: Hasher{}.Hash. It is not reversible
+// for keys and tokens; IP addresses can be found by hashing the address
+// space, which is why deployments key the hash (NewHasher).
+func Hash(identity string) string {
+	return Hasher{}.Hash(identity)
 }

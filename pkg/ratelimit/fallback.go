@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"crypto/sha256"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +15,9 @@ type fallbackLimiter struct {
 	divisor    int64
 	maxEntries int
 	now        func() time.Time
+	// hashKey is the Limiter's Options.IdentityHashKey: identities are
+	// hashed in memory as they are in Redis keys.
+	hashKey []byte
 
 	mu      sync.Mutex
 	buckets map[fallbackKey]fallbackBucket
@@ -48,8 +50,8 @@ type fallbackKey struct {
 	window   time.Duration
 }
 
-func newFallbackKey(c Check) fallbackKey {
-	sum := sha256.Sum256([]byte(c.Identity))
+func newFallbackKey(c Check, hashKey []byte) fallbackKey {
+	sum := identityDigest(hashKey, c.Identity)
 	k := fallbackKey{name: c.Limit.Name, count: c.Limit.Count, window: c.Limit.Window}
 	copy(k.identity[:], sum[:16])
 	return k
@@ -87,7 +89,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		local := f.localLimit(c.Limit)
 		burst := local.Burst()
 		interval := local.Window / time.Duration(local.Count)
-		key := newFallbackKey(c)
+		key := newFallbackKey(c, f.hashKey)
 		keys[i] = key
 		tat := f.buckets[key].tat
 		if tat.Before(now) {

@@ -80,7 +80,7 @@ func TestFallbackEvictsLeastSpent(t *testing.T) {
 		t.Fatalf("%d entries after eviction, want 12 + the new one", len(f.buckets))
 	}
 	for i := range 16 {
-		_, kept := f.buckets[newFallbackKey(Check{Identity: strconv.Itoa(i), Limit: limit})]
+		_, kept := f.buckets[newFallbackKey(Check{Identity: strconv.Itoa(i), Limit: limit}, f.hashKey)]
 		if kept != (i >= 4) {
 			t.Errorf("identity %d (spent %d/16): kept = %v, want %v", i, i+1, kept, i >= 4)
 		}

@@ -111,6 +111,9 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 		timeout:  timeout,
 		now:      now,
 	}
+	if limiter != nil {
+		g.fallback.hashKey = limiter.keys.hashKey
+	}
 	if !opts.DenyCacheDisabled {
 		size := opts.DenyCacheMaxEntries
 		if size <= 0 {

@@ -42,15 +42,22 @@ func validatePrefix(prefix string) error {
 // HMAC-SHA-256), unpadded base64url, 22 characters that never contain a
 // brace. Whatever bytes the identity holds, it cannot choose its slot.
 func (k keyspace) identityTag(identity string) string {
+	sum := identityDigest(k.hashKey, identity)
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// identityDigest is an identity's HMAC-SHA-256 with hashKey, or its
+// SHA-256 when hashKey is empty.
+func identityDigest(hashKey []byte, identity string) [sha256.Size]byte {
 	var sum [sha256.Size]byte
-	if len(k.hashKey) > 0 {
-		h := hmac.New(sha256.New, k.hashKey)
+	if len(hashKey) > 0 {
+		h := hmac.New(sha256.New, hashKey)
 		h.Write([]byte(identity))
 		h.Sum(sum[:0])
 	} else {
 		sum = sha256.Sum256([]byte(identity))
 	}
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
+	return sum
 }
 
 // key returns the Redis key of one limit for an identity's tag.

@@ -18,7 +18,8 @@ type Options struct {
 	// IdentityHashKey, when set, turns identity hashing into HMAC-SHA-256
 	// with this key, so that hashed IP addresses cannot be reversed by
 	// hashing the whole address space. Every instance sharing the keys must
-	// use the same value.
+	// use the same value; changing it starts every count afresh. A Gate's
+	// in-memory fallback hashes with it too.
 	IdentityHashKey []byte
 	// Timeout bounds one decision, all Redis round trips included. Zero
 	// leaves the bound to the caller's context.

@@ -74,6 +74,8 @@ var awsOnlyVariables = map[string]bool{
 	"REDIS_CLUSTER":         true,
 	"REDIS_AUTH_SECRET_ARN": true,
 	"JWT_HS256_SECRET_ARN":  true,
+	// The local run hashes identities with server.DemoHashKey instead.
+	"RATE_LIMIT_HASH_KEY_SECRET_ARN": true,
 }
 
 // Load reads the SAM template at templatePath for stage: the template's

@@ -37,6 +37,10 @@ const (
 	DemoJWTIssuer   = "slidegate-local"
 	DemoJWTAudience = "slidegate-local"
 	DemoJWTSecret   = "slidegate-local-hs256-secret-for-demos"
+	// DemoHashKey is the identity hash key (RATE_LIMIT_HASH_KEY) when
+	// neither it nor RATE_LIMIT_HASH_KEY_SECRET_ARN is set: AWS would read
+	// the template's secret instead. For local runs only.
+	DemoHashKey = "slidegate-local-only-identity-hash-key-0001"
 )
 
 // Config says what to serve and where.
@@ -211,6 +215,9 @@ func functionEnv(getenv func(string) string, template map[string]string, redisUR
 	}
 	sum := sha256.Sum256([]byte(DemoAPIKey))
 	defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:])
+	if getenv("RATE_LIMIT_HASH_KEY_SECRET_ARN") == "" {
+		defaults["RATE_LIMIT_HASH_KEY"] = DemoHashKey
+	}
 	return func(name string) string {
 		if name == "REDIS_URL" {
 			return redisURL
