@@ -28,6 +28,11 @@ const (
 	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
 	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
 	DefaultAPIKeysRefresh    = 5 * time.Minute
+	// DefaultQuota is RATE_LIMIT_QUOTA's default: ten quota calls a minute
+	// per caller, plenty for a client checking its budget, little for a
+	// flood.
+	DefaultQuota          = "10/1m"
+	DefaultHTTPAPIDenials = DenialsRefuse
 )
 
 // None, as the whole value of RATE_LIMIT_ROUTES or RATE_LIMIT_FAIL_CLOSED,
@@ -140,7 +145,36 @@ type Config struct {
 	APIKeyHashes map[string]struct{}
 	// APIKeysRefresh is how often the API Gateway keys are re-listed.
 	APIKeysRefresh time.Duration
+	// HTTPAPIDenials is how the HTTP API authorizer answers a request over
+	// its limit and a fail-closed route Redis could not decide
+	// (HTTP_API_DENIALS): DenialsRefuse unless set to DenialsForward.
+	HTTPAPIDenials Denials
+	// Quota is the limit of GET /v1/quota per caller identity
+	// (RATE_LIMIT_QUOTA), in the environment's algorithm: each quota call
+	// spends one from it, while the caller's other limits are only peeked.
+	Quota ratelimit.Limit
 }
+
+// Denials is how an HTTP API authorizer answers what it cannot admit: a
+// request over its limit, or a fail-closed route Redis could not decide.
+type Denials string
+
+// The values of HTTP_API_DENIALS.
+const (
+	// DenialsRefuse answers isAuthorized false: the HTTP API refuses the
+	// request itself with 403, whatever the integration behind it. The
+	// default, because it holds for any integration.
+	DenialsRefuse Denials = "refuse"
+	// DenialsForward answers isAuthorized true with the denial (retryAfter)
+	// or the outage (unavailable) in the authorizer context, for an
+	// integration that reads it and answers 429 or 503 itself, as the API
+	// function does. Any other integration would serve the request.
+	DenialsForward Denials = "forward"
+)
+
+// QuotaLimitName is the policy name of the GET /v1/quota limit
+// (RATE_LIMIT_QUOTA), as it appears in the rate-limit headers.
+const QuotaLimitName = "quota"
 
 // FromEnv parses the configuration through getenv (os.Getenv in
 // production). The returned Config is always usable; the error joins one
@@ -170,6 +204,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	tiers.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
 
+	quota, err := parseTierLimit("RATE_LIMIT_QUOTA", QuotaLimitName, get("RATE_LIMIT_QUOTA"), DefaultQuota, alg)
+	report(err)
+	denials, err := parseDenials(get("HTTP_API_DENIALS"))
+	report(err)
+
 	routes, err := parseRoutesVar(get("RATE_LIMIT_ROUTES"), alg)
 	report(err)
 	failClosed, err := parseFailClosedVar(get("RATE_LIMIT_FAIL_CLOSED"))
@@ -185,6 +224,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		FallbackInstances:  DefaultFallbackInstances,
 		KeyPrefix:          DefaultKeyPrefix,
 		APIKeysRefresh:     DefaultAPIKeysRefresh,
+		HTTPAPIDenials:     denials,
+		Quota:              quota,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),
@@ -304,6 +345,20 @@ func validCacheName(name string) error {
 		}
 	}
 	return nil
+}
+
+// parseDenials parses HTTP_API_DENIALS, case-insensitively; anything but
+// refuse or forward is reported and refused, the answer that holds for any
+// integration.
+func parseDenials(v string) (Denials, error) {
+	switch d := Denials(strings.ToLower(v)); d {
+	case "":
+		return DefaultHTTPAPIDenials, nil
+	case DenialsRefuse, DenialsForward:
+		return d, nil
+	default:
+		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", clip(v), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
+	}
 }
 
 // parseAlgorithm parses an algorithm variable, falling back to def.

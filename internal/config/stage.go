@@ -15,6 +15,7 @@ const (
 	StageVarUser      = "rateLimitUser"
 	StageVarOrg       = "rateLimitOrg"
 	StageVarAlgorithm = "rateLimitAlgorithm"
+	StageVarQuota     = "rateLimitQuota"
 )
 
 // maxStageEntries bounds the stage cache. A REST API has a handful of
@@ -30,11 +31,14 @@ type Limits struct {
 	// Routes are the per-route limits (RATE_LIMIT_ROUTES), checked for the
 	// caller's identity alongside its tier.
 	Routes []RouteLimit
+	// Quota is the limit of GET /v1/quota per caller (RATE_LIMIT_QUOTA,
+	// rateLimitQuota).
+	Quota ratelimit.Limit
 }
 
 // stageKey is the set of stage variable values a Limits was built from.
 type stageKey struct {
-	anonymous, user, org, algorithm string
+	anonymous, user, org, algorithm, quota string
 }
 
 // StageCache resolves stage variables over the environment's limits. Each
@@ -62,7 +66,7 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 		base:    cfg,
 		report:  report,
 		entries: make(map[stageKey]*Limits),
-		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes},
+		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes, Quota: cfg.Quota},
 	}
 }
 
@@ -74,6 +78,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 		user:      strings.TrimSpace(stageVars[StageVarUser]),
 		org:       strings.TrimSpace(stageVars[StageVarOrg]),
 		algorithm: strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		quota:     strings.TrimSpace(stageVars[StageVarQuota]),
 	}
 	if key == (stageKey{}) {
 		return c.env
@@ -83,7 +88,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if l, ok := c.entries[key]; ok {
 		return l
 	}
-	l, err := ResolveStage(c.base, key.anonymous, key.user, key.org, key.algorithm)
+	l, err := ResolveStage(c.base, key.anonymous, key.user, key.org, key.algorithm, key.quota)
 	if err != nil {
 		c.report(err)
 	}
@@ -97,7 +102,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 // ResolveStage parses stage variable values over cfg's environment limits.
 // An empty value keeps the environment's; a bad one is reported and the
 // environment's used. The returned Limits is always usable.
-func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits, error) {
+func ResolveStage(cfg *Config, anonymous, user, org, algorithm, quota string) (*Limits, error) {
 	var errs []error
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, algorithm, cfg.Tiers.Algorithm)
 	if err != nil {
@@ -116,6 +121,10 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits,
 	if err != nil {
 		errs = append(errs, err)
 	}
+	quotaLimit, err := stageLimit(StageVarQuota, QuotaLimitName, quota, cfg.Quota, alg)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	routes := cfg.Routes
 	if alg != cfg.Tiers.Algorithm {
 		routes = make([]RouteLimit, len(cfg.Routes))
@@ -124,7 +133,7 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm string) (*Limits,
 			routes[i] = r
 		}
 	}
-	return &Limits{Tiers: tiers, Routes: routes}, errors.Join(errs...)
+	return &Limits{Tiers: tiers, Routes: routes, Quota: quotaLimit}, errors.Join(errs...)
 }
 
 func stageLimit(variable, tier, v string, env ratelimit.Limit, alg ratelimit.Algorithm) (ratelimit.Limit, error) {

@@ -37,6 +37,9 @@ const (
 	DemoJWTIssuer   = "slidegate-local"
 	DemoJWTAudience = "slidegate-local"
 	DemoJWTSecret   = "slidegate-local-hs256-secret"
+	// AuthorizerFunctionID is the template's logical ID of the authorizer
+	// function, whose own environment variables its runtime gets.
+	AuthorizerFunctionID = "AuthorizerFunction"
 )
 
 // Config says what to serve and where.
@@ -117,12 +120,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		srv.RedisURL, srv.Embedded = "redis://"+mr.Addr(), true
 	}
 	env := functionEnv(getenv, spec.Environment, srv.RedisURL)
+	// The authorizer's own variables too: the template's HTTP API forwards
+	// denials to the API function (HTTP_API_DENIALS), which `make local
+	// HTTPAPI=1` must do as well for its 429s and 503s.
+	authEnv := functionEnv(getenv, spec.EnvironmentOf(AuthorizerFunctionID), srv.RedisURL)
 
 	metrics := cfg.FunctionMetrics
 	if metrics == nil {
 		metrics = io.Discard
 	}
-	authRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics})
+	authRuntime, err := app.NewRuntime(ctx, authEnv, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("authorizer runtime: %w", err)
 	}
