@@ -54,6 +54,61 @@ func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 	return rt.decide(ctx, req, false)
 }
 
+// Quota answers GET /v1/quota: it spends one call from the caller's
+// quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
+// identity) and, when that admits it, peeks at the caller's tier and route
+// limits, which it never spends. When the quota limit denies, the Outcome
+// has QuotaDenied set and its Result is that denial: nothing is peeked,
+// and a caller flooding the quota costs one Redis call per denied request
+// at most (none while the deny cache holds the denial), never a read of its
+// other limits.
+//
+// The two steps are two calls, not one script: they need no atomicity (a
+// peek writes nothing, so there is no all-or-nothing to keep between
+// them), the spend comes first so that a denied flood stops there, and the
+// quota limit keeps a key of its own, never touching the tier's counter.
+//
+// The quota limit is fail-open, like the route: when Redis cannot decide
+// it, the local fallback does, and the peek shows the fallback's view,
+// marked degraded. An unknown API key or a bearer token that does not
+// verify is decided exactly as Decide would, as for Peek.
+func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
+	start := time.Now()
+	req.Method = strings.ToUpper(req.Method)
+	req.Headers = lowerHeaders(req.Headers)
+	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Headers, req.SourceIP)
+	if who.Unauthorized {
+		return rt.decideResolved(ctx, req, who, true, start)
+	}
+	out := Outcome{
+		Caller:     Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
+		FailClosed: config.IsFailClosed(rt.cfg.FailClosed, req.Path),
+	}
+	ctx = tracing.WithTier(ctx, out.Caller.Tier)
+	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: rt.stages.For(req.StageVariables).Quota}
+	spent, err := rt.gate.Decide(ctx, 1, false, quota)
+	if err != nil {
+		err = fmt.Errorf("quota %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+	}
+	out.Result = spent
+	out.QuotaDenied = err == nil && !spent.Allowed
+	rt.observer.observe(ctx, decisionRecord{
+		req:        req,
+		out:        out,
+		credential: who.Reason,
+		err:        err,
+		latency:    time.Since(start),
+	})
+	if err != nil || out.QuotaDenied {
+		return out, err
+	}
+	out.Result, err = rt.gate.Peek(ctx, 1, rt.checks(out.Caller, req)...)
+	if err != nil {
+		return out, fmt.Errorf("peek %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+	}
+	return out, nil
+}
+
 // decide resolves the caller and decides. spend is false for Peek, and is
 // overridden for an unauthorized caller, who never peeks for free. Every
 // decision that spends is observed: one EMF record and, within the log
@@ -64,8 +119,13 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 	start := time.Now()
 	req.Method = strings.ToUpper(req.Method)
 	req.Headers = lowerHeaders(req.Headers)
-
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Headers, req.SourceIP)
+	return rt.decideResolved(ctx, req, who, spend, start)
+}
+
+// decideResolved is decide once the caller is known; req is already
+// normalized, and start is when the decision began.
+func (rt *Runtime) decideResolved(ctx context.Context, req Request, who identity.Resolution, spend bool, start time.Time) (Outcome, error) {
 	out := Outcome{
 		Caller:       Caller{Tier: who.Caller.Tier, Identity: who.Caller.Identity, APIKey: who.Caller.APIKey},
 		Unauthorized: who.Unauthorized,

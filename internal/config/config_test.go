@@ -29,6 +29,8 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"fail closed", cfg.FailClosed[0].Text, "/auth/*"},
 		{"key prefix", cfg.KeyPrefix, "rl"},
 		{"refresh", cfg.APIKeysRefresh.String(), "5m0s"},
+		{"quota", cfg.Quota.Name + "=" + cfg.Quota.String(), "quota=10/1m"},
+		{"HTTP API denials", string(cfg.HTTPAPIDenials), "refuse"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -60,6 +62,8 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == ratelimit.DefaultTimeout }},
 		{"REDIS_TLS_CA_FILE", "/nonexistent/ca.pem", func(c *config.Config) bool { return c.Redis.RootCAs == nil }},
 		{"REDIS_CACHE_SERVERLESS", "maybe", func(c *config.Config) bool { return !c.RedisIAM.Serverless }},
+		{"RATE_LIMIT_QUOTA", "0/1m", func(c *config.Config) bool { return c.Quota.String() == "10/1m" }},
+		{"HTTP_API_DENIALS", "allow", func(c *config.Config) bool { return c.HTTPAPIDenials == config.DenialsRefuse }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variable, func(t *testing.T) {
@@ -223,6 +227,44 @@ func TestStageCache(t *testing.T) {
 	}
 	if a, b := cache.For(beta), cache.For(beta); a != b {
 		t.Error("the same stage variables were parsed again")
+	}
+}
+
+// TestQuotaLimit: RATE_LIMIT_QUOTA is the quota route's limit, named
+// "quota", in the stage's algorithm; rateLimitQuota overrides it per stage
+// and a bad stage value keeps the environment's; HTTP_API_DENIALS reads
+// forward and refuse in any case.
+func TestQuotaLimit(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_QUOTA": "4/10s", "HTTP_API_DENIALS": "Forward"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAPIDenials != config.DenialsForward {
+		t.Errorf("HTTP_API_DENIALS=Forward read as %q", cfg.HTTPAPIDenials)
+	}
+	var reported []error
+	cache := config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
+	tests := []struct {
+		name      string
+		stageVars map[string]string
+		want      string
+		algorithm ratelimit.Algorithm
+	}{
+		{"environment", nil, "4/10s", ratelimit.SlidingWindow},
+		{"stage variable", map[string]string{"rateLimitQuota": "2/1m"}, "2/1m", ratelimit.SlidingWindow},
+		{"stage algorithm", map[string]string{"rateLimitAlgorithm": "sliding-log"}, "4/10s", ratelimit.SlidingLog},
+		{"bad stage variable", map[string]string{"rateLimitQuota": "never"}, "4/10s", ratelimit.SlidingWindow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := cache.For(tt.stageVars).Quota
+			if q.Name != config.QuotaLimitName || q.String() != tt.want || q.Algorithm != tt.algorithm {
+				t.Errorf("quota %s %s (%s), want quota %s (%s)", q.Name, q, q.Algorithm, tt.want, tt.algorithm)
+			}
+		})
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitQuota") {
+		t.Errorf("reported %v, want one error naming rateLimitQuota", reported)
 	}
 }
 
