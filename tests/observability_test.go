@@ -334,6 +334,8 @@ const (
 	obsSourceIP   = "203.0.113.77"
 	obsSubject    = "obs-user-subject-5521"
 	obsQueryToken = "obs-query-token-Hh62Zp"
+	// obsPathSecret is a reset token in an HTTP API request's path.
+	obsPathSecret = "obs-path-secret-Wq81Lm"
 )
 
 // obsEnv is the environment of the functions under test: small limits so
@@ -779,6 +781,27 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 				}
 			}
 		}
+		// A secret in the path of an HTTP API route: the route key is
+		// logged, never the path (allowed at debug, and rejected on a
+		// fail-closed route with Redis down).
+		secretPath := "/auth/reset/" + obsPathSecret
+		withRouteKey := apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			e.RouteKey, e.RawPath = "POST /auth/{proxy+}", secretPath
+			e.RequestContext.RouteKey = e.RouteKey
+			e.RequestContext.HTTP.Method, e.RequestContext.HTTP.Path = "POST", secretPath
+			e.RequestContext.HTTP.SourceIP = obsSourceIP
+			e.RequestContext.RequestID = phase
+		})
+		if _, err := apiRIE.Invoke(t, withRouteKey); err != nil {
+			t.Fatalf("API function, secret in the path: %v", err)
+		}
+		var authz events.APIGatewayV2CustomAuthorizerV2Request
+		if err := json.Unmarshal(azHTTPEvent(t, azRequest{method: "POST", path: secretPath, ip: obsSourceIP}), &authz); err != nil {
+			t.Fatal(err)
+		}
+		authz.RouteKey = "POST /auth/{proxy+}"
+		authz.RequestContext.RouteKey = authz.RouteKey
+		_, _ = authorizerRIE.Invoke(t, apiJSON(t, authz))
 		// A path the proxy library cannot parse, with a token in the query
 		// string: the library's own error would quote the whole URL.
 		bad := obsHTTPAPIEvent(t, "GET", "/v1/items%zz", obsSourceIP, phase, nil, "")
@@ -796,7 +819,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 		for what, secret := range map[string]string{
 			"unknown API key": obsUnknownKey, "known API key": obsKnownKey, "valid JWT": validJWT, "forged JWT": forgedJWT,
 			"JWT secret": obsJWTSecret, "password": obsPassword, "query token": obsQueryToken, "user id": obsSubject,
-			"source IP": obsSourceIP,
+			"source IP": obsSourceIP, "secret in the path": obsPathSecret,
 		} {
 			if strings.Contains(logs, secret) {
 				t.Errorf("the %s function's output holds the %s in clear", name, what)

@@ -83,12 +83,14 @@ func New(rt Runtime, opts Options) http.Handler {
 	d := deciders{rt: rt}
 	limit := ratelimit.Middleware(d.spend, ratelimit.MiddlewareOptions{
 		Logger:                logger,
+		RouteName:             routeName,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 	})
 	report := ratelimit.Middleware(d.peek, ratelimit.MiddlewareOptions{
 		Logger:                logger,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 		ReportOnly:            true,
+		RouteName:             routeName,
 	})
 
 	limited := http.NewServeMux()
@@ -116,6 +118,11 @@ func cleanPathsOnly(next, notFound http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// routeName names a request in the middleware's log lines as the decision
+// lines name it (app.RouteName): an HTTP API's route key, never a path
+// that may hold a secret, when the event has one.
+func routeName(r *http.Request) string { return app.RouteName(readRequest(r).Request) }
 
 // deciders turn an HTTP request into the middleware's verdict.
 type deciders struct {
@@ -148,7 +155,7 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("decide %s %s: %w", req.Method, req.Path, err)
+		return ratelimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
 	}
 	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
 }
@@ -168,7 +175,7 @@ func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Quota(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("quota %s %s: %w", req.Method, req.Path, err)
+		return ratelimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
 	}
 	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
 }

@@ -88,7 +88,7 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: rt.stages.For(req.StageVariables).Quota}
 	spent, err := rt.gate.Decide(ctx, 1, false, quota)
 	if err != nil {
-		err = fmt.Errorf("quota %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+		err = fmt.Errorf("quota %s for %s: %w", RouteName(req), out.Caller.Tier, err)
 	}
 	out.Result = spent
 	out.QuotaDenied = err == nil && !spent.Allowed
@@ -104,7 +104,7 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	}
 	out.Result, err = rt.gate.Peek(ctx, 1, rt.checks(out.Caller, req)...)
 	if err != nil {
-		return out, fmt.Errorf("peek %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+		return out, fmt.Errorf("peek %s for %s: %w", RouteName(req), out.Caller.Tier, err)
 	}
 	return out, nil
 }
@@ -149,7 +149,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, req Request, who identity
 	}
 	out.Result = res
 	if err != nil {
-		err = fmt.Errorf("decide %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+		err = fmt.Errorf("decide %s for %s: %w", RouteName(req), out.Caller.Tier, err)
 	}
 	if spend {
 		rt.observer.observe(ctx, decisionRecord{

@@ -238,6 +238,7 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 		StageVariables:  ev.StageVariables,
 		RequestID:       rc.RequestID,
 		LambdaRequestID: app.LambdaRequestID(ctx),
+		RouteKey:        ev.RouteKey,
 	}
 	forward := h.rt.Config().HTTPAPIDenials == config.DenialsForward
 	o, err := h.rt.Decide(ctx, req)

@@ -51,6 +51,10 @@ type MiddlewareOptions struct {
 	// Logger receives one record per request that could not be decided;
 	// slog.Default() when nil.
 	Logger *slog.Logger
+	// RouteName, when set, names a request in those records (as "route")
+	// instead of its method and clipped path: a path can hold secrets, and
+	// the caller knows a safer name (a route template). It must not panic.
+	RouteName func(*http.Request) string
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after
@@ -110,12 +114,12 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOpti
 			verdict, err := decide(r)
 			if err != nil {
 				if errors.Is(err, ErrUnavailable) {
-					logFailure(logger, r, "rate limit undecided on a fail-closed route", err)
+					logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
 					w.Header().Set(HeaderRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
 					writeJSON(w, http.StatusServiceUnavailable, ServiceUnavailableBody(unavailableSeconds))
 					return
 				}
-				logFailure(logger, r, "rate limit decision failed", err)
+				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
 				writeJSON(w, http.StatusInternalServerError, internalErrorBody)
 				return
 			}
@@ -161,11 +165,18 @@ var (
 	internalErrorBody = []byte(`{"error":{"code":"` + CodeInternalError + `","message":"The request could not be rate limited."}}`)
 )
 
-// logFailure logs a request that could not be decided; the path is
-// clipped, since a caller chooses it.
-func logFailure(logger *slog.Logger, r *http.Request, msg string, err error) {
+// logFailure logs a request that could not be decided, named by
+// routeName when set; otherwise the path is clipped, since a caller chooses
+// it.
+func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *http.Request, msg string, err error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if routeName != nil {
+		logger.LogAttrs(r.Context(), slog.LevelError, msg,
+			slog.String("route", truncate(routeName(r), 16+1+256)),
+			slog.String("error", err.Error()))
+		return
 	}
 	logger.LogAttrs(r.Context(), slog.LevelError, msg,
 		slog.String("method", truncate(r.Method, 16)),
