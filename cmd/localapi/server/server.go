@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -78,8 +79,11 @@ type Server struct {
 	RedisURL string
 	// Embedded is true when the Redis is the embedded miniredis.
 	Embedded bool
-	// Spec is the template stage being served.
+	// Spec is the template stage being served, with the limits given in
+	// the environment already applied to its stage variables.
 	Spec *gateway.Spec
+	// Limits are the stage's limits and where each came from.
+	Limits []LimitSetting
 }
 
 // Start loads the template, builds both functions' runtimes, and serves on
@@ -110,6 +114,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	var overrides map[string]string
+	if cfg.SamconfigPath != "" {
+		if overrides, err = gateway.ParameterOverrides(cfg.SamconfigPath, cfg.Stage); err != nil {
+			return nil, err
+		}
+	}
+	srv.Limits = applyEnvironmentLimits(spec, getenv, overrides, filepath.Base(cfg.SamconfigPath))
 	srv.RedisURL = getenv("REDIS_URL")
 	if srv.RedisURL == "" {
 		mr, err := miniredis.Run()
