@@ -419,8 +419,8 @@ func obsHTTPAPIEvent(t *testing.T, method, path, ip, requestID string, headers m
 // writes exactly one valid EMF record naming its tier and outcome, with
 // RedisLatency exactly when Redis was asked (whether it answered or failed)
 // and the request ids of API Gateway and Lambda; an invocation that decides
-// nothing (the API function reusing the authorizer's decision, a quota
-// peek) writes none. At the default level, allowed decisions are not logged
+// nothing (the API function reusing the authorizer's decision) writes
+// none; a quota call writes the record of its own limit's decision. At the default level, allowed decisions are not logged
 // and every other outcome is, at its level, with the route, the hashed
 // identity, the limit and the request ids. After Redis stops: degraded
 // (fail-open), rejected (fail-closed), and the circuit breaker's opening.

@@ -289,15 +289,15 @@ func FuzzRoutes(f *testing.F) {
 }
 
 func FuzzStageVariables(f *testing.F) {
-	f.Add("6/1m", "600/1m", "10/1s", "token-bucket")
-	f.Add("", "", "", "")
-	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket")
-	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW")
+	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m")
+	f.Add("", "", "", "", "")
+	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0")
+	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d")
 	cfg, _ := config.FromEnv(envOf(nil))
 	cache := config.NewStageCache(cfg, nil)
-	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm string) {
-		l := cache.For(map[string]string{"rateLimitAnonymous": anonymous, "rateLimitUser": user, "rateLimitOrg": org, "rateLimitAlgorithm": algorithm})
-		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org} {
+	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota string) {
+		l := cache.For(map[string]string{"rateLimitAnonymous": anonymous, "rateLimitUser": user, "rateLimitOrg": org, "rateLimitAlgorithm": algorithm, "rateLimitQuota": quota})
+		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org, l.Quota} {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)
 			}
