@@ -8,7 +8,9 @@
 #
 # `make invoke` runs the bootstrap built for THIS machine under the RIE (built
 # from its Go module into ./bin), posts the event, prints the response and
-# stops the emulator. Redis: REDIS_URL if set; without it every decision
+# stops the emulator and the bootstrap (their own process group, killed
+# whole) on every way out: done, an error, Ctrl-C, or a reader that stops
+# early (`make invoke | head`). Redis: REDIS_URL if set; without it every decision
 # finds Redis unavailable (a normal route answers a degraded Allow, the login
 # route an error), which is still a meaningful run. So that every event in
 # events/ does what its name says, invoke sets test-only credentials unless
@@ -74,14 +76,15 @@ invoke: $(RIE)
 	 port=; for p in $$(seq 20 60); do cand=$$(( 20000 + ($$$$ * 7 + p * 389) % 40000 )); \
 	   if ! (exec 3<>/dev/tcp/127.0.0.1/$$cand) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$$((cand+1))) 2>/dev/null; then port=$$cand; break; fi; done; \
 	 test -n "$$port" || { echo "no free port" >&2; exit 1; }; \
-	 log=$$(mktemp); \
-	 env -i PATH="$$PATH" HOME="$$HOME" AWS_REGION="$${AWS_REGION:-us-east-1}" AWS_EC2_METADATA_DISABLED=true \
+	 log=$$(mktemp); rie=; \
+	 cleanup() { if [ -n "$$rie" ]; then kill -TERM -- -$$rie 2>/dev/null || kill -TERM $$rie 2>/dev/null; wait $$rie 2>/dev/null; fi; rm -f "$$log"; }; \
+	 trap cleanup EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 141' PIPE HUP; \
+	 setsid env -i PATH="$$PATH" HOME="$$HOME" AWS_REGION="$${AWS_REGION:-us-east-1}" AWS_EC2_METADATA_DISABLED=true \
 	   REDIS_URL='$(REDIS_URL)' API_KEY_HASHES='$(API_KEY_HASHES)' JWT_ISSUER='$(JWT_ISSUER)' \
 	   JWT_AUDIENCE='$(JWT_AUDIENCE)' JWT_HS256_SECRET='$(JWT_HS256_SECRET)' \
 	   RATE_LIMIT_HASH_KEY='$(RATE_LIMIT_HASH_KEY)' \
 	   $(RIE) --runtime-interface-emulator-address 127.0.0.1:$$port --runtime-api-address 127.0.0.1:$$((port+1)) \
-	   --log-level error $(BIN)/invoke/$(FUNCTION)/bootstrap >"$$log" 2>&1 & rie=$$!; \
-	 trap 'kill $$rie 2>/dev/null; wait $$rie 2>/dev/null; rm -f "$$log"' EXIT; \
+	   --log-level error $(BIN)/invoke/$(FUNCTION)/bootstrap >"$$log" 2>&1 </dev/null & rie=$$!; \
 	 for i in $$(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$$port) 2>/dev/null && break; sleep 0.05; done; \
 	 curl -sS -X POST --data-binary @$(EVENT) -H 'Content-Type: application/json' \
 	   http://127.0.0.1:$$port/2015-03-31/functions/function/invocations; echo; \

@@ -6,6 +6,8 @@
 #   make local ADDR=0.0.0.0:8080     another address
 #   make local STAGE=prod            the prod stage's limits (samconfig.toml)
 #   make local HTTPAPI=true          the HTTP API (v2) events instead
+#   RATE_LIMIT_ANONYMOUS=3/5s make local   a limit from the environment wins
+#                                    over samconfig.toml (printed at start)
 #   make local REDIS_URL=redis://127.0.0.1:6380/0   a real Redis
 
 ADDR    ?= 127.0.0.1:3000

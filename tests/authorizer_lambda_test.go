@@ -158,14 +158,15 @@ func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
 }
 
 // TestAuthorizerHTTPAPI runs the HTTP API (payload 2.0) simple-response
-// authorizer under the emulator and hands its answers to the API function,
-// as an HTTP API would: an HTTP API answers isAuthorized false with 403
-// and an authorizer error with a bare 500, so a 429 or a 503 can only come
-// from the function, reading the authorizer's context.
+// authorizer under the emulator, with HTTP_API_DENIALS=forward as the
+// template sets it, and hands its answers to the API function, as an HTTP
+// API would: an HTTP API answers isAuthorized false with 403 and an
+// authorizer error with a bare 500, so a 429 or a 503 can only come from
+// the function, reading the authorizer's context.
 func TestAuthorizerHTTPAPI(t *testing.T) {
 	srv := redistest.StartServer(t)
 	secret := azSecret(t)
-	rie := azStart(t, azEnv(srv.URL(), secret, nil)) // anonymous 3/1m, POST /auth/*=2/1m
+	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"HTTP_API_DENIALS": "forward"})) // anonymous 3/1m, POST /auth/*=2/1m
 	// The API function behind it, on a Redis of its own: any decision it
 	// made itself would leave a key there.
 	fnRedis := redistest.StartServer(t)
@@ -229,6 +230,37 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 			t.Fatalf("fail-open route with Redis stopped: %+v, want a degraded allowance", resp)
 		}
 	})
+}
+
+// TestAuthorizerHTTPAPIRefusesByDefault: without HTTP_API_DENIALS the
+// built authorizer refuses at the gateway what it cannot admit, so that no
+// integration behind it ever serves a denied or fail-closed request:
+// isAuthorized false (the HTTP API's 403) over the limit, and on a
+// fail-closed route with Redis stopped, with no context at all.
+func TestAuthorizerHTTPAPIRefusesByDefault(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rie := azStart(t, azEnv(srv.URL(), azSecret(t), nil)) // anonymous 3/1m
+	for i := range 4 {
+		resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.80", stage: "prod"}))
+		if i < 3 {
+			if !resp.IsAuthorized || resp.Context["retryAfter"] != nil {
+				t.Fatalf("request %d within the limit: %+v, want authorized", i+1, resp)
+			}
+			continue
+		}
+		if resp.IsAuthorized || resp.Context != nil {
+			t.Fatalf("request %d over the limit: %+v, want isAuthorized false and no context", i+1, resp)
+		}
+	}
+	srv.Stop()
+	resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.81", method: "POST", path: "/auth/login"}))
+	if resp.IsAuthorized || resp.Context != nil {
+		t.Fatalf("fail-closed login with Redis stopped: %+v, want isAuthorized false and no context", resp)
+	}
+	resp = azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.81"}))
+	if !resp.IsAuthorized || resp.Context["degraded"] != true {
+		t.Fatalf("fail-open route with Redis stopped: %+v, want a degraded allowance", resp)
+	}
 }
 
 // TestAuthorizerInstancesShareOneLimit: several emulators (warm instances)

@@ -47,6 +47,13 @@ type localAPI struct {
 // means the embedded Redis.
 func startLocalAPI(t *testing.T, stage, redisURL string, httpAPI bool) *localAPI {
 	t.Helper()
+	return startLocalAPIWith(t, stage, redisURL, httpAPI, nil)
+}
+
+// startLocalAPIWith is startLocalAPI with more environment variables, as
+// given on the command line of `make local`.
+func startLocalAPIWith(t *testing.T, stage, redisURL string, httpAPI bool, extra map[string]string) *localAPI {
+	t.Helper()
 	sum := sha256.Sum256([]byte(localOrgKey))
 	env := map[string]string{
 		"REDIS_URL":        redisURL,
@@ -54,6 +61,9 @@ func startLocalAPI(t *testing.T, stage, redisURL string, httpAPI bool) *localAPI
 		"JWT_AUDIENCE":     localJWTAudience,
 		"JWT_HS256_SECRET": localJWTSecret,
 		"API_KEY_HASHES":   hex.EncodeToString(sum[:]),
+	}
+	for k, v := range extra {
+		env[k] = v
 	}
 	log := &lockedBuffer{}
 	srv, err := server.Start(context.Background(), server.Config{
@@ -326,6 +336,37 @@ func TestLocalAPIStages(t *testing.T) {
 	}
 	if limits["dev"] == limits["prod"] {
 		t.Errorf("dev and prod have the same anonymous limit %d: the stage test proves nothing", limits["dev"])
+	}
+}
+
+// TestLocalAPIEnvironmentLimitWins: a limit given in the environment
+// (`RATE_LIMIT_ANONYMOUS=3/5s make local`) wins over the stage variable
+// that samconfig.toml gives the same limit, on the REST and the HTTP API,
+// and the server reports each limit with where it came from.
+func TestLocalAPIEnvironmentLimitWins(t *testing.T) {
+	for _, httpAPI := range []bool{false, true} {
+		t.Run(fmt.Sprintf("HTTP API %v", httpAPI), func(t *testing.T) {
+			api := startLocalAPIWith(t, "dev", "", httpAPI, map[string]string{"RATE_LIMIT_ANONYMOUS": "3/5s"})
+			for i := range 3 {
+				r := api.do(t, "GET", "/v1/items", nil)
+				if r.status != http.StatusOK || r.header.Get("RateLimit-Policy") != `"anonymous";q=3;w=5` {
+					t.Fatalf("request %d: %d, RateLimit-Policy %q; want 200 under the environment's 3/5s", i+1, r.status, r.header.Get("RateLimit-Policy"))
+				}
+			}
+			if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusTooManyRequests {
+				t.Fatalf("request 4: %d %s, want 429 under the environment's 3/5s", r.status, r.body)
+			}
+			sources := map[string]string{}
+			for _, l := range api.srv.Limits {
+				sources[l.StageVariable] = l.Value + " from " + l.Source
+			}
+			if got := sources["rateLimitAnonymous"]; got != "3/5s from environment RATE_LIMIT_ANONYMOUS" {
+				t.Errorf("rateLimitAnonymous reported as %q", got)
+			}
+			if got, want := sources["rateLimitUser"], fmt.Sprintf("%d/1m from samconfig.toml [dev] RateLimitUser", stageLimit(t, "dev", "RateLimitUser")); got != want {
+				t.Errorf("rateLimitUser reported as %q, want %q", got, want)
+			}
+		})
 	}
 }
 

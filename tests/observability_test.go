@@ -334,6 +334,8 @@ const (
 	obsSourceIP   = "203.0.113.77"
 	obsSubject    = "obs-user-subject-5521"
 	obsQueryToken = "obs-query-token-Hh62Zp"
+	// obsPathSecret is a reset token in an HTTP API request's path.
+	obsPathSecret = "obs-path-secret-Wq81Lm"
 )
 
 // obsEnv is the environment of the functions under test: small limits so
@@ -417,8 +419,8 @@ func obsHTTPAPIEvent(t *testing.T, method, path, ip, requestID string, headers m
 // writes exactly one valid EMF record naming its tier and outcome, with
 // RedisLatency exactly when Redis was asked (whether it answered or failed)
 // and the request ids of API Gateway and Lambda; an invocation that decides
-// nothing (the API function reusing the authorizer's decision, a quota
-// peek) writes none. At the default level, allowed decisions are not logged
+// nothing (the API function reusing the authorizer's decision) writes
+// none; a quota call writes the record of its own limit's decision. At the default level, allowed decisions are not logged
 // and every other outcome is, at its level, with the route, the hashed
 // identity, the limit and the request ids. After Redis stops: degraded
 // (fail-open), rejected (fail-closed), and the circuit breaker's opening.
@@ -479,8 +481,8 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 			true, "anonymous", "allowed", true, "", "", "", ""},
 		{"API REST: the authorizer's decision reused, nothing counted", nil, "api", withAuthorizerContext,
 			false, "", "", false, "", "", "", ""},
-		{"API REST: quota peek, nothing counted", nil, "api", api("GET", "/v1/quota", "198.51.100.35", nil, ""),
-			false, "", "", false, "", "", "", ""},
+		{"API REST: quota, its own limit counted, the tier only peeked", nil, "api", api("GET", "/v1/quota", "198.51.100.35", nil, ""),
+			true, "anonymous", "allowed", true, "", "", "", ""},
 		{"API REST: quota with an unknown key, counted and rejected", nil, "api", api("GET", "/v1/quota", "198.51.100.36", map[string]string{"x-api-key": obsUnknownKey}, ""),
 			true, "anonymous", "rejected", true, "WARN", app.ReasonUnauthorized, "GET /v1/quota", "198.51.100.36"},
 		{"API HTTP API: login allowed", nil, "api", httpAPI("POST", "/auth/login", "198.51.100.37", map[string]string{"content-type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
@@ -779,6 +781,27 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 				}
 			}
 		}
+		// A secret in the path of an HTTP API route: the route key is
+		// logged, never the path (allowed at debug, and rejected on a
+		// fail-closed route with Redis down).
+		secretPath := "/auth/reset/" + obsPathSecret
+		withRouteKey := apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			e.RouteKey, e.RawPath = "POST /auth/{proxy+}", secretPath
+			e.RequestContext.RouteKey = e.RouteKey
+			e.RequestContext.HTTP.Method, e.RequestContext.HTTP.Path = "POST", secretPath
+			e.RequestContext.HTTP.SourceIP = obsSourceIP
+			e.RequestContext.RequestID = phase
+		})
+		if _, err := apiRIE.Invoke(t, withRouteKey); err != nil {
+			t.Fatalf("API function, secret in the path: %v", err)
+		}
+		var authz events.APIGatewayV2CustomAuthorizerV2Request
+		if err := json.Unmarshal(azHTTPEvent(t, azRequest{method: "POST", path: secretPath, ip: obsSourceIP}), &authz); err != nil {
+			t.Fatal(err)
+		}
+		authz.RouteKey = "POST /auth/{proxy+}"
+		authz.RequestContext.RouteKey = authz.RouteKey
+		_, _ = authorizerRIE.Invoke(t, apiJSON(t, authz))
 		// A path the proxy library cannot parse, with a token in the query
 		// string: the library's own error would quote the whole URL.
 		bad := obsHTTPAPIEvent(t, "GET", "/v1/items%zz", obsSourceIP, phase, nil, "")
@@ -796,7 +819,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 		for what, secret := range map[string]string{
 			"unknown API key": obsUnknownKey, "known API key": obsKnownKey, "valid JWT": validJWT, "forged JWT": forgedJWT,
 			"JWT secret": obsJWTSecret, "password": obsPassword, "query token": obsQueryToken, "user id": obsSubject,
-			"source IP": obsSourceIP,
+			"source IP": obsSourceIP, "secret in the path": obsPathSecret,
 		} {
 			if strings.Contains(logs, secret) {
 				t.Errorf("the %s function's output holds the %s in clear", name, what)

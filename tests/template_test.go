@@ -15,6 +15,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"gopkg.in/yaml.v3"
 
+	"github.com/slidegate/slidegate/cmd/localapi/gateway"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -754,13 +755,21 @@ func emfFeeds(record map[string]any, namespace, metric string, dims map[string]s
 }
 
 // TestTemplateEnvironmentIsRead: every environment variable the template
-// gives the functions is read by their code (a misspelt name would be
-// silently ignored, leaving its default in force).
+// gives the functions, in Globals or on one function, is read by their code
+// (a misspelt name would be silently ignored, leaving its default in
+// force).
 func TestTemplateEnvironmentIsRead(t *testing.T) {
 	tpl := tplLoad(t)
 	vars := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
 	if vars == nil || len(vars.Content) == 0 {
 		t.Fatalf("Globals.Function.Environment.Variables missing")
+	}
+	sets := []*yaml.Node{vars}
+	for _, id := range tplFunctionIDs {
+		fn := yamlGet(yamlGet(tpl.root, "Resources"), id)
+		if own := yamlGet(yamlGet(yamlGet(fn, "Properties"), "Environment"), "Variables"); own != nil {
+			sets = append(sets, own)
+		}
 	}
 	var source strings.Builder
 	for _, dir := range []string{"../internal", "../pkg", "../functions"} {
@@ -777,10 +786,95 @@ func TestTemplateEnvironmentIsRead(t *testing.T) {
 		}
 	}
 	code := source.String()
-	for i := 0; i+1 < len(vars.Content); i += 2 {
-		name := vars.Content[i].Value
-		if !strings.Contains(code, strconv.Quote(name)) {
-			t.Errorf("template sets %s, which no function code reads", name)
+	for _, vars := range sets {
+		for i := 0; i+1 < len(vars.Content); i += 2 {
+			name := vars.Content[i].Value
+			if !strings.Contains(code, strconv.Quote(name)) {
+				t.Errorf("template sets %s, which no function code reads", name)
+			}
+		}
+	}
+}
+
+// TestTemplateHTTPAPIDenials: the authorizer the template's HTTP API uses
+// forwards denials and outages (HTTP_API_DENIALS=forward), because that
+// HTTP API integrates only the API function, which answers them 429 and
+// 503; the API function itself is given no such setting.
+func TestTemplateHTTPAPIDenials(t *testing.T) {
+	tpl := tplLoad(t)
+	resources := yamlGet(tpl.root, "Resources")
+	uri := yamlString(yamlGet(yamlGet(yamlGet(resources, "HttpApiAuthorizer"), "Properties"), "AuthorizerUri"))
+	if !strings.Contains(uri, "AuthorizerFunction.Arn") {
+		t.Fatalf("HttpApiAuthorizer.AuthorizerUri %q: want the AuthorizerFunction", uri)
+	}
+	target := yamlString(yamlGet(yamlGet(yamlGet(resources, "HttpApiIntegration"), "Properties"), "IntegrationUri"))
+	if !strings.Contains(target, "ApiFunction") {
+		t.Fatalf("HttpApiIntegration.IntegrationUri %q: forwarding is only for the API function", target)
+	}
+	envOf := func(id string) *yaml.Node {
+		return yamlGet(yamlGet(yamlGet(yamlGet(resources, id), "Properties"), "Environment"), "Variables")
+	}
+	if got := yamlScalar(yamlGet(envOf("AuthorizerFunction"), "HTTP_API_DENIALS")); got != "forward" {
+		t.Errorf("AuthorizerFunction HTTP_API_DENIALS = %q, want forward", got)
+	}
+	global := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
+	if yamlGet(global, "HTTP_API_DENIALS") != nil {
+		t.Errorf("Globals set HTTP_API_DENIALS: it belongs to the authorizer alone")
+	}
+}
+
+// TestTemplateStageThrottle: both stages carry API Gateway's throttle, from
+// the ThrottleRateLimit and ThrottleBurstLimit parameters, over every
+// route (the REST API's "/*" "*" method setting, the HTTP API's default
+// route settings), and samconfig.toml sets both for dev and prod.
+func TestTemplateStageThrottle(t *testing.T) {
+	tpl := tplLoad(t)
+	params := yamlGet(tpl.root, "Parameters")
+	for _, p := range []string{"ThrottleRateLimit", "ThrottleBurstLimit"} {
+		if yamlScalar(yamlGet(yamlGet(params, p), "Type")) != "Number" {
+			t.Errorf("parameter %s: want Type Number", p)
+		}
+	}
+	refOf := func(n *yaml.Node, key string) string {
+		ref, _ := yamlRef(yamlGet(n, key))
+		return ref
+	}
+	checkThrottle := func(where string, n *yaml.Node) {
+		t.Helper()
+		if got := refOf(n, "ThrottlingRateLimit"); got != "ThrottleRateLimit" {
+			t.Errorf("%s.ThrottlingRateLimit: !Ref %q, want ThrottleRateLimit", where, got)
+		}
+		if got := refOf(n, "ThrottlingBurstLimit"); got != "ThrottleBurstLimit" {
+			t.Errorf("%s.ThrottlingBurstLimit: !Ref %q, want ThrottleBurstLimit", where, got)
+		}
+	}
+	rest := tplRestAPI(t, tpl.root)
+	found := false
+	for _, ms := range yamlItems(yamlGet(yamlGet(rest.node, "Properties"), "MethodSettings")) {
+		if yamlScalar(yamlGet(ms, "ResourcePath")) == "/*" && yamlScalar(yamlGet(ms, "HttpMethod")) == "*" {
+			found = true
+			checkThrottle(rest.id+".MethodSettings[/* *]", ms)
+		}
+	}
+	if !found {
+		t.Errorf("%s: no MethodSettings entry for every method (ResourcePath /*, HttpMethod *)", rest.id)
+	}
+	stage := yamlGet(yamlGet(yamlGet(tpl.root, "Resources"), "HttpApiStage"), "Properties")
+	checkThrottle("HttpApiStage.DefaultRouteSettings", yamlGet(stage, "DefaultRouteSettings"))
+
+	for _, env := range []string{"dev", "prod"} {
+		overrides, err := gateway.ParameterOverrides("../samconfig.toml", env)
+		if err != nil {
+			t.Fatalf("samconfig.toml [%s]: %v", env, err)
+		}
+		for _, p := range []string{"ThrottleRateLimit", "ThrottleBurstLimit", "RateLimitQuota"} {
+			if v := overrides[p]; v == "" {
+				t.Errorf("samconfig.toml [%s]: no %s", env, p)
+			} else if p != "RateLimitQuota" {
+				if n, err := strconv.Atoi(v); err != nil || n < 1 {
+					t.Errorf("samconfig.toml [%s]: %s=%q, want a positive whole number", env, p, v)
+				}
+			}
 		}
 	}
 }

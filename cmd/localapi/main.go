@@ -93,6 +93,11 @@ func run() error {
 	logger.Info("listening", "url", "http://"+srv.Addr(), "api", api, "stage", *stage, "redis", redis,
 		"rateLimitAnonymous", vars["rateLimitAnonymous"], "rateLimitUser", vars["rateLimitUser"],
 		"rateLimitOrg", vars["rateLimitOrg"], "rateLimitAlgorithm", vars["rateLimitAlgorithm"])
+	// Each limit and where it comes from: an environment variable given
+	// on the command line wins over the stage's samconfig.toml value.
+	for _, l := range srv.Limits {
+		logger.Info("limit", "stageVariable", l.StageVariable, "value", l.Value, "from", l.Source)
+	}
 	for _, r := range srv.Spec.Routes {
 		logger.Info("route", "method", r.Method, "path", r.Resource, "function", r.Function, "authorizer", r.Authorized && srv.Spec.HasAuthorizer)
 	}

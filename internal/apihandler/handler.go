@@ -33,8 +33,10 @@ import (
 type Runtime interface {
 	// Decide counts the request against every limit that applies.
 	Decide(ctx context.Context, req app.Request) (app.Outcome, error)
-	// Peek reports the request's limits without spending anything.
-	Peek(ctx context.Context, req app.Request) (app.Outcome, error)
+	// Quota spends one call from the quota route's own limit and, when it
+	// admits the call, reports the request's other limits without spending
+	// them.
+	Quota(ctx context.Context, req app.Request) (app.Outcome, error)
 }
 
 // Options configure the handler. The zero value is ready for use.
@@ -61,9 +63,12 @@ const (
 // New returns the API's handler:
 //
 //   - GET /health answers 200 and is not rate limited;
-//   - GET /v1/quota answers the caller's limits without spending any
-//     (Runtime.Peek), even when they are exhausted; an unknown API key or
-//     bad token is counted and answered as on any route (401, then 429);
+//   - GET /v1/quota answers the caller's limits without spending any of
+//     them, even when they are exhausted; each call spends one from the
+//     quota route's own limit per caller (RATE_LIMIT_QUOTA), and is
+//     answered 429 with that limit's headers once it is spent
+//     (Runtime.Quota); an unknown API key or bad token is counted and
+//     answered as on any route (401, then 429);
 //   - GET /v1/items is an ordinary limited route;
 //   - POST /auth/login is a demo login, limited by its route limit
 //     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
@@ -78,12 +83,14 @@ func New(rt Runtime, opts Options) http.Handler {
 	d := deciders{rt: rt}
 	limit := ratelimit.Middleware(d.spend, ratelimit.MiddlewareOptions{
 		Logger:                logger,
+		RouteName:             routeName,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 	})
 	report := ratelimit.Middleware(d.peek, ratelimit.MiddlewareOptions{
 		Logger:                logger,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 		ReportOnly:            true,
+		RouteName:             routeName,
 	})
 
 	limited := http.NewServeMux()
@@ -111,6 +118,11 @@ func cleanPathsOnly(next, notFound http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// routeName names a request in the middleware's log lines as the decision
+// lines name it (app.RouteName): an HTTP API's route key, never a path
+// that may hold a secret, when the event has one.
+func routeName(r *http.Request) string { return app.RouteName(readRequest(r).Request) }
 
 // deciders turn an HTTP request into the middleware's verdict.
 type deciders struct {
@@ -143,27 +155,29 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("decide %s %s: %w", req.Method, req.Path, err)
+		return ratelimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
 	}
 	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
 }
 
-// peek reports the caller's limits without spending: the authorizer's
-// context holds only the closest limit, so the quota always asks Redis
-// (unless an authorizer in front of it could not decide a fail-closed
-// route). An unknown key or bad token is not a peek: Runtime.Peek counts
-// it against the source IP's anonymous limit, and the middleware answers
-// 401, or 429 once that limit denies.
+// peek reports the caller's limits without spending them: the
+// authorizer's context holds only the closest limit, so the quota always
+// asks Redis (unless an authorizer in front of it could not decide a
+// fail-closed route). It spends one call from the quota route's own limit,
+// whose denial is Enforced (429 under ReportOnly). An unknown key or bad
+// token is not a peek: Runtime.Quota counts it against the source IP's
+// anonymous limit, and the middleware answers 401, or 429 once that limit
+// denies.
 func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
 	req := readRequest(r)
 	if app.UnavailableFromContext(req.Authorizer) {
 		return ratelimit.Verdict{}, errAuthorizerUnavailable
 	}
-	out, err := d.rt.Peek(r.Context(), req.Request)
+	out, err := d.rt.Quota(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("peek %s %s: %w", req.Method, req.Path, err)
+		return ratelimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
 	}
-	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

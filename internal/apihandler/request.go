@@ -52,6 +52,7 @@ func readRequest(r *http.Request) gatewayRequest {
 	}
 	if rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
+		req.RouteKey = rc.RouteKey
 		req.SourceIP = rc.HTTP.SourceIP
 		if rc.Authorizer != nil {
 			req.Authorizer = rc.Authorizer.Lambda

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -53,6 +54,100 @@ func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 	return rt.decide(ctx, req, false)
 }
 
+// Quota answers GET /v1/quota: it spends one call from the caller's
+// quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
+// identity) and, when that admits it, peeks at the caller's tier and route
+// limits, which it never spends. When the quota limit denies, the Outcome
+// has QuotaDenied set and its Result is that denial: nothing is peeked,
+// and a caller flooding the quota costs one Redis call per denied request
+// at most (none while the deny cache holds the denial), never a read of its
+// other limits.
+//
+// The two steps are two calls, not one script: they need no atomicity (a
+// peek writes nothing, so there is no all-or-nothing to keep between
+// them), the spend comes first so that a denied flood stops there, and the
+// quota limit keeps a key of its own, never touching the tier's counter.
+//
+// The quota limit is fail-open, like the route: when Redis cannot decide
+// it, the local fallback does, and the peek shows the fallback's view,
+// marked degraded. An unknown API key or a bearer token that does not
+// verify is decided exactly as Decide would, as for Peek.
+func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
+	r := rt.resolve(ctx, req)
+	if r.who.Unauthorized {
+		return rt.decideResolved(ctx, r, true)
+	}
+	out := Outcome{
+		Caller:     r.caller(),
+		FailClosed: config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
+	}
+	ctx = tracing.WithTier(ctx, out.Caller.Tier)
+	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
+	spent, err := r.gate.gate.Decide(ctx, 1, false, quota)
+	if err != nil {
+		err = fmt.Errorf("quota %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
+	}
+	out.Result = spent
+	out.QuotaDenied = err == nil && !spent.Allowed
+	rt.observer.observe(ctx, decisionRecord{
+		req:        r.req,
+		out:        out,
+		credential: r.who.Reason,
+		err:        err,
+		latency:    time.Since(r.start),
+	})
+	if err != nil || out.QuotaDenied {
+		return out, err
+	}
+	out.Result, err = r.gate.gate.Peek(ctx, 1, checksFor(r.limits, out.Caller, r.req.Method, r.path)...)
+	if err != nil {
+		return out, fmt.Errorf("peek %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
+	}
+	return out, nil
+}
+
+// resolvedRequest is a request normalised once (method upper-cased, header
+// names folded, path read as the serving router reads it), with its
+// stage's limits, the gate of the current identity hash key, and its
+// caller.
+type resolvedRequest struct {
+	req    Request
+	path   config.RequestPath
+	limits *config.Limits
+	gate   *hashedGate
+	who    identity.Resolution
+	// start is when the decision began.
+	start time.Time
+}
+
+// resolve normalises req and resolves its caller. An anonymous caller
+// whose source address does not parse is logged (within its budget).
+func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
+	start := time.Now()
+	req.Method = strings.ToUpper(req.Method)
+	req.Headers = lowerHeaders(req.Headers)
+	// The path as the serving router reads it: decoded, dot segments
+	// resolved. Route limits and fail-closed globs match on it, so that no
+	// spelling of a path reaches its handler around them.
+	path := config.ParseRequestPath(req.Path)
+	limits := rt.stages.For(req.StageVariables)
+	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
+	if who.InvalidSource {
+		rt.observer.invalidSource(ctx, req.SourceIP)
+	}
+	return resolvedRequest{req: req, path: path, limits: limits, gate: rt.currentGate(ctx), who: who, start: start}
+}
+
+// caller is who the request is counted against, with its keyed hash.
+func (r resolvedRequest) caller() Caller {
+	return Caller{
+		Tier:     r.who.Caller.Tier,
+		Identity: r.who.Caller.Identity,
+		Hash:     r.gate.hashOf(r.who.Caller.Identity),
+		APIKey:   r.who.Caller.APIKey,
+	}
+}
+
 // decide resolves the caller and decides. spend is false for Peek, and is
 // overridden for an unauthorized caller, who never peeks for free. Every
 // decision that spends is observed: one EMF record and, within the log
@@ -60,35 +155,20 @@ func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 // and counting it would make a caller checking its quota look like one
 // being allowed or denied.
 func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome, error) {
-	start := time.Now()
-	req.Method = strings.ToUpper(req.Method)
-	req.Headers = lowerHeaders(req.Headers)
+	return rt.decideResolved(ctx, rt.resolve(ctx, req), spend)
+}
 
-	// The path as the serving router reads it: decoded, dot segments
-	// resolved. Route limits and fail-closed globs match on it, so that no
-	// spelling of a path reaches its handler around them.
-	path := config.ParseRequestPath(req.Path)
-
-	limits := rt.stages.For(req.StageVariables)
-	hashed := rt.currentGate(ctx)
-	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
+// decideResolved is decide once the caller is known.
+func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend bool) (Outcome, error) {
 	out := Outcome{
-		Caller: Caller{
-			Tier:     who.Caller.Tier,
-			Identity: who.Caller.Identity,
-			Hash:     hashed.hashOf(who.Caller.Identity),
-			APIKey:   who.Caller.APIKey,
-		},
-		Unauthorized: who.Unauthorized,
-		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, path),
+		Caller:       r.caller(),
+		Unauthorized: r.who.Unauthorized,
+		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
 	}
-	if who.InvalidSource {
-		rt.observer.invalidSource(ctx, req.SourceIP)
-	}
-	checks := checksFor(limits, out.Caller, req.Method, path)
+	checks := checksFor(r.limits, out.Caller, r.req.Method, r.path)
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
-	if who.Unauthorized {
+	if r.who.Unauthorized {
 		spend = true
 	}
 
@@ -97,21 +177,21 @@ func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome
 		err error
 	)
 	if spend {
-		res, err = hashed.gate.Decide(ctx, 1, out.FailClosed, checks...)
+		res, err = r.gate.gate.Decide(ctx, 1, out.FailClosed, checks...)
 	} else {
-		res, err = hashed.gate.Peek(ctx, 1, checks...)
+		res, err = r.gate.gate.Peek(ctx, 1, checks...)
 	}
 	out.Result = res
 	if err != nil {
-		err = fmt.Errorf("decide %s %s for %s: %w", clip(req.Method, maxMethodLen), clip(req.Path, maxPathLen), out.Caller.Tier, err)
+		err = fmt.Errorf("decide %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
 	}
 	if spend {
 		rt.observer.observe(ctx, decisionRecord{
-			req:        req,
+			req:        r.req,
 			out:        out,
-			credential: who.Reason,
+			credential: r.who.Reason,
 			err:        err,
-			latency:    time.Since(start),
+			latency:    time.Since(r.start),
 		})
 	}
 	return out, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -171,7 +172,7 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 		slog.String("reason", reason),
 		slog.String("tier", out.Caller.Tier),
 		slog.String("identity", identityHash(out.Caller)),
-		slog.String("route", clip(req.Method, maxMethodLen)+" "+clip(req.Path, maxPathLen)),
+		slog.String("route", RouteName(req)),
 		slog.Bool("allowed", out.Result.Allowed && rec.err == nil),
 	)
 	if len(out.Result.Decisions) > 0 {
@@ -252,3 +253,15 @@ func (o *decisionObserver) invalidSource(ctx context.Context, sourceIP string) {
 
 // millis is d in milliseconds, to the microsecond.
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// RouteName is how a request's route is logged and named in errors: an HTTP API's route key
+// when it names one (a template like "POST /auth/{proxy+}", never the
+// caller's path), else the method and the path (for REST the resource,
+// LimitPath), clipped and without any query string.
+func RouteName(req Request) string {
+	if req.RouteKey != "" && req.RouteKey != "$default" {
+		return clip(req.RouteKey, maxMethodLen+1+maxPathLen)
+	}
+	path, _, _ := strings.Cut(req.Path, "?")
+	return clip(req.Method, maxMethodLen) + " " + clip(path, maxPathLen)
+}

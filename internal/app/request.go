@@ -55,6 +55,11 @@ type Request struct {
 	// LambdaRequestID is the id of the Lambda invocation deciding the
 	// request (LambdaRequestID), for the same; empty outside Lambda.
 	LambdaRequestID string
+	// RouteKey is the HTTP API route the request matched (routeKey, e.g.
+	// "POST /auth/{proxy+}"), logged as the request's route instead of its
+	// path, which may carry secrets; empty for REST, whose Path is already
+	// the resource. "$default" names no route and is logged as the path.
+	RouteKey string
 }
 
 // LambdaRequestID is the AWS request id of the Lambda invocation whose
@@ -105,4 +110,8 @@ type Outcome struct {
 	FailClosed bool
 	// Result is the rate-limit decision over every limit that applies.
 	Result ratelimit.Result
+	// QuotaDenied is set by Runtime.Quota when the quota route's own limit
+	// (RATE_LIMIT_QUOTA) denied the call: Result then holds that limit's
+	// decision alone, and the answer is 429.
+	QuotaDenied bool
 }

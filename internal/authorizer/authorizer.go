@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -39,7 +40,8 @@ var ErrUnauthorized = errors.New("Unauthorized")
 // Redis could not decide. Any error other than "Unauthorized" makes a REST
 // API answer with AUTHORIZER_FAILURE (500, mapped to 503 by template.yaml).
 // An HTTP API would answer it with a bare 500, so the HTTP API authorizer
-// answers the same outage with app.CtxUnavailable in its context instead.
+// answers the same outage with a refusal (403), or, with
+// HTTP_API_DENIALS=forward, app.CtxUnavailable in its context instead.
 var ErrUnavailable = errors.New("rate limiter unavailable")
 
 // ErrUndecidable is the error of a request whose limits can never be
@@ -207,23 +209,23 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 // HTTP answers an HTTP API (payload 2.0) authorizer event with a simple
 // response. An HTTP API answers every unauthorized simple response with 403
 // and every authorizer error with 500, and can turn neither into a 429 or a
-// 503, so:
+// 503. What happens to a request it cannot admit is therefore a setting,
+// HTTP_API_DENIALS (config.Denials):
 //
-//   - a request over its limit is authorized WITH the denial in its context
-//     (retryAfter present): the API function's middleware reads it and
-//     answers 429 with the SPEC headers and body, without counting the
-//     request again. That includes an unknown key or bad token that its
-//     source IP's anonymous limit denied;
-//   - an unknown key or bad token within that limit is not authorized (403);
-//   - a fail-closed route Redis cannot decide is authorized with
-//     unavailable: true and retryAfter in its context
-//     (app.AuthorizerUnavailableContext): the API function answers the
-//     SPEC's 503 without asking Redis;
-//   - a request whose limits can never be decided is an error (500).
+//   - refuse (the default): a request over its limit, and a fail-closed
+//     route Redis cannot decide, are not authorized: the HTTP API answers
+//     403 itself, whatever the integration behind it;
+//   - forward: a request over its limit is authorized WITH the denial in
+//     its context (retryAfter present), and a fail-closed route Redis
+//     cannot decide is authorized with unavailable: true and retryAfter
+//     (app.AuthorizerUnavailableContext). The API function's middleware
+//     reads them and answers the SPEC's 429 or 503 without counting the
+//     request again. Only for integrations that honour that context: any
+//     other backend behind the same authorizer would serve the request.
 //
-// This relies on the integration honouring the context: put the API
-// function (or another slidegate middleware) behind an HTTP API authorizer,
-// never a backend that ignores retryAfter and unavailable.
+// Either way, an unknown key or bad token within its source IP's anonymous
+// limit is not authorized (403); one that limit denied is a denial like any
+// other; a request whose limits can never be decided is an error (500).
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	rc := ev.RequestContext
 	// rawPath first, as the API function's proxy library reads it.
@@ -239,18 +241,23 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 		StageVariables:  ev.StageVariables,
 		RequestID:       rc.RequestID,
 		LambdaRequestID: app.LambdaRequestID(ctx),
+		RouteKey:        ev.RouteKey,
 	}
+	forward := h.rt.Config().HTTPAPIDenials == config.DenialsForward
 	o, err := h.rt.Decide(ctx, req)
 	if err != nil {
-		if app.IsUnavailable(err) {
-			return events.APIGatewayV2CustomAuthorizerSimpleResponse{
-				IsAuthorized: true,
-				Context:      app.AuthorizerUnavailableContext(o, ratelimit.DefaultUnavailableRetryAfter),
-			}, nil
+		if !app.IsUnavailable(err) {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, failure(err)
 		}
-		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, failure(err)
+		if !forward {
+			return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
+		}
+		return events.APIGatewayV2CustomAuthorizerSimpleResponse{
+			IsAuthorized: true,
+			Context:      app.AuthorizerUnavailableContext(o, ratelimit.DefaultUnavailableRetryAfter),
+		}, nil
 	}
-	if unauthorizedWithinLimit(o) {
+	if unauthorizedWithinLimit(o) || (!o.Result.Allowed && !forward) {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{

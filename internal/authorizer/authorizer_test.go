@@ -19,7 +19,9 @@ import (
 	"github.com/slidegate/slidegate/internal/redistest"
 )
 
-func newHandler(t testing.TB, redisURL string) *authorizer.Handler {
+// newHandler is a handler on redisURL with small limits; overrides are
+// pairs of environment names and values set on top.
+func newHandler(t testing.TB, redisURL string, overrides ...string) *authorizer.Handler {
 	t.Helper()
 	env := map[string]string{
 		"REDIS_URL":            redisURL,
@@ -29,6 +31,9 @@ func newHandler(t testing.TB, redisURL string) *authorizer.Handler {
 		"JWT_AUDIENCE":         "slidegate-example",
 		"JWT_HS256_SECRET":     "slidegate-test-only-hs256-secret",
 		"REDIS_TIMEOUT":        "100ms",
+	}
+	for i := 0; i+1 < len(overrides); i += 2 {
+		env[overrides[i]] = overrides[i+1]
 	}
 	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
 		app.Options{Logger: slog.New(slog.DiscardHandler)})
@@ -84,22 +89,44 @@ func TestShapes(t *testing.T) {
 // function's middleware to answer 429: an HTTP API would answer 403.
 func TestHTTPAPIDeny(t *testing.T) {
 	srv := redistest.StartServer(t)
-	h := newHandler(t, srv.URL())
-	ev := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", Type: "REQUEST"}
-	ev.RequestContext.HTTP.Method = "GET"
-	ev.RequestContext.HTTP.Path = "/prod/v1/items"
-	ev.RequestContext.HTTP.SourceIP = "192.0.2.200"
-	ev.RequestContext.Stage = "prod"
-	var last events.APIGatewayV2CustomAuthorizerSimpleResponse
-	for i := 0; i < 3; i++ {
-		var err error
-		last, err = h.HTTP(context.Background(), ev)
-		if err != nil {
-			t.Fatal(err)
-		}
+	tests := []struct {
+		name       string
+		denials    string
+		authorized bool
+	}{
+		{"default: refused at the gateway", "", false},
+		{"refuse: refused at the gateway", "refuse", false},
+		{"forward: authorized with the denial", "forward", true},
 	}
-	if !last.IsAuthorized || last.Context["retryAfter"] == nil {
-		t.Errorf("third request: %+v, want authorized with retryAfter in the context", last)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHandler(t, srv.URL(), "HTTP_API_DENIALS", tt.denials)
+			ev := events.APIGatewayV2CustomAuthorizerV2Request{Version: "2.0", Type: "REQUEST"}
+			ev.RequestContext.HTTP.Method = "GET"
+			ev.RequestContext.HTTP.Path = "/prod/v1/items"
+			ev.RequestContext.HTTP.SourceIP = fmt.Sprintf("192.0.2.%d", 200+i)
+			ev.RequestContext.Stage = "prod"
+			var last events.APIGatewayV2CustomAuthorizerSimpleResponse
+			for n := 0; n < 3; n++ {
+				var err error
+				last, err = h.HTTP(context.Background(), ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n < 2 && (!last.IsAuthorized || last.Context[app.CtxRetryAfter] != nil) {
+					t.Fatalf("request %d within the limit: %+v, want authorized without retryAfter", n+1, last)
+				}
+			}
+			if tt.authorized {
+				if d, ok := app.DecisionFromContext(last.Context); !last.IsAuthorized || !ok || d.Allowed || d.RetryAfter < time.Second {
+					t.Errorf("third request: %+v, want authorized with the denial (retryAfter) in the context", last)
+				}
+				return
+			}
+			if last.IsAuthorized || last.Context != nil {
+				t.Errorf("third request: %+v, want not authorized (403) with no context", last)
+			}
+		})
 	}
 }
 
@@ -129,11 +156,13 @@ func httpEvent(method, path, ip string, headers map[string]string) events.APIGat
 // it, and denied with retryAfter once that limit is spent, as the API
 // function's middleware answers 401 then 429. REST: the error
 // "Unauthorized" (401), then a Deny (ACCESS_DENIED, 429). HTTP API: not
-// authorized (403), then authorized with the denial in the context, for
-// the API function to answer 429.
+// authorized (403), then, with HTTP_API_DENIALS=forward, authorized with
+// the denial in the context, for the API function to answer 429, and by
+// default still not authorized.
 func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 	srv := redistest.StartServer(t)
-	h := newHandler(t, srv.URL())
+	h := newHandler(t, srv.URL(), "HTTP_API_DENIALS", "forward")
+	refusing := newHandler(t, srv.URL())
 	credentials := []struct {
 		name    string
 		headers func(i int) map[string]string
@@ -183,18 +212,42 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
 			}
 		})
+		t.Run("HTTP API refusing denials, "+c.name, func(t *testing.T) {
+			ip := fmt.Sprintf("192.0.2.%d", 40+n)
+			for i := range 3 {
+				resp, err := refusing.HTTP(context.Background(), httpEvent("GET", "/v1/items", ip, c.headers(i)))
+				if err != nil || resp.IsAuthorized {
+					t.Fatalf("request %d: %+v, %v; want not authorized, within the limit and over it", i+1, resp, err)
+				}
+			}
+		})
 	}
 }
 
-// TestHTTPAPIFailClosedOutage: with Redis down, the HTTP API authorizer
-// authorizes a fail-closed route with unavailable and retryAfter in the
-// context (an error would be a bare 500), whether or not the credential
-// verifies; a fail-open route gets a degraded allowance. The REST
+// TestHTTPAPIFailClosedOutage: with Redis down and
+// HTTP_API_DENIALS=forward, the HTTP API authorizer authorizes a
+// fail-closed route with unavailable and retryAfter in the context (an
+// error would be a bare 500), whether or not the credential verifies; a
+// fail-open route gets a degraded allowance. By default it refuses the
+// fail-closed route (403) and still allows the fail-open one. The REST
 // authorizer's answer to the same outage stays an error.
 func TestHTTPAPIFailClosedOutage(t *testing.T) {
 	srv := redistest.StartServer(t)
-	h := newHandler(t, srv.URL())
+	h := newHandler(t, srv.URL(), "HTTP_API_DENIALS", "forward")
+	refusing := newHandler(t, srv.URL())
 	srv.Stop()
+	t.Run("refuse: login not authorized, items a degraded allowance", func(t *testing.T) {
+		for _, headers := range []map[string]string{nil, {"x-api-key": "guess"}} {
+			resp, err := refusing.HTTP(context.Background(), httpEvent("POST", "/auth/login", "192.0.2.31", headers))
+			if err != nil || resp.IsAuthorized || resp.Context != nil {
+				t.Errorf("login (headers %v): %+v, %v; want not authorized", headers, resp, err)
+			}
+		}
+		resp, err := refusing.HTTP(context.Background(), httpEvent("GET", "/v1/items", "192.0.2.31", nil))
+		if err != nil || !resp.IsAuthorized || resp.Context[app.CtxDegraded] != true {
+			t.Errorf("items: %+v, %v; want a degraded allowance", resp, err)
+		}
+	})
 	tests := []struct {
 		name  string
 		ev    events.APIGatewayV2CustomAuthorizerV2Request

@@ -35,6 +35,11 @@ const (
 	// DefaultIPv6Prefix is the prefix length, in bits, an IPv6 anonymous
 	// caller is counted per (RATE_LIMIT_IPV6_PREFIX).
 	DefaultIPv6Prefix = identity.DefaultIPv6Prefix
+	// DefaultQuota is RATE_LIMIT_QUOTA's default: ten quota calls a minute
+	// per caller, plenty for a client checking its budget, little for a
+	// flood.
+	DefaultQuota          = "10/1m"
+	DefaultHTTPAPIDenials = DenialsRefuse
 )
 
 // None, as the whole value of RATE_LIMIT_ROUTES or RATE_LIMIT_FAIL_CLOSED,
@@ -195,7 +200,39 @@ type Config struct {
 	// HashKey is the identity hash key (RATE_LIMIT_HASH_KEY,
 	// RATE_LIMIT_HASH_KEY_SECRET_ARN).
 	HashKey HashKey
+	// HTTPAPIDenials is how the HTTP API authorizer answers a request over
+	// its limit and a fail-closed route Redis could not decide
+	// (HTTP_API_DENIALS): DenialsRefuse unless set to DenialsForward.
+	HTTPAPIDenials Denials
+	// Quota is the limit of GET /v1/quota per caller identity
+	// (RATE_LIMIT_QUOTA), in the environment's algorithm: each quota call
+	// spends one from it, while the caller's other limits are only peeked.
+	Quota ratelimit.Limit
+	// QuotaOwnAlgorithm is true when RATE_LIMIT_QUOTA names its algorithm
+	// ("10/1m:sliding-log"), which a stage's algorithm then does not replace.
+	QuotaOwnAlgorithm bool
 }
+
+// Denials is how an HTTP API authorizer answers what it cannot admit: a
+// request over its limit, or a fail-closed route Redis could not decide.
+type Denials string
+
+// The values of HTTP_API_DENIALS.
+const (
+	// DenialsRefuse answers isAuthorized false: the HTTP API refuses the
+	// request itself with 403, whatever the integration behind it. The
+	// default, because it holds for any integration.
+	DenialsRefuse Denials = "refuse"
+	// DenialsForward answers isAuthorized true with the denial (retryAfter)
+	// or the outage (unavailable) in the authorizer context, for an
+	// integration that reads it and answers 429 or 503 itself, as the API
+	// function does. Any other integration would serve the request.
+	DenialsForward Denials = "forward"
+)
+
+// QuotaLimitName is the policy name of the GET /v1/quota limit
+// (RATE_LIMIT_QUOTA), as it appears in the rate-limit headers.
+const QuotaLimitName = "quota"
 
 // FromEnv parses the configuration through getenv (os.Getenv in
 // production). The returned Config is always usable; the error joins one
@@ -230,6 +267,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	hashKey, err := parseHashKey(get("RATE_LIMIT_HASH_KEY_SECRET_ARN"), getenv("RATE_LIMIT_HASH_KEY"))
 	report(err)
 
+	quota, quotaOwn, err := parseTierLimit("RATE_LIMIT_QUOTA", QuotaLimitName, get("RATE_LIMIT_QUOTA"), DefaultQuota, alg)
+	report(err)
+	denials, err := parseDenials(get("HTTP_API_DENIALS"))
+	report(err)
+
 	routes, err := parseRoutesVar(get("RATE_LIMIT_ROUTES"), alg)
 	report(err)
 	failClosed, err := parseFailClosedVar(get("RATE_LIMIT_FAIL_CLOSED"))
@@ -247,6 +289,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		APIKeysRefresh:     DefaultAPIKeysRefresh,
 		IPv6Prefix:         ipv6Prefix,
 		HashKey:            hashKey,
+		HTTPAPIDenials:     denials,
+		Quota:              quota,
+		QuotaOwnAlgorithm:  quotaOwn,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),
@@ -416,6 +461,20 @@ func validCacheName(name string) error {
 		}
 	}
 	return nil
+}
+
+// parseDenials parses HTTP_API_DENIALS, case-insensitively; anything but
+// refuse or forward is reported and refused, the answer that holds for any
+// integration.
+func parseDenials(v string) (Denials, error) {
+	switch d := Denials(strings.ToLower(v)); d {
+	case "":
+		return DefaultHTTPAPIDenials, nil
+	case DenialsRefuse, DenialsForward:
+		return d, nil
+	default:
+		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", clip(v), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
+	}
 }
 
 // parseAlgorithm parses an algorithm variable, falling back to def.

@@ -29,6 +29,8 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"fail closed", cfg.FailClosed[0].Text, "/auth/*"},
 		{"key prefix", cfg.KeyPrefix, "rl"},
 		{"refresh", cfg.APIKeysRefresh.String(), "5m0s"},
+		{"quota", cfg.Quota.Name + "=" + cfg.Quota.String(), "quota=10/1m"},
+		{"HTTP API denials", string(cfg.HTTPAPIDenials), "refuse"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -63,6 +65,8 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"RATE_LIMIT_IPV6_PREFIX", "129", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
 		{"RATE_LIMIT_IPV6_PREFIX", "31", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
 		{"RATE_LIMIT_IPV6_PREFIX", "/64x", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},
+		{"RATE_LIMIT_QUOTA", "0/1m", func(c *config.Config) bool { return c.Quota.String() == "10/1m" }},
+		{"HTTP_API_DENIALS", "allow", func(c *config.Config) bool { return c.HTTPAPIDenials == config.DenialsRefuse }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.variable, func(t *testing.T) {
@@ -286,6 +290,44 @@ func TestStageCache(t *testing.T) {
 	}
 }
 
+// TestQuotaLimit: RATE_LIMIT_QUOTA is the quota route's limit, named
+// "quota", in the stage's algorithm; rateLimitQuota overrides it per stage
+// and a bad stage value keeps the environment's; HTTP_API_DENIALS reads
+// forward and refuse in any case.
+func TestQuotaLimit(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_QUOTA": "4/10s", "HTTP_API_DENIALS": "Forward"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAPIDenials != config.DenialsForward {
+		t.Errorf("HTTP_API_DENIALS=Forward read as %q", cfg.HTTPAPIDenials)
+	}
+	var reported []error
+	cache := config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
+	tests := []struct {
+		name      string
+		stageVars map[string]string
+		want      string
+		algorithm ratelimit.Algorithm
+	}{
+		{"environment", nil, "4/10s", ratelimit.SlidingWindow},
+		{"stage variable", map[string]string{"rateLimitQuota": "2/1m"}, "2/1m", ratelimit.SlidingWindow},
+		{"stage algorithm", map[string]string{"rateLimitAlgorithm": "sliding-log"}, "4/10s", ratelimit.SlidingLog},
+		{"bad stage variable", map[string]string{"rateLimitQuota": "never"}, "4/10s", ratelimit.SlidingWindow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := cache.For(tt.stageVars).Quota
+			if q.Name != config.QuotaLimitName || q.String() != tt.want || q.Algorithm != tt.algorithm {
+				t.Errorf("quota %s %s (%s), want quota %s (%s)", q.Name, q, q.Algorithm, tt.want, tt.algorithm)
+			}
+		})
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitQuota") {
+		t.Errorf("reported %v, want one error naming rateLimitQuota", reported)
+	}
+}
+
 func FuzzRoutes(f *testing.F) {
 	for _, s := range []string{"POST /auth/*=5/1m", "GET /a/*/b=1/1s,ANY /**=10/1h", "none", "", "=,", "POST /auth/*=5/1m,,", "GET /=1/1ms", "X /\x00=1/1m",
 		"POST /auth/*=5/1m:sliding-log", "GET /s=1/1s:,HEAD /h=2/1m:token-bucket", "POST /a=5/1m:x:y", "POST /a=:", "GET /a=1/1m : gcra"} {
@@ -315,17 +357,24 @@ func FuzzRoutes(f *testing.F) {
 }
 
 func FuzzStageVariables(f *testing.F) {
-	f.Add("6/1m", "600/1m", "10/1s", "token-bucket")
-	f.Add("", "", "", "")
-	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket")
-	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW")
-	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window")
-	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "")
+	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m", "64")
+	f.Add("", "", "", "", "", "")
+	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0", "31")
+	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d", "/48")
+	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window", "5/1m:sliding-log", "129")
+	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "", ":", "-1")
 	cfg, _ := config.FromEnv(envOf(nil))
 	cache := config.NewStageCache(cfg, nil)
-	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm string) {
-		l := cache.For(map[string]string{"rateLimitAnonymous": anonymous, "rateLimitUser": user, "rateLimitOrg": org, "rateLimitAlgorithm": algorithm})
-		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org} {
+	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota, ipv6Prefix string) {
+		l := cache.For(map[string]string{
+			"rateLimitAnonymous":  anonymous,
+			"rateLimitUser":       user,
+			"rateLimitOrg":        org,
+			"rateLimitAlgorithm":  algorithm,
+			"rateLimitQuota":      quota,
+			"rateLimitIpv6Prefix": ipv6Prefix,
+		})
+		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org, l.Quota} {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)
 			}
@@ -335,6 +384,9 @@ func FuzzStageVariables(f *testing.F) {
 			if !own[i] && lim.Algorithm != l.Tiers.Algorithm {
 				t.Fatalf("tier algorithm %s differs from the stage's %s though the tier names none", lim.Algorithm, l.Tiers.Algorithm)
 			}
+		}
+		if l.IPv6Prefix < 32 || l.IPv6Prefix > 128 {
+			t.Fatalf("stage variables gave IPv6 prefix %d, outside 32..128", l.IPv6Prefix)
 		}
 	})
 }

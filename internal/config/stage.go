@@ -16,6 +16,7 @@ const (
 	StageVarOrg        = "rateLimitOrg"
 	StageVarAlgorithm  = "rateLimitAlgorithm"
 	StageVarIPv6Prefix = "rateLimitIpv6Prefix"
+	StageVarQuota      = "rateLimitQuota"
 )
 
 // maxStageEntries bounds the stage cache. A REST API has a handful of
@@ -34,11 +35,15 @@ type Limits struct {
 	// IPv6Prefix is the prefix length an IPv6 anonymous caller is counted
 	// per (identity.SourceIdentity).
 	IPv6Prefix int
+	// Quota is the limit of GET /v1/quota per caller (RATE_LIMIT_QUOTA,
+	// rateLimitQuota).
+	Quota ratelimit.Limit
 }
 
-// stageKey is the set of stage variable values a Limits was built from.
-type stageKey struct {
-	anonymous, user, org, algorithm, ipv6Prefix string
+// StageValues are the values of the stage variables a Limits is built
+// from, trimmed; an empty value keeps the environment's.
+type StageValues struct {
+	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota string
 }
 
 // StageCache resolves stage variables over the environment's limits. Each
@@ -51,7 +56,7 @@ type StageCache struct {
 	report func(error)
 
 	mu      sync.Mutex
-	entries map[stageKey]*Limits
+	entries map[StageValues]*Limits
 	env     *Limits
 }
 
@@ -65,22 +70,23 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 	return &StageCache{
 		base:    cfg,
 		report:  report,
-		entries: make(map[stageKey]*Limits),
-		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes, IPv6Prefix: cfg.IPv6Prefix},
+		entries: make(map[StageValues]*Limits),
+		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota},
 	}
 }
 
 // For returns the limits of a stage with the given stage variables. The
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
-	key := stageKey{
-		anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
-		user:       strings.TrimSpace(stageVars[StageVarUser]),
-		org:        strings.TrimSpace(stageVars[StageVarOrg]),
-		algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
-		ipv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
+	key := StageValues{
+		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
+		User:       strings.TrimSpace(stageVars[StageVarUser]),
+		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
+		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
+		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
 	}
-	if key == (stageKey{}) {
+	if key == (StageValues{}) {
 		return c.env
 	}
 	c.mu.Lock()
@@ -88,7 +94,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if l, ok := c.entries[key]; ok {
 		return l
 	}
-	l, err := ResolveStage(c.base, key.anonymous, key.user, key.org, key.algorithm, key.ipv6Prefix)
+	l, err := ResolveStage(c.base, key)
 	if err != nil {
 		c.report(err)
 	}
@@ -102,27 +108,31 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 // ResolveStage parses stage variable values over cfg's environment limits.
 // An empty value keeps the environment's; a bad one is reported and the
 // environment's used. The returned Limits is always usable.
-func ResolveStage(cfg *Config, anonymous, user, org, algorithm, ipv6Prefix string) (*Limits, error) {
+func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	var errs []error
-	prefix, err := parseIPv6Prefix("stage variable "+StageVarIPv6Prefix, ipv6Prefix, cfg.IPv6Prefix)
+	prefix, err := parseIPv6Prefix("stage variable "+StageVarIPv6Prefix, v.IPv6Prefix, cfg.IPv6Prefix)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, algorithm, cfg.Tiers.Algorithm)
+	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	tiers := Tiers{Algorithm: alg}
 	own := cfg.Tiers.OwnAlgorithm
-	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, TierAnonymous, anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
+	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, TierUser, user, cfg.Tiers.User, own.User, alg)
+	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, TierUser, v.User, cfg.Tiers.User, own.User, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, TierOrg, org, cfg.Tiers.Org, own.Org, alg)
+	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, TierOrg, v.Org, cfg.Tiers.Org, own.Org, alg)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	quotaLimit, _, err := stageLimit(StageVarQuota, QuotaLimitName, v.Quota, cfg.Quota, cfg.QuotaOwnAlgorithm, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -136,7 +146,7 @@ func ResolveStage(cfg *Config, anonymous, user, org, algorithm, ipv6Prefix strin
 			routes[i] = r
 		}
 	}
-	return &Limits{Tiers: tiers, Routes: routes, IPv6Prefix: prefix}, errors.Join(errs...)
+	return &Limits{Tiers: tiers, Routes: routes, IPv6Prefix: prefix, Quota: quotaLimit}, errors.Join(errs...)
 }
 
 // stageLimit resolves one tier on a stage: the stage variable's value v

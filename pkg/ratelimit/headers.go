@@ -18,6 +18,9 @@ const (
 	HeaderXRateLimitRemain   = "X-RateLimit-Remaining"
 	HeaderXRateLimitReset    = "X-RateLimit-Reset"
 	HeaderRetryAfter         = "Retry-After"
+	// HeaderCacheControl is set to no-store on every answer the
+	// Middleware writes itself.
+	HeaderCacheControl = "Cache-Control"
 )
 
 // SpecHeaderName returns the spelling SPEC gives a rate-limit header

@@ -22,6 +22,11 @@ type Verdict struct {
 	// wins: a caller who is out of budget learns when to come back, whatever
 	// it presented.
 	Unauthorized bool
+	// Enforced makes a denial a 429 even under ReportOnly: the decide
+	// function spent from a limit of the reporting route itself (say, a
+	// status endpoint's own limit per caller) and that limit denied. The
+	// Result is then that denial.
+	Enforced bool
 }
 
 // Limited reports whether the verdict is about at least one limit.
@@ -36,7 +41,8 @@ type MiddlewareOptions struct {
 	// a status endpoint such as GET /v1/quota, which should answer even when
 	// the caller's budget is exhausted. Unauthorized and unavailable answers
 	// are unchanged: an Unauthorized verdict never reaches the handler, and
-	// is answered 429 when denied, 401 otherwise, as without ReportOnly.
+	// is answered 429 when denied, 401 otherwise, as without ReportOnly;
+	// so is an Enforced denial.
 	ReportOnly bool
 	// UnavailableRetryAfter is the Retry-After of the 503 answered when a
 	// fail-closed request cannot be decided; DefaultUnavailableRetryAfter
@@ -45,6 +51,10 @@ type MiddlewareOptions struct {
 	// Logger receives one record per request that could not be decided;
 	// slog.Default() when nil.
 	Logger *slog.Logger
+	// RouteName, when set, names a request in those records (as "route")
+	// instead of its method and clipped path: a path can hold secrets, and
+	// the caller knows a safer name (a route template). It must not panic.
+	RouteName func(*http.Request) string
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after
@@ -80,7 +90,7 @@ const ContentTypeJSON = "application/json"
 //     decision (SetHeaders), Retry-After and TooManyRequestsBody; the
 //     handler is not called. With ReportOnly the handler is called instead,
 //     with the headers but no Retry-After, unless the verdict is also
-//     Unauthorized: that is a 429 with or without ReportOnly.
+//     Unauthorized or Enforced: that is a 429 with or without ReportOnly.
 //   - the verdict is Unauthorized (and allows): 401 with the rate-limit
 //     headers and a JSON body of code UNAUTHORIZED; the handler is not
 //     called.
@@ -88,7 +98,10 @@ const ContentTypeJSON = "application/json"
 //     set on the response, and the verdict in the request's context
 //     (VerdictFromContext).
 //
-// Every JSON body is written with Content-Type: application/json.
+// Every JSON body is written with Content-Type: application/json and
+// Cache-Control: no-store, as API Gateway's own gateway responses are: a
+// 429, 503, 401 or 500 is about one moment and one caller, and no cache
+// may serve it to another.
 func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOptions) func(http.Handler) http.Handler {
 	unavailableRetry := opts.UnavailableRetryAfter
 	if unavailableRetry <= 0 {
@@ -101,12 +114,12 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOpti
 			verdict, err := decide(r)
 			if err != nil {
 				if errors.Is(err, ErrUnavailable) {
-					logFailure(logger, r, "rate limit undecided on a fail-closed route", err)
+					logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
 					w.Header().Set(HeaderRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
 					writeJSON(w, http.StatusServiceUnavailable, ServiceUnavailableBody(unavailableSeconds))
 					return
 				}
-				logFailure(logger, r, "rate limit decision failed", err)
+				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
 				writeJSON(w, http.StatusInternalServerError, internalErrorBody)
 				return
 			}
@@ -117,7 +130,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOpti
 			closest := verdict.Result.Closest()
 			SetHeaders(w.Header(), closest)
 			switch {
-			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized):
+			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized || verdict.Enforced):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
 				retry := RetryAfterSeconds(verdict.Result.RetryAfter())
@@ -152,11 +165,18 @@ var (
 	internalErrorBody = []byte(`{"error":{"code":"` + CodeInternalError + `","message":"The request could not be rate limited."}}`)
 )
 
-// logFailure logs a request that could not be decided; the path is
-// clipped, since a caller chooses it.
-func logFailure(logger *slog.Logger, r *http.Request, msg string, err error) {
+// logFailure logs a request that could not be decided, named by
+// routeName when set; otherwise the path is clipped, since a caller chooses
+// it.
+func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *http.Request, msg string, err error) {
 	if logger == nil {
 		logger = slog.Default()
+	}
+	if routeName != nil {
+		logger.LogAttrs(r.Context(), slog.LevelError, msg,
+			slog.String("route", truncate(routeName(r), 16+1+256)),
+			slog.String("error", err.Error()))
+		return
 	}
 	logger.LogAttrs(r.Context(), slog.LevelError, msg,
 		slog.String("method", truncate(r.Method, 16)),
@@ -167,6 +187,7 @@ func logFailure(logger *slog.Logger, r *http.Request, msg string, err error) {
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", ContentTypeJSON)
+	h.Set(HeaderCacheControl, "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it

@@ -182,6 +182,18 @@ func TestMiddlewareAnswers(t *testing.T) {
 			},
 		},
 		{
+			name:       "report only, an enforced denial (the route's own limit): 429, not the handler",
+			verdict:    Verdict{Enforced: true, Result: Result{Allowed: false, Decisions: []Decision{loginDenied}}},
+			opts:       MiddlewareOptions{ReportOnly: true},
+			wantStatus: http.StatusTooManyRequests,
+			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
+			wantHeaders: map[string]string{
+				"Retry-After":      "48",
+				"RateLimit-Policy": `"POST /auth/*";q=5;w=60`,
+				"Cache-Control":    "no-store",
+			},
+		},
+		{
 			name:       "report only, unauthorized within the anonymous limit: 401, not the handler",
 			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
 			opts:       MiddlewareOptions{ReportOnly: true},
@@ -247,6 +259,11 @@ func TestMiddlewareAnswers(t *testing.T) {
 				}
 			}
 			if rec.Code != http.StatusOK {
+				// The middleware's own answers are never cached, as API
+				// Gateway's gateway responses are not.
+				if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+					t.Errorf("Cache-Control = %q on a %d, want no-store", cc, rec.Code)
+				}
 				if cl := rec.Header().Get("Content-Length"); cl != strconv.Itoa(rec.Body.Len()) {
 					t.Errorf("Content-Length = %q, body is %d bytes", cl, rec.Body.Len())
 				}

@@ -65,6 +65,24 @@ type Spec struct {
 	// Globals, with every value that only makes sense in AWS (Redis
 	// endpoints and secrets) left out.
 	Environment map[string]string
+	// FunctionEnvironment holds each function's own environment
+	// variables (its Properties.Environment), by logical ID, with the same
+	// AWS-only values left out. They add to Environment for that function
+	// (EnvironmentOf).
+	FunctionEnvironment map[string]map[string]string
+}
+
+// EnvironmentOf is the template's environment of one function: the
+// Globals' variables with the function's own on top, as SAM merges them.
+func (s *Spec) EnvironmentOf(functionID string) map[string]string {
+	env := make(map[string]string, len(s.Environment)+len(s.FunctionEnvironment[functionID]))
+	for k, v := range s.Environment {
+		env[k] = v
+	}
+	for k, v := range s.FunctionEnvironment[functionID] {
+		env[k] = v
+	}
+	return env
 }
 
 // awsOnlyVariables are environment variables whose template values name AWS
@@ -109,11 +127,12 @@ func Load(templatePath, samconfigPath, stage string) (*Spec, error) {
 		return nil, fmt.Errorf("decode template %s: %w", templatePath, err)
 	}
 	spec := &Spec{
-		Stage:              stage,
-		StageVariables:     map[string]string{},
-		HTTPStageVariables: map[string]string{},
-		Responses:          map[string]GatewayResponse{},
-		Environment:        map[string]string{},
+		Stage:               stage,
+		StageVariables:      map[string]string{},
+		HTTPStageVariables:  map[string]string{},
+		Responses:           map[string]GatewayResponse{},
+		Environment:         map[string]string{},
+		FunctionEnvironment: map[string]map[string]string{},
 	}
 	for name, v := range doc.Globals.Function.Environment.Variables {
 		if s, ok := v.(string); ok && s != "" && !awsOnlyVariables[name] {
@@ -154,6 +173,9 @@ type resourceDoc struct {
 }
 
 type functionProps struct {
+	Environment struct {
+		Variables map[string]any `json:"Variables"`
+	} `json:"Environment"`
 	Events map[string]struct {
 		Type       string `json:"Type"`
 		Properties struct {
@@ -196,6 +218,14 @@ func (s *Spec) add(id string, res resourceDoc) error {
 		var p functionProps
 		if err := json.Unmarshal(res.Properties, &p); err != nil {
 			return fmt.Errorf("decode properties: %w", err)
+		}
+		for name, v := range p.Environment.Variables {
+			if str := stringify(v); str != "" && !awsOnlyVariables[name] {
+				if s.FunctionEnvironment[id] == nil {
+					s.FunctionEnvironment[id] = map[string]string{}
+				}
+				s.FunctionEnvironment[id][name] = str
+			}
 		}
 		for name, ev := range p.Events {
 			if ev.Type != "Api" {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -41,6 +42,9 @@ const (
 	// neither it nor RATE_LIMIT_HASH_KEY_SECRET_ARN is set: AWS would read
 	// the template's secret instead. For local runs only.
 	DemoHashKey = "slidegate-local-only-identity-hash-key-0001"
+	// AuthorizerFunctionID is the template's logical ID of the authorizer
+	// function, whose own environment variables its runtime gets.
+	AuthorizerFunctionID = "AuthorizerFunction"
 )
 
 // Config says what to serve and where.
@@ -79,8 +83,11 @@ type Server struct {
 	RedisURL string
 	// Embedded is true when the Redis is the embedded miniredis.
 	Embedded bool
-	// Spec is the template stage being served.
+	// Spec is the template stage being served, with the limits given in
+	// the environment already applied to its stage variables.
 	Spec *gateway.Spec
+	// Limits are the stage's limits and where each came from.
+	Limits []LimitSetting
 }
 
 // Start loads the template, builds both functions' runtimes, and serves on
@@ -111,6 +118,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	var overrides map[string]string
+	if cfg.SamconfigPath != "" {
+		if overrides, err = gateway.ParameterOverrides(cfg.SamconfigPath, cfg.Stage); err != nil {
+			return nil, err
+		}
+	}
+	srv.Limits = applyEnvironmentLimits(spec, getenv, overrides, filepath.Base(cfg.SamconfigPath))
 	srv.RedisURL = getenv("REDIS_URL")
 	if srv.RedisURL == "" {
 		mr, err := miniredis.Run()
@@ -121,12 +135,16 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		srv.RedisURL, srv.Embedded = "redis://"+mr.Addr(), true
 	}
 	env := functionEnv(getenv, spec.Environment, srv.RedisURL)
+	// The authorizer's own variables too: the template's HTTP API forwards
+	// denials to the API function (HTTP_API_DENIALS), which `make local
+	// HTTPAPI=1` must do as well for its 429s and 503s.
+	authEnv := functionEnv(getenv, spec.EnvironmentOf(AuthorizerFunctionID), srv.RedisURL)
 
 	metrics := cfg.FunctionMetrics
 	if metrics == nil {
 		metrics = io.Discard
 	}
-	authRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics})
+	authRuntime, err := app.NewRuntime(ctx, authEnv, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("authorizer runtime: %w", err)
 	}
