@@ -201,7 +201,9 @@ func TestEncodedLoginPathsReachTheLoginHandler(t *testing.T) {
 // Allow.
 func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	// The HTTP API authorizer forwards denials (as the template's own API
+	// does) so that the test reads which limit decided from the context.
+	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 
