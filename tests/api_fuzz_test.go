@@ -16,7 +16,7 @@ import (
 // arbitrary methods, paths, source addresses, credentials and authorizer
 // contexts, in REST and HTTP API events, plus arbitrary raw payloads. It
 // never panics or errors; every answer is one of the API's statuses with a
-// JSON body, and every 429 is the SPEC's.
+// JSON body, and every 429 is the contract's.
 func FuzzAPIEvent(f *testing.F) {
 	srv := redistest.StartServer(f)
 	api := startAPI(f, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "5/1m"}))

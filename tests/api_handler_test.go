@@ -25,8 +25,8 @@ import (
 // adapters), with real v1 and v2 events against a real redis-server.
 
 // TestAPIAnonymousLimitOnRESTAndHTTPAPI: from one source IP the limit is
-// admitted with exact, counting-down SPEC headers, and the limit+1th request
-// is a SPEC 429, whatever X-Forwarded-For says.
+// admitted with exact, counting-down contract headers, and the limit+1th request
+// is a contract 429, whatever X-Forwarded-For says.
 func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 	srv := redistest.StartServer(t)
 	api := startAPI(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m"}))
@@ -522,7 +522,7 @@ func TestAPIMalformedAndHostileEvents(t *testing.T) {
 	}
 }
 
-// TestAPIWithRedisStopped: the login route fails closed with a SPEC 503 and
+// TestAPIWithRedisStopped: the login route fails closed with a contract 503 and
 // the others degrade to the local fallback limit, each answer within
 // REDIS_TIMEOUT plus a small margin.
 func TestAPIWithRedisStopped(t *testing.T) {

@@ -51,7 +51,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 		{"api-login.json", http.StatusOK, true, map[string]string{"RateLimit": `"POST /auth/*";r=1;t=`}},
 		{"api-quota.json", http.StatusOK, true, map[string]string{"RateLimit": `"anonymous";r=3;t=`}},
 		// The HTTP API authorizer's answer for a fail-closed route Redis
-		// could not decide: the function answers the SPEC's 503 itself.
+		// could not decide: the function answers the contract's 503 itself.
 		{"api-httpapi-v2-unavailable.json", http.StatusServiceUnavailable, false, map[string]string{"Retry-After": "1"}},
 		{"api-malformed.json", http.StatusBadRequest, false, nil},
 	}
@@ -96,7 +96,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 		}
 	})
 
-	t.Run("the limit+1th request is a SPEC 429", func(t *testing.T) {
+	t.Run("the limit+1th request is a contract 429", func(t *testing.T) {
 		event := readAPIEvent(t, "api-rest-anonymous.json")
 		for range 2 { // the first of 3 was spent above
 			if resp := invoke(t, event); resp.StatusCode != http.StatusOK {

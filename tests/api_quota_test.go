@@ -16,7 +16,7 @@ import (
 // TestAPIQuotaRouteLimit runs the built API function under the emulator
 // with HTTP API events: GET /v1/quota spends from its own limit per caller
 // (RATE_LIMIT_QUOTA) and only peeks at the caller's tier, so its
-// limit+1th call is a SPEC 429 about the quota limit, a flood of it never
+// limit+1th call is a contract 429 about the quota limit, a flood of it never
 // writes the tier's counter, and the caller's ordinary requests still have
 // their whole tier.
 func TestAPIQuotaRouteLimit(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 const apiKnownKey = "slidegate-example-api-key-0001"
 
 // apiEnv is the environment of an API function under test: the defaults
-// of SPEC, Redis at url, apiKnownKey known, then overrides.
+// of the contract, Redis at url, apiKnownKey known, then overrides.
 func apiEnv(url string, overrides map[string]string) map[string]string {
 	sum := sha256.Sum256([]byte(apiKnownKey))
 	env := map[string]string{
@@ -98,15 +98,15 @@ func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 		t.Fatalf("response is not a proxy response: %v: %s", err, raw)
 	}
 	// The JSON maps are read exactly by clients: the rate-limit headers must
-	// be spelled as SPEC spells them, not in Go's canonical form.
+	// be spelled as the contract spells them, not in Go's canonical form.
 	for k := range wire.Headers {
 		if spec := ratelimit.SpecHeaderName(k); spec != k {
-			t.Errorf("response header %q: SPEC spells it %q", k, spec)
+			t.Errorf("response header %q: the contract spells it %q", k, spec)
 		}
 	}
 	for k := range wire.MultiValueHeaders {
 		if spec := ratelimit.SpecHeaderName(k); spec != k {
-			t.Errorf("response multi-value header %q: SPEC spells it %q", k, spec)
+			t.Errorf("response multi-value header %q: the contract spells it %q", k, spec)
 		}
 	}
 	resp := apiResponse{StatusCode: wire.StatusCode, Header: http.Header{}, Body: wire.Body}
@@ -185,10 +185,10 @@ func apiJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// apiSpecBody429 is the SPEC's 429 body with its number left open.
+// apiSpecBody429 is the contract's 429 body with its number left open.
 var apiSpecBody429 = regexp.MustCompile(`^\{"error":\{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded\. Try again in ([0-9]+) seconds?\.","retry_after_seconds":([0-9]+)\}\}$`)
 
-// checkAPI429 asserts a SPEC 429: Retry-After of at least 1 second, equal to
+// checkAPI429 asserts a contract 429: Retry-After of at least 1 second, equal to
 // the RateLimit header's t and to the body's number, and the body byte for
 // byte.
 func checkAPI429(t testing.TB, resp apiResponse) {
@@ -205,7 +205,7 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	}
 	m := apiSpecBody429.FindStringSubmatch(resp.Body)
 	if m == nil || m[1] != strconv.FormatInt(retry, 10) || m[2] != m[1] {
-		t.Fatalf("429 body does not have the SPEC shape with %d seconds: %s", retry, resp.Body)
+		t.Fatalf("429 body does not have the contract's shape with %d seconds: %s", retry, resp.Body)
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("429 Content-Type = %q", ct)
@@ -216,14 +216,14 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	checkAPIRateLimitHeaders(t, resp)
 }
 
-// apiRateLimitHeaderNames are the headers SPEC puts on every limited response.
+// apiRateLimitHeaderNames are the headers the contract puts on every limited response.
 var apiRateLimitHeaderNames = []string{
 	"RateLimit-Policy", "RateLimit",
 	"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 }
 
-// checkAPIRateLimitHeaders asserts every SPEC header is present and that the
+// checkAPIRateLimitHeaders asserts every contract header is present and that the
 // three families agree.
 func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
 	t.Helper()

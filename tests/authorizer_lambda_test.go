@@ -219,7 +219,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 			}
 			got := function(t, resp.Context, "POST", "/auth/login")
 			if got.StatusCode != http.StatusServiceUnavailable || got.Header.Get("Retry-After") != "1" || got.Body != string(ratelimit.ServiceUnavailableBody(1)) {
-				t.Fatalf("function answered %d, Retry-After %q, %s; want the SPEC 503", got.StatusCode, got.Header.Get("Retry-After"), got.Body)
+				t.Fatalf("function answered %d, Retry-After %q, %s; want the contract's 503", got.StatusCode, got.Header.Get("Retry-After"), got.Body)
 			}
 		}
 		if after := apiRedisKeyCount(t, fnRedis); after != before {

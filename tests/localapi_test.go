@@ -141,7 +141,7 @@ var (
 	rateLimitHeader = regexp.MustCompile(`^"([a-z]+)";r=([0-9]+);t=([0-9]+)$`)
 )
 
-// checkLimitHeaders checks the SPEC headers of a limited response of the
+// checkLimitHeaders checks the contract's headers of a limited response of the
 // given policy and returns RateLimit-Remaining.
 func checkLimitHeaders(t *testing.T, what string, r localResponse, policy string, limit int64) int64 {
 	t.Helper()
@@ -180,7 +180,7 @@ func checkLimitHeaders(t *testing.T, what string, r localResponse, policy string
 }
 
 // TestLocalAPI drives the REST API over the embedded Redis and over a real
-// redis-server: SPEC headers on 2xx, 429 with Retry-After and the exact body
+// redis-server: contract headers on 2xx, 429 with Retry-After and the exact body
 // after the limit, 401 for bad credentials, one log line per request, and
 // (real Redis only, which the test can stop) 503 on the fail-closed login
 // route when Redis is down while a fail-open route degrades.

@@ -17,7 +17,7 @@ import (
 const decisionBudget = ratelimit.DefaultTimeout
 
 // budgetSlack is how far past the budget a decision may run before a test
-// fails. SPEC promises "a few milliseconds"; the tests allow far more so
+// fails. The contract (docs/contract.md) promises "a few milliseconds"; the tests allow far more so
 // that a noisy shared machine does not make them flaky, and log the
 // measured worst case instead (the benchmarks hold the real figure).
 const budgetSlack = 250 * time.Millisecond

@@ -30,7 +30,7 @@ const tplPath = "../template.yaml"
 // with `make build-<LogicalId>`.
 var tplFunctionIDs = []string{"AuthorizerFunction", "ApiFunction"}
 
-// tplSpecStageVars are the stage variables of SPEC.md's configuration
+// tplSpecStageVars are the stage variables of docs/contract.md's configuration
 // table; the test adds any other rateLimit* name the code reads.
 var tplSpecStageVars = []string{"rateLimitAnonymous", "rateLimitUser", "rateLimitOrg", "rateLimitAlgorithm"}
 
@@ -194,7 +194,7 @@ func TestTemplateAuthorizer(t *testing.T) {
 }
 
 // TestTemplateGatewayResponses: a Deny is a 429 with the rate-limit headers
-// from the authorizer's context and the SPEC body; an authorizer error is a
+// from the authorizer's context and the contract's body; an authorizer error is a
 // 503 with Retry-After and the SERVICE_UNAVAILABLE body.
 func TestTemplateGatewayResponses(t *testing.T) {
 	tpl := tplLoad(t)
@@ -635,7 +635,7 @@ func tplMakeTargets(t *testing.T) map[string]bool {
 	return targets
 }
 
-// tplStageVariables are SPEC's stage variables and every "rateLimit*"
+// tplStageVariables are the contract's stage variables and every "rateLimit*"
 // string the functions' code holds.
 func tplStageVariables(t *testing.T) []string {
 	t.Helper()

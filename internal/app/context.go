@@ -30,7 +30,7 @@ const (
 	// fail-closed route Redis could not decide. An HTTP API answers an
 	// authorizer error with a bare 500, so the authorizer authorizes the
 	// request with this flag (and tier and retryAfter only: there is no
-	// decision) and the API function answers the SPEC's 503 with
+	// decision) and the API function answers the contract's 503 with
 	// Retry-After and code SERVICE_UNAVAILABLE without asking Redis again
 	// (its Retry-After is the function's own UnavailableRetryAfter, 1 s by
 	// default like the authorizer's and template.yaml's). The REST

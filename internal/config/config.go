@@ -19,7 +19,7 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// Defaults of the configuration table of SPEC.md.
+// Defaults of the configuration table of docs/contract.md.
 const (
 	DefaultAnonymous         = "30/1m"
 	DefaultUser              = "600/1m"

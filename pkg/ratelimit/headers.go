@@ -23,7 +23,7 @@ const (
 	HeaderCacheControl = "Cache-Control"
 )
 
-// SpecHeaderName returns the spelling SPEC gives a rate-limit header
+// SpecHeaderName returns the spelling the contract (docs/contract.md) gives a rate-limit header
 // ("RateLimit-Policy", "X-RateLimit-Reset") for any spelling of its name,
 // and any other name unchanged. net/http stores header names in its
 // canonical form ("Ratelimit-Policy"); HTTP names are case-insensitive, but

@@ -80,7 +80,7 @@ func TestSpecHeaderName(t *testing.T) {
 			t.Errorf("SpecHeaderName(%q) = %q, want %q", in, got, want)
 		}
 	}
-	// Every header SetHeaders writes comes back in SPEC's spelling.
+	// Every header SetHeaders writes comes back in the contract's spelling.
 	h := http.Header{}
 	SetHeaders(h, Decision{Limit: Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: time.Second})
 	spelled := map[string]bool{}

@@ -38,7 +38,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		wantHeaders map[string]string
 	}{
 		{
-			name:       "allowed: through, with every SPEC header and no Retry-After",
+			name:       "allowed: through, with every contract header and no Retry-After",
 			verdict:    Verdict{Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
@@ -55,7 +55,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 			},
 		},
 		{
-			name:       "denied: 429, Retry-After rounded up and equal to t, SPEC body",
+			name:       "denied: 429, Retry-After rounded up and equal to t, contract body",
 			verdict:    Verdict{Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
