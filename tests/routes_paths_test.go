@@ -63,6 +63,9 @@ type loginShape struct {
 var loginShapes = []loginShape{
 	{name: "REST /{proxy+}", resource: "/{proxy+}"},
 	{name: "REST /auth/{proxy+}", resource: "/auth/{proxy+}"},
+	// Not greedy, but the router still serves "/auth/login" behind it:
+	// the resource matches no "/auth/*" glob, the path does.
+	{name: "REST /{section}/{action}", resource: "/{section}/{action}"},
 	{name: "HTTP API $default", stage: "$default"},
 	{name: "HTTP API stage prod", stage: "prod"},
 }
@@ -201,7 +204,9 @@ func TestEncodedLoginPathsReachTheLoginHandler(t *testing.T) {
 // Allow.
 func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	// The template's setting: the HTTP API authorizer forwards denials and
+	// outages to the API function, which answers them 429 and 503.
+	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 
@@ -235,6 +240,42 @@ func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 				t.Errorf("Redis down: %s %s %s: %s, want unavailable (fail-closed)", shape.name, sp.method, sp.path, v)
 			}
 		}
+	}
+}
+
+// TestParameterResourceLoginLimit: behind a REST resource with path
+// parameters ("/{section}/{action}", no greedy "+"), the API function
+// deciding alone (no authorizer in front) counts POST /auth/login on the
+// login limit and fails it closed: the resource matches no "/auth/*"
+// glob, the path the router serves does.
+func TestParameterResourceLoginLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	api := startAPI(t, apiEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_ANONYMOUS": "1000/1m",
+		"RATE_LIMIT_ROUTES":    "POST /auth/*=2/1m:sliding-log",
+	}))
+	login := func(path, ip string) apiResponse {
+		return invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.HTTPMethod, e.Path, e.Resource = "POST", path, "/{section}/{action}"
+			e.Body = `{"username":"u","password":"p"}`
+			e.PathParameters = map[string]string{"section": "auth", "action": "login"}
+			e.RequestContext.Identity.SourceIP = ip
+			e.RequestContext.HTTPMethod = "POST"
+		}))
+	}
+	for i, p := range []string{"/auth/login", "/%61uth/login", "/auth/login"} {
+		r := login(p, "198.18.2.1")
+		if want := i < 2; (r.StatusCode == 200) != want {
+			t.Fatalf("login %d as %s: %d %s, want admitted %v", i+1, p, r.StatusCode, r.Body, want)
+		}
+		if i == 2 && (r.StatusCode != 429 || !strings.Contains(r.Header.Get("RateLimit-Policy"), "POST /auth/*")) {
+			t.Fatalf("login 3: %d, policy %q: want 429 by POST /auth/*", r.StatusCode, r.Header.Get("RateLimit-Policy"))
+		}
+	}
+	srv.Stop()
+	// Another caller: the first one's denial is remembered (deny cache).
+	if r := login("/auth/login", "198.18.2.2"); r.StatusCode != 503 {
+		t.Errorf("Redis down: %d %s, want 503 (the login route fails closed)", r.StatusCode, r.Body)
 	}
 }
 

@@ -43,7 +43,7 @@ func readRequest(r *http.Request) gatewayRequest {
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
 		req.SourceIP = rc.Identity.SourceIP
-		req.Path = app.LimitPath(rc.ResourcePath, req.Path)
+		req.Path, req.ServedPath = app.LimitPath(rc.ResourcePath, req.Path), app.ServedPath(rc.ResourcePath, req.Path)
 		req.APIID = rc.APIID
 		req.Stage = rc.Stage
 		req.Authorizer = rc.Authorizer

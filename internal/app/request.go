@@ -31,6 +31,13 @@ type Request struct {
 	// match it as it is served (config.ParseRequestPath), so it must not
 	// be decoded beforehand (decoding twice would read "%2561" as "a").
 	Path string
+	// ServedPath is the request path as received, when Path is a REST
+	// resource with a path parameter ("/{section}/{action}") that the
+	// serving router resolves from it (ServedPath): route limits and
+	// fail-closed globs hold a request when they match Path or ServedPath.
+	// Empty otherwise. Never logged: unlike a resource, it may hold
+	// secrets.
+	ServedPath string
 	// SourceIP is the caller's address as API Gateway saw it
 	// (requestContext.identity.sourceIp or requestContext.http.sourceIp);
 	// never X-Forwarded-For.

@@ -12,10 +12,25 @@ import "strings"
 // "/auth/*", the resource does not. A greedy resource ("/{proxy+}") says
 // nothing about the route, so the path is used then, as received (the
 // matching decodes it as the serving router does: config.RequestPath). A
-// glob's "*" matches a "{param}" segment like any other.
+// glob's "*" matches a "{param}" segment like any other. A resource with
+// a parameter ("/{section}/{action}") is matched too, but says too little
+// alone: see ServedPath.
 func LimitPath(resource, path string) string {
 	if resource == "" || !strings.HasPrefix(resource, "/") || strings.Contains(resource, "+}") {
 		return path
 	}
 	return resource
+}
+
+// ServedPath is the request path that route limits and fail-closed globs
+// must also match when LimitPath chose a resource with a path parameter,
+// or "" when LimitPath alone decides. The serving router routes on the
+// path: behind "/{section}/{action}", "/auth/login" is served as the login
+// while the resource matches no "/auth/*" glob, so a glob that matches
+// either of the two holds the request (Request.ServedPath).
+func ServedPath(resource, path string) string {
+	if limit := LimitPath(resource, path); limit != path && strings.Contains(limit, "{") {
+		return path
+	}
+	return ""
 }

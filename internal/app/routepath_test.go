@@ -19,3 +19,20 @@ func TestLimitPath(t *testing.T) {
 		}
 	}
 }
+
+func TestServedPath(t *testing.T) {
+	tests := []struct {
+		name, resource, path, want string
+	}{
+		{"literal resource: the resource alone", "/auth/login", "/api/auth/login", ""},
+		{"parameter: the path too", "/{section}/{action}", "/auth/login", "/auth/login"},
+		{"parameter after a literal: the path too", "/auth/{action}", "/auth/login", "/auth/login"},
+		{"greedy resource: the path alone", "/{proxy+}", "/auth/login", ""},
+		{"no resource: the path alone", "", "/auth/login", ""},
+	}
+	for _, tt := range tests {
+		if got := ServedPath(tt.resource, tt.path); got != tt.want {
+			t.Errorf("%s: ServedPath(%q, %q) = %q, want %q", tt.name, tt.resource, tt.path, got, tt.want)
+		}
+	}
+}
