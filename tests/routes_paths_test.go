@@ -279,6 +279,45 @@ func TestParameterResourceLoginLimit(t *testing.T) {
 	}
 }
 
+// TestBasePathLoginLimit: behind a custom domain's base-path mapping
+// ("/v2"), a REST request under a greedy resource carries the base path in
+// its path ("/v2/auth/login") but not in its proxy parameter, which is
+// what an HTTP proxy integration ("http://backend/{proxy}") serves. The
+// authorizer counts it on the login limit (5 admitted, the 6th denied, by
+// "POST /auth/*") and fails it closed with Redis down.
+func TestBasePathLoginLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	delete(env, "RATE_LIMIT_ROUTES") // the default
+	rie := azStart(t, env)
+	shape := loginShape{name: "REST /{proxy+} under /v2", resource: "/{proxy+}"}
+	event := func(ip string) []byte {
+		var ev events.APIGatewayCustomAuthorizerRequestTypeRequest
+		if err := json.Unmarshal(shape.authorizerEvent(t, "POST", "/v2/auth/login", ip), &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.PathParameters = map[string]string{"proxy": "auth/login"}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := range 6 {
+		want := "admitted"
+		if i == 5 {
+			want = "denied"
+		}
+		if v, name := azVerdict(t, rie, shape, event("198.18.3.1")); v != want || name != "POST /auth/*" {
+			t.Fatalf("attempt %d: %s by %q, want %s by the login limit", i+1, v, name, want)
+		}
+	}
+	srv.Stop()
+	if v, _ := azVerdict(t, rie, shape, event("198.18.3.2")); v != "unavailable" {
+		t.Errorf("Redis down: %s, want unavailable (fail-closed)", v)
+	}
+}
+
 // TestHeadCountsOnGetRouteLimit: Go's router answers HEAD with the GET
 // handler, so a GET route limit holds HEAD too, in the API function and
 // in the authorizer; a HEAD-only limit does not hold GET.

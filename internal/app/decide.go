@@ -130,8 +130,8 @@ func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
 	// resolved. Route limits and fail-closed globs match on it, so that no
 	// spelling of a path reaches its handler around them.
 	path := config.ParseRequestPath(req.Path)
-	if req.ServedPath != "" {
-		path = path.Union(config.ParseRequestPath(req.ServedPath))
+	for _, served := range req.ServedPaths {
+		path = path.Union(config.ParseRequestPath(served))
 	}
 	limits := rt.stages.For(req.StageVariables)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)

@@ -36,7 +36,7 @@ type RequestPath struct {
 	Raw string
 	// readings are the segment lists the path can be served as, the
 	// ServeMux reading first; no two are the same. At most four per path
-	// (eight for a Union): per-segment and whole-path decoding, of the path
+	// united (Union): per-segment and whole-path decoding, of the path
 	// and of the path cut at a '?' or '#'.
 	readings [][]string
 }
@@ -91,7 +91,7 @@ func (p RequestPath) Segments() []string {
 
 // Union is a request path read both as p and as q: a glob matches it when
 // it matches either (a REST resource with a path parameter and the path the
-// router serves, see app.ServedPath). Its Raw and Segments are p's.
+// router serves, see app.ServedPaths). Its Raw and Segments are p's.
 func (p RequestPath) Union(q RequestPath) RequestPath {
 	u := RequestPath{Raw: p.Raw, readings: make([][]string, 0, len(p.readings)+len(q.readings))}
 	for _, r := range p.readings {
