@@ -52,6 +52,8 @@ func TestAnonymousIdentityOfSourceAddresses(t *testing.T) {
 			}, 30, 1},
 		{"20 addresses in 20 different /64s: 20 buckets", nil, nil, 60,
 			func(i int) string { return fmt.Sprintf("2001:db8:bb:%x::1", i%20) }, 60, 20},
+		{"20 /64s of one 6to4 /48 (one IPv4 address's): one bucket", nil, nil, 60,
+			func(i int) string { return fmt.Sprintf("2002:cb00:7107:%x::1", i%20) }, 30, 1},
 		{"::ffff:203.0.113.7 and 203.0.113.7: one bucket", nil, nil, 60,
 			func(i int) string { return []string{"203.0.113.7", "::ffff:203.0.113.7", "::FFFF:cb00:7107"}[i%3] }, 30, 1},
 		{"100 source addresses that do not parse: one shared bucket", nil, nil, 100,

@@ -63,6 +63,9 @@ type loginShape struct {
 var loginShapes = []loginShape{
 	{name: "REST /{proxy+}", resource: "/{proxy+}"},
 	{name: "REST /auth/{proxy+}", resource: "/auth/{proxy+}"},
+	// Not greedy, but the router still serves "/auth/login" behind it:
+	// the resource matches no "/auth/*" glob, the path does.
+	{name: "REST /{section}/{action}", resource: "/{section}/{action}"},
 	{name: "HTTP API $default", stage: "$default"},
 	{name: "HTTP API stage prod", stage: "prod"},
 }
@@ -237,6 +240,81 @@ func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 				t.Errorf("Redis down: %s %s %s: %s, want unavailable (fail-closed)", shape.name, sp.method, sp.path, v)
 			}
 		}
+	}
+}
+
+// TestParameterResourceLoginLimit: behind a REST resource with path
+// parameters ("/{section}/{action}", no greedy "+"), the API function
+// deciding alone (no authorizer in front) counts POST /auth/login on the
+// login limit and fails it closed: the resource matches no "/auth/*"
+// glob, the path the router serves does.
+func TestParameterResourceLoginLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	api := startAPI(t, apiEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_ANONYMOUS": "1000/1m",
+		"RATE_LIMIT_ROUTES":    "POST /auth/*=2/1m:sliding-log",
+	}))
+	login := func(path, ip string) apiResponse {
+		return invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.HTTPMethod, e.Path, e.Resource = "POST", path, "/{section}/{action}"
+			e.Body = `{"username":"u","password":"p"}`
+			e.PathParameters = map[string]string{"section": "auth", "action": "login"}
+			e.RequestContext.Identity.SourceIP = ip
+			e.RequestContext.HTTPMethod = "POST"
+		}))
+	}
+	for i, p := range []string{"/auth/login", "/%61uth/login", "/auth/login"} {
+		r := login(p, "198.18.2.1")
+		if want := i < 2; (r.StatusCode == 200) != want {
+			t.Fatalf("login %d as %s: %d %s, want admitted %v", i+1, p, r.StatusCode, r.Body, want)
+		}
+		if i == 2 && (r.StatusCode != 429 || !strings.Contains(r.Header.Get("RateLimit-Policy"), "POST /auth/*")) {
+			t.Fatalf("login 3: %d, policy %q: want 429 by POST /auth/*", r.StatusCode, r.Header.Get("RateLimit-Policy"))
+		}
+	}
+	srv.Stop()
+	// Another caller: the first one's denial is remembered (deny cache).
+	if r := login("/auth/login", "198.18.2.2"); r.StatusCode != 503 {
+		t.Errorf("Redis down: %d %s, want 503 (the login route fails closed)", r.StatusCode, r.Body)
+	}
+}
+
+// TestBasePathLoginLimit: behind a custom domain's base-path mapping
+// ("/v2"), a REST request under a greedy resource carries the base path in
+// its path ("/v2/auth/login") but not in its proxy parameter, which is
+// what an HTTP proxy integration ("http://backend/{proxy}") serves. The
+// authorizer counts it on the login limit (5 admitted, the 6th denied, by
+// "POST /auth/*") and fails it closed with Redis down.
+func TestBasePathLoginLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	delete(env, "RATE_LIMIT_ROUTES") // the default
+	rie := azStart(t, env)
+	shape := loginShape{name: "REST /{proxy+} under /v2", resource: "/{proxy+}"}
+	event := func(ip string) []byte {
+		var ev events.APIGatewayCustomAuthorizerRequestTypeRequest
+		if err := json.Unmarshal(shape.authorizerEvent(t, "POST", "/v2/auth/login", ip), &ev); err != nil {
+			t.Fatal(err)
+		}
+		ev.PathParameters = map[string]string{"proxy": "auth/login"}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for i := range 6 {
+		want := "admitted"
+		if i == 5 {
+			want = "denied"
+		}
+		if v, name := azVerdict(t, rie, shape, event("198.18.3.1")); v != want || name != "POST /auth/*" {
+			t.Fatalf("attempt %d: %s by %q, want %s by the login limit", i+1, v, name, want)
+		}
+	}
+	srv.Stop()
+	if v, _ := azVerdict(t, rie, shape, event("198.18.3.2")); v != "unavailable" {
+		t.Errorf("Redis down: %s, want unavailable (fail-closed)", v)
 	}
 }
 

@@ -43,7 +43,9 @@ func readRequest(r *http.Request) gatewayRequest {
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
 		req.SourceIP = rc.Identity.SourceIP
-		req.Path = app.LimitPath(rc.ResourcePath, req.Path)
+		// The path parameters are left out: this router routes on the
+		// path it is given, base path and all.
+		req.Path, req.ServedPaths = app.LimitPath(rc.ResourcePath, req.Path), app.ServedPaths(rc.ResourcePath, req.Path, nil)
 		req.APIID = rc.APIID
 		req.Stage = rc.Stage
 		req.Authorizer = rc.Authorizer

@@ -130,6 +130,9 @@ func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
 	// resolved. Route limits and fail-closed globs match on it, so that no
 	// spelling of a path reaches its handler around them.
 	path := config.ParseRequestPath(req.Path)
+	for _, served := range req.ServedPaths {
+		path = path.Union(config.ParseRequestPath(served))
+	}
 	limits := rt.stages.For(req.StageVariables)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
 	if who.InvalidSource {

@@ -31,6 +31,12 @@ type Request struct {
 	// match it as it is served (config.ParseRequestPath), so it must not
 	// be decoded beforehand (decoding twice would read "%2561" as "a").
 	Path string
+	// ServedPaths are the other paths a REST request may be served as
+	// (ServedPaths: the request path behind a resource with a parameter,
+	// the resource with its parameters filled in), as received: route
+	// limits and fail-closed globs hold a request when they match Path or
+	// any of them. Never logged: unlike a resource, they may hold secrets.
+	ServedPaths []string
 	// SourceIP is the caller's address as API Gateway saw it
 	// (requestContext.identity.sourceIp or requestContext.http.sourceIp);
 	// never X-Forwarded-For.

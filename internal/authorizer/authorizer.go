@@ -164,6 +164,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	req := app.Request{
 		Method:          method,
 		Path:            app.LimitPath(ev.Resource, path),
+		ServedPaths:     app.ServedPaths(ev.Resource, path, ev.PathParameters),
 		SourceIP:        ev.RequestContext.Identity.SourceIP,
 		APIID:           ev.RequestContext.APIID,
 		Stage:           ev.RequestContext.Stage,

@@ -35,9 +35,9 @@ type RequestPath struct {
 	// Raw is the path as received.
 	Raw string
 	// readings are the segment lists the path can be served as, the
-	// ServeMux reading first; no two are the same. At most four:
-	// per-segment and whole-path decoding, of the path and of the path cut
-	// at a '?' or '#'.
+	// ServeMux reading first; no two are the same. At most four per path
+	// united (Union): per-segment and whole-path decoding, of the path
+	// and of the path cut at a '?' or '#'.
 	readings [][]string
 }
 
@@ -87,6 +87,20 @@ func (p RequestPath) Segments() []string {
 		return nil
 	}
 	return p.readings[0]
+}
+
+// Union is a request path read both as p and as q: a glob matches it when
+// it matches either (a REST resource with a path parameter and the path the
+// router serves, see app.ServedPaths). Its Raw and Segments are p's.
+func (p RequestPath) Union(q RequestPath) RequestPath {
+	u := RequestPath{Raw: p.Raw, readings: make([][]string, 0, len(p.readings)+len(q.readings))}
+	for _, r := range p.readings {
+		u.add(r)
+	}
+	for _, r := range q.readings {
+		u.add(r)
+	}
+	return u
 }
 
 // unescapeSegment is ServeMux's rule for one segment: unescaped, or kept

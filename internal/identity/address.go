@@ -18,6 +18,15 @@ const (
 	MaxIPv6Prefix = 128
 )
 
+// sixToFour is the 6to4 range (RFC 3056): 2002:WWXX:YYZZ::/48 is derived
+// from the IPv4 address WW.XX.YY.ZZ alone, and its holder may use every
+// address of it.
+var sixToFour = netip.MustParsePrefix("2002::/16")
+
+// sixToFourPrefix is the prefix of one 6to4 site: the 2002::/16 prefix and
+// the 32 bits of its IPv4 address.
+const sixToFourPrefix = 48
+
 // InvalidSource is the address part of the one anonymous identity shared
 // by every source address that does not parse ("ip:invalid"). Garbage
 // cannot mint a fresh bucket per string: all of it is counted together.
@@ -34,7 +43,9 @@ const maxSourceIPLen = 128
 // masked prefix ("ip:2001:db8:1:2::/64"), or alone at 128
 // ("ip:2001:db8::1"). Zones (fe80::1%eth0) are dropped, and case and
 // zero-compression make no difference. An ipv6Prefix outside
-// MinIPv6Prefix..MaxIPv6Prefix means DefaultIPv6Prefix.
+// MinIPv6Prefix..MaxIPv6Prefix means DefaultIPv6Prefix. A 6to4 address
+// (2002::/16) is counted per /48 at most: the /48 is what the holder of
+// one IPv4 address gets, 65,536 /64s of it.
 //
 // ok is false when sourceIP is not an IP address; the identity is then
 // "ip:invalid", one identity for every such string.
@@ -48,6 +59,9 @@ func SourceIdentity(sourceIP string, ipv6Prefix int) (id string, ok bool) {
 	}
 	if ipv6Prefix < MinIPv6Prefix || ipv6Prefix > MaxIPv6Prefix {
 		ipv6Prefix = DefaultIPv6Prefix
+	}
+	if sixToFour.Contains(a) {
+		ipv6Prefix = min(ipv6Prefix, sixToFourPrefix)
 	}
 	if ipv6Prefix == MaxIPv6Prefix {
 		return KindIP + a.String(), true

@@ -27,6 +27,17 @@ func TestSourceIdentity(t *testing.T) {
 		{"IPv6 per /128 is the address", "2001:0db8:0:0::1", 128, "ip:2001:db8::1", true},
 		{"IPv6 zone dropped at /128", "fe80::1%25eth0", 128, "ip:fe80::1", true},
 		{"prefix out of range means /64", "2001:db8:1:2::1", 8, "ip:2001:db8:1:2::/64", true},
+		// One IPv4 address holds a 6to4 /48 (2002:cb00:7107::/48 is
+		// 203.0.113.7's): 65,536 /64s, one caller.
+		{"6to4 per /48", "2002:cb00:7107:1::1", 64, "ip:2002:cb00:7107::/48", true},
+		{"6to4 per /48 at /128", "2002:cb00:7107:ffff::2", 128, "ip:2002:cb00:7107::/48", true},
+		{"6to4 per a shorter prefix", "2002:cb00:7107:1::1", 32, "ip:2002:cb00::/32", true},
+		// Teredo keeps the server's IPv4 address in its /64 and NAT64 the
+		// client's in its last 32 bits: many callers in one /64, never
+		// one caller in many.
+		{"Teredo per /64", "2001:0:4136:e378:8000:63bf:3fff:fdd2", 64, "ip:2001:0:4136:e378::/64", true},
+		{"NAT64 per /64", "64:ff9b::cb00:7107", 64, "ip:64:ff9b::/64", true},
+		{"IPv4-compatible per /64", "::203.0.113.7", 64, "ip:::/64", true},
 		{"IPv4 ignores the prefix", "198.51.100.1", 32, "ip:198.51.100.1", true},
 		{"empty", "", 64, "ip:invalid", false},
 		{"console test invoke", "test-invoke-source-ip", 64, "ip:invalid", false},
