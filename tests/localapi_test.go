@@ -18,8 +18,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/slidegate/slidegate/cmd/localapi/gateway"
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -412,7 +412,7 @@ func TestLocalAPIMissingRoute(t *testing.T) {
 // environment (the template's default when the environment leaves it).
 func stageLimit(t *testing.T, stage, param string) int64 {
 	t.Helper()
-	overrides, err := gateway.ParameterOverrides("../samconfig.toml", stage)
+	overrides, err := deployconfig.ParameterOverrides("../samconfig.toml", stage)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/deployconfig"
 )
 
 // Local defaults for what AWS would provide. They apply only when the
@@ -108,7 +109,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
-	spec, err := gateway.Load(cfg.TemplatePath, cfg.SamconfigPath, cfg.Stage)
+	spec, err := deployconfig.Load(cfg.TemplatePath, cfg.SamconfigPath, cfg.Stage)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	var overrides map[string]string
 	if cfg.SamconfigPath != "" {
-		if overrides, err = gateway.ParameterOverrides(cfg.SamconfigPath, cfg.Stage); err != nil {
+		if overrides, err = deployconfig.ParameterOverrides(cfg.SamconfigPath, cfg.Stage); err != nil {
 			return nil, err
 		}
 	}
