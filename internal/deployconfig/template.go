@@ -211,12 +211,12 @@ func Load(templatePath, samconfigPath, stage string) (*Spec, error) {
 // templateDoc is the part of a resolved template the gateway reads.
 type templateDoc struct {
 	Parameters map[string]struct {
-		Type           string   `json:"Type"`
-		Default        any      `json:"Default"`
-		AllowedPattern string   `json:"AllowedPattern"`
-		AllowedValues  []any    `json:"AllowedValues"`
-		MinValue       any      `json:"MinValue"`
-		MaxValue       any      `json:"MaxValue"`
+		Type           string `json:"Type"`
+		Default        any    `json:"Default"`
+		AllowedPattern string `json:"AllowedPattern"`
+		AllowedValues  []any  `json:"AllowedValues"`
+		MinValue       any    `json:"MinValue"`
+		MaxValue       any    `json:"MaxValue"`
 	} `json:"Parameters"`
 	Globals struct {
 		Function struct {
