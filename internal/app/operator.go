@@ -49,7 +49,12 @@ type Operator struct {
 	Auth string
 
 	client redis.UniversalClient
+	hasher identity.Hasher
 }
+
+// Hash is an identity's hash as the functions log it and put it in
+// principal ids: the same 128 bits as its Redis hash tag.
+func (o *Operator) Hash(id string) string { return o.hasher.Hash(id) }
 
 // ErrRedisUnreachable is what NewOperator's error wraps when Redis does not
 // answer PING.
@@ -83,6 +88,11 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 		return nil, err
 	}
 	op := &Operator{Keyed: len(hashKey) > 0, Auth: "url"}
+	if op.Keyed {
+		if op.hasher, err = identity.NewHasher(hashKey); err != nil {
+			return nil, err
+		}
+	}
 	cc := cfg.Redis
 	cc.Timeout = timeout
 	switch {
