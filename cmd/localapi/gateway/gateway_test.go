@@ -83,4 +83,3 @@ func TestPolicyEvaluation(t *testing.T) {
 		}
 	}
 }
-
