@@ -24,9 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/app"
 )
 
 // Exit statuses.
@@ -49,6 +54,9 @@ type env struct {
 }
 
 func main() {
+	// go-redis logs failed dials on its own; the command says what failed
+	// in one line instead.
+	redis.SetLogger(app.RedisLog{L: slog.New(slog.DiscardHandler)})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, environ: os.Environ})
 	stop()
