@@ -251,7 +251,10 @@ func runReset(ctx context.Context, args []string, e env) error {
 	}
 	if !c.yes {
 		fmt.Fprintf(e.stderr, "Clear the counters of %s (%s) on stage %s (%d limits)? [y/N] ", caller.Identity, caller.Tier, sc.stage, len(before.Limits))
-		answer, _ := bufio.NewReader(e.stdin).ReadString('\n')
+		answer, err := bufio.NewReader(e.stdin).ReadString('\n')
+		if err != nil {
+			fmt.Fprintln(e.stderr) // no answer: end the question's line
+		}
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
 		}
