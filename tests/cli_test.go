@@ -9,13 +9,17 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/deployconfig"
@@ -411,4 +415,60 @@ func containsFields(s string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestSlidegateSecretsFromSecretsManager: the command reads the Redis AUTH
+// token and the identity hash key from Secrets Manager as the functions do
+// (the SDK against an endpoint that answers like Secrets Manager), so it
+// reads the very counts of a function given the same key; a secret it
+// cannot read is one clear error.
+func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
+	const redisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cli-redis-auth-AbCdEf"
+	password := azSecret(t)
+	srv := redistest.StartServer(t)
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: password})
+		defer c.Close()
+		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
+	})
+	sm := httptest.NewServer(&fakeSecretsManager{secrets: map[string]string{redisARN: password, hkARN: hkKeyA}})
+	t.Cleanup(sm.Close)
+
+	fn := startDevFunction(t, map[string]string{
+		"REDIS_URL":           "redis://:" + password + "@" + srv.Addr(),
+		"RATE_LIMIT_HASH_KEY": hkKeyA,
+		"API_KEY_HASHES":      strings.Repeat("0", 64),
+	})
+	for range 4 {
+		if !fn.decide(t, "GET", "/v1/items", "192.0.2.44", nil) {
+			t.Fatal("denied")
+		}
+	}
+	env := map[string]string{
+		"REDIS_URL":                        srv.URL(),
+		"REDIS_AUTH_SECRET_ARN":            redisARN,
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN":   hkARN,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": sm.URL,
+		"AWS_REGION":                       "us-east-1",
+		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
+		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
+	}
+	if got := inspectJSON(t, env, "--ip", "192.0.2.44").used()["anonymous"]; got != 4 {
+		t.Errorf("inspect with the secrets: %d used, want 4", got)
+	}
+
+	for _, c := range []struct{ variable, says string }{
+		{"RATE_LIMIT_HASH_KEY_SECRET_ARN", "slidegate inspect: RATE_LIMIT_HASH_KEY_SECRET_ARN: read secret"},
+		{"REDIS_AUTH_SECRET_ARN", "slidegate inspect: REDIS_AUTH_SECRET_ARN: read secret"},
+	} {
+		bad := maps.Clone(env)
+		bad[c.variable] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing-XxXxXx"
+		r := runSlidegate(t, bad, "", "inspect", "--ip", "192.0.2.44")
+		if r.code != 1 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, password) {
+			t.Errorf("%s unreadable: exit %d\n%s", c.variable, r.code, r.stderr)
+		}
+	}
 }
