@@ -269,6 +269,13 @@ func TestSlidegateCallerErrors(t *testing.T) {
 	closed := ln.Addr().String()
 	ln.Close()
 	env := map[string]string{"REDIS_URL": "redis://:secret-password@" + closed, "RATE_LIMIT_HASH_KEY": cliHashKey}
+	// A server that accepts connections and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	silentEnv := map[string]string{"REDIS_URL": "redis://" + silent.Addr().String(), "RATE_LIMIT_HASH_KEY": cliHashKey}
 	cases := []struct {
 		name   string
 		env    map[string]string
@@ -284,6 +291,7 @@ func TestSlidegateCallerErrors(t *testing.T) {
 		{"unknown command", env, []string{"inspekt"}, 2, "unknown command"},
 		{"unreachable redis", env, []string{"inspect", "--ip", "203.0.113.7", "--timeout", "2s"}, 1, "slidegate inspect: cannot reach Redis at " + closed},
 		{"unreachable redis, reset", env, []string{"reset", "--yes", "--sub", "alice", "--timeout", "2s"}, 1, "slidegate reset: cannot reach Redis at " + closed},
+		{"redis that never answers", silentEnv, []string{"inspect", "--ip", "203.0.113.7", "--timeout", "1s"}, 1, "slidegate inspect: cannot reach Redis at " + silent.Addr().String()},
 		{"no REDIS_URL", map[string]string{"RATE_LIMIT_HASH_KEY": cliHashKey}, []string{"inspect", "--ip", "203.0.113.7"}, 1, "REDIS_URL is not set"},
 		{"short hash key", map[string]string{"REDIS_URL": "redis://" + closed, "RATE_LIMIT_HASH_KEY": "short"}, []string{"inspect", "--ip", "203.0.113.7"}, 1, "RATE_LIMIT_HASH_KEY is shorter than 32 bytes"},
 	}
