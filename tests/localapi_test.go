@@ -18,8 +18,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/slidegate/slidegate/cmd/localapi/gateway"
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -342,7 +342,8 @@ func TestLocalAPIStages(t *testing.T) {
 // TestLocalAPIEnvironmentLimitWins: a limit given in the environment
 // (`RATE_LIMIT_ANONYMOUS=3/5s make local`) wins over the stage variable
 // that samconfig.toml gives the same limit, on the REST and the HTTP API,
-// and the server reports each limit with where it came from.
+// and the server reports each limit and setting (routes, fail-closed
+// globs, fallback, IPv6 prefix) with where it came from.
 func TestLocalAPIEnvironmentLimitWins(t *testing.T) {
 	for _, httpAPI := range []bool{false, true} {
 		t.Run(fmt.Sprintf("HTTP API %v", httpAPI), func(t *testing.T) {
@@ -358,13 +359,25 @@ func TestLocalAPIEnvironmentLimitWins(t *testing.T) {
 			}
 			sources := map[string]string{}
 			for _, l := range api.srv.Limits {
-				sources[l.StageVariable] = l.Value + " from " + l.Source
+				sources[l.Name] = l.Value + " from " + l.Source
 			}
 			if got := sources["rateLimitAnonymous"]; got != "3/5s from environment RATE_LIMIT_ANONYMOUS" {
 				t.Errorf("rateLimitAnonymous reported as %q", got)
 			}
 			if got, want := sources["rateLimitUser"], fmt.Sprintf("%d/1m from samconfig.toml [dev] RateLimitUser", stageLimit(t, "dev", "RateLimitUser")); got != want {
 				t.Errorf("rateLimitUser reported as %q, want %q", got, want)
+			}
+			// The settings without a stage variable too, from the template.
+			for name, want := range map[string]string{
+				"RATE_LIMIT_ROUTES":             "POST /auth/*=5/1m:sliding-log from template default RateLimitRoutes",
+				"RATE_LIMIT_FAIL_CLOSED":        "/auth/* from template default RateLimitFailClosed",
+				"RATE_LIMIT_FALLBACK_INSTANCES": "10 from template default RateLimitFallbackInstances",
+				"rateLimitIpv6Prefix":           "64 from template default RateLimitIpv6Prefix",
+				"rateLimitQuota":                fmt.Sprintf("%d/1m from samconfig.toml [dev] RateLimitQuota", stageLimit(t, "dev", "RateLimitQuota")),
+			} {
+				if got := sources[name]; got != want {
+					t.Errorf("%s reported as %q, want %q", name, got, want)
+				}
 			}
 		})
 	}
@@ -412,7 +425,7 @@ func TestLocalAPIMissingRoute(t *testing.T) {
 // environment (the template's default when the environment leaves it).
 func stageLimit(t *testing.T, stage, param string) int64 {
 	t.Helper()
-	overrides, err := gateway.ParameterOverrides("../samconfig.toml", stage)
+	overrides, err := deployconfig.ParameterOverrides("../samconfig.toml", stage)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation"
 	"gopkg.in/yaml.v3"
 
-	"github.com/slidegate/slidegate/cmd/localapi/gateway"
+	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -863,7 +863,7 @@ func TestTemplateStageThrottle(t *testing.T) {
 	checkThrottle("HttpApiStage.DefaultRouteSettings", yamlGet(stage, "DefaultRouteSettings"))
 
 	for _, env := range []string{"dev", "prod"} {
-		overrides, err := gateway.ParameterOverrides("../samconfig.toml", env)
+		overrides, err := deployconfig.ParameterOverrides("../samconfig.toml", env)
 		if err != nil {
 			t.Fatalf("samconfig.toml [%s]: %v", env, err)
 		}

@@ -96,7 +96,7 @@ func run() error {
 	// Each limit and where it comes from: an environment variable given
 	// on the command line wins over the stage's samconfig.toml value.
 	for _, l := range srv.Limits {
-		logger.Info("limit", "stageVariable", l.StageVariable, "value", l.Value, "from", l.Source)
+		logger.Info("limit", "name", l.Name, "value", l.Value, "from", l.Source)
 	}
 	for _, r := range srv.Spec.Routes {
 		logger.Info("route", "method", r.Method, "path", r.Resource, "function", r.Function, "authorizer", r.Authorized && srv.Spec.HasAuthorizer)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -75,20 +76,9 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 // reports false, having logged why, when it cannot be set up.
 func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, aws *awsClients) (ratelimit.ClientConfig, bool) {
 	iam := rt.cfg.RedisIAM
-	creds, region, err := aws.credentials(ctx)
+	withIAM, region, err := iamClientConfig(ctx, cc, iam, aws, rt.logger)
 	if err != nil {
-		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_IAM_USER: no AWS credentials to sign IAM auth tokens with; Redis commands will fail with NOAUTH",
-			slog.String("error", err.Error()))
-		return cc, false
-	}
-	provider, err := iamauth.NewProvider(iamauth.Config{
-		UserID:     iam.User,
-		CacheName:  iam.CacheName,
-		Serverless: iam.Serverless,
-		Region:     region,
-	}, creds, iamauth.Options{Logger: rt.logger})
-	if err != nil {
-		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_IAM_USER: IAM authentication cannot be set up (is AWS_REGION set?); Redis commands will fail with NOAUTH",
+		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_IAM_USER: IAM authentication cannot be set up; Redis commands will fail with NOAUTH",
 			slog.String("error", err.Error()))
 		return cc, false
 	}
@@ -97,7 +87,28 @@ func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, a
 		slog.String("cache", iam.CacheName),
 		slog.Bool("serverless", iam.Serverless),
 		slog.String("region", region))
-	return provider.Configure(cc), true
+	return withIAM, true
+}
+
+// iamClientConfig returns cc set up to authenticate every new connection
+// as iam.User with an ElastiCache IAM authentication token signed with the
+// default AWS configuration's credentials, and that configuration's region.
+// logger receives the token provider's own records.
+func iamClientConfig(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, aws *awsClients, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
+	creds, region, err := aws.credentials(ctx)
+	if err != nil {
+		return cc, "", fmt.Errorf("no AWS credentials to sign IAM auth tokens with: %w", err)
+	}
+	provider, err := iamauth.NewProvider(iamauth.Config{
+		UserID:     iam.User,
+		CacheName:  iam.CacheName,
+		Serverless: iam.Serverless,
+		Region:     region,
+	}, creds, iamauth.Options{Logger: logger})
+	if err != nil {
+		return cc, "", fmt.Errorf("IAM authentication cannot be set up (is AWS_REGION set?): %w", err)
+	}
+	return provider.Configure(cc), region, nil
 }
 
 // authSecret is the Redis AUTH token of REDIS_AUTH_SECRET_ARN after its

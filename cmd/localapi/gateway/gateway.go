@@ -116,7 +116,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read request body", http.StatusBadRequest)
 	case len(body) > maxBody:
 		ex.responseType = ResponseRequestTooLarge
-		ex.status = g.spec.writeGatewayResponse(w, ResponseRequestTooLarge, g.renderContext(ex, r, nil))
+		ex.status = writeGatewayResponse(g.spec, w, ResponseRequestTooLarge, g.renderContext(ex, r, nil))
 	case g.httpAPI:
 		g.serveHTTPAPI(w, r, body, ex)
 	default:
@@ -149,7 +149,7 @@ func (g *Gateway) renderContext(ex *exchange, r *http.Request, authorizer map[st
 
 func (g *Gateway) gatewayResponse(w http.ResponseWriter, r *http.Request, ex *exchange, typ string, authorizer map[string]any) {
 	ex.responseType = typ
-	ex.status = g.spec.writeGatewayResponse(w, typ, g.renderContext(ex, r, authorizer))
+	ex.status = writeGatewayResponse(g.spec, w, typ, g.renderContext(ex, r, authorizer))
 }
 
 // plainError is an HTTP API's own error answer ({"message":"..."}), which

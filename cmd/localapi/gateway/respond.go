@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/slidegate/slidegate/internal/deployconfig"
 )
 
 // Gateway response types the local gateway produces, with API Gateway's
@@ -47,7 +49,7 @@ type renderContext struct {
 // writeGatewayResponse answers with the gateway response of typ: the
 // template's status, headers and body when it customizes typ, else API
 // Gateway's default. It returns the status written.
-func (s *Spec) writeGatewayResponse(w http.ResponseWriter, typ string, rc renderContext) int {
+func writeGatewayResponse(s *Spec, w http.ResponseWriter, typ string, rc renderContext) int {
 	def, known := defaultResponses[typ]
 	if !known {
 		def = defaultResponse{status: http.StatusInternalServerError, errorType: "InternalServerErrorException"}
@@ -129,7 +131,7 @@ func (rc renderContext) lookup(name, message string) (string, bool) {
 		if !ok || v == nil {
 			return "", false
 		}
-		return stringify(v), true
+		return deployconfig.Stringify(v), true
 	case strings.HasPrefix(name, "stageVariables."):
 		v, ok := rc.stageVariables[strings.TrimPrefix(name, "stageVariables.")]
 		return v, ok

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/internal/deployconfig"
 )
 
 // serveREST answers a request as a REST API: route match, the REQUEST
@@ -157,7 +159,7 @@ func (g *Gateway) authorizeREST(w http.ResponseWriter, r *http.Request, ex *exch
 	// and the authorizer's latency, as REST APIs pass them.
 	ctx := make(map[string]any, len(resp.Context)+2)
 	for k, v := range resp.Context {
-		ctx[k] = stringify(v)
+		ctx[k] = deployconfig.Stringify(v)
 	}
 	ctx["principalId"] = resp.PrincipalID
 	ctx["integrationLatency"] = latency.Milliseconds()

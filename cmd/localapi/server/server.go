@@ -25,6 +25,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/deployconfig"
 )
 
 // Local defaults for what AWS would provide. They apply only when the
@@ -86,8 +87,10 @@ type Server struct {
 	// Spec is the template stage being served, with the limits given in
 	// the environment already applied to its stage variables.
 	Spec *gateway.Spec
-	// Limits are the stage's limits and where each came from.
-	Limits []LimitSetting
+	// Limits are the stage's limits and settings and where each came
+	// from: the environment (which wins over the stage variable), the
+	// stage's samconfig.toml, or the template's default.
+	Limits []deployconfig.Setting
 }
 
 // Start loads the template, builds both functions' runtimes, and serves on
@@ -108,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		}
 	}()
 
-	spec, err := gateway.Load(cfg.TemplatePath, cfg.SamconfigPath, cfg.Stage)
+	spec, err := deployconfig.Load(cfg.TemplatePath, cfg.SamconfigPath, cfg.Stage)
 	if err != nil {
 		return nil, err
 	}
@@ -118,13 +121,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	var overrides map[string]string
-	if cfg.SamconfigPath != "" {
-		if overrides, err = gateway.ParameterOverrides(cfg.SamconfigPath, cfg.Stage); err != nil {
-			return nil, err
-		}
-	}
-	srv.Limits = applyEnvironmentLimits(spec, getenv, overrides, filepath.Base(cfg.SamconfigPath))
+	srv.Limits = deployconfig.ApplyEnvironment(spec, getenv, filepath.Base(cfg.SamconfigPath))
 	srv.RedisURL = getenv("REDIS_URL")
 	if srv.RedisURL == "" {
 		mr, err := miniredis.Run()

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// callerFlags name the caller to inspect or reset.
+type callerFlags struct {
+	ip, apiKey, apiKeyHash, sub string
+}
+
+func (f *callerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.ip, "ip", "", "an anonymous caller's source `address` (IPv6: counted per the stage's prefix)")
+	fs.StringVar(&f.apiKey, "api-key", "", "an API `key` (tier org); prefer --api-key-hash to keep it out of shell history")
+	fs.StringVar(&f.apiKeyHash, "api-key-hash", "", "an API key's SHA-256 `hex` (tier org), as in API_KEY_HASHES")
+	fs.StringVar(&f.sub, "sub", "", "a verified JWT's `subject` (tier user)")
+}
+
+// caller resolves the flags into the caller the functions count: its tier
+// and identity.
+func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
+	given := 0
+	for _, v := range []string{f.ip, f.apiKey, f.apiKeyHash, f.sub} {
+		if v != "" {
+			given++
+		}
+	}
+	if given != 1 {
+		return identity.Caller{}, fmt.Errorf("give exactly one of --ip, --api-key, --api-key-hash, --sub")
+	}
+	switch {
+	case f.ip != "":
+		id, ok := identity.SourceIdentity(f.ip, ipv6Prefix)
+		if !ok {
+			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip(f.ip))
+		}
+		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
+	case f.apiKey != "":
+		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + identity.KeyHash(f.apiKey)}, nil
+	case f.apiKeyHash != "":
+		h := strings.ToLower(strings.TrimSpace(f.apiKeyHash))
+		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip(f.apiKeyHash))
+		}
+		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + h}, nil
+	default:
+		return identity.Caller{Tier: identity.TierUser, Identity: identity.KindSubject + f.sub}, nil
+	}
+}
+
+// callerChecks are every limit that counts the caller: its tier, every
+// route limit (a request counts against those its route matches) and the
+// quota route's limit.
+func callerChecks(limits *config.Limits, c identity.Caller) []ratelimit.Check {
+	checks := []ratelimit.Check{{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)}}
+	for _, r := range limits.Routes {
+		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
+	}
+	return append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Quota})
+}
+
+// callerCommand is what inspect and reset share: the flags, the stage's
+// configuration, the caller and the connection.
+type callerCommand struct {
+	stage   stageFlags
+	caller  callerFlags
+	json    bool
+	timeout time.Duration
+	yes     bool
+}
+
+func parseCallerCommand(name string, args []string, e env, withJSON, withYes bool) (*callerCommand, error) {
+	fs := flag.NewFlagSet("slidegate "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	c := &callerCommand{}
+	c.stage.register(fs, e.getenv)
+	c.caller.register(fs)
+	fs.DurationVar(&c.timeout, "timeout", app.DefaultOperatorTimeout, "bound on connecting to Redis and on each command")
+	if withJSON {
+		fs.BoolVar(&c.json, "json", false, "print JSON, for scripts")
+	}
+	if withYes {
+		fs.BoolVar(&c.yes, "yes", false, "do not ask for confirmation")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "slidegate %s: unexpected argument %q\n", name, fs.Arg(0))
+		fs.Usage()
+		return nil, errUsage
+	}
+	return c, nil
+}
+
+// connect reads the stage, resolves the caller and connects to Redis.
+func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *app.Operator, error) {
+	sc, err := loadStage(c.stage, e.getenv, apiFunction, false)
+	if err != nil {
+		return nil, identity.Caller{}, nil, err
+	}
+	// Bad values are used as the functions use them (replaced by their
+	// default); say so, as their log would.
+	for _, msg := range append(errorList(sc.cfgErr), errorList(sc.stageErr)...) {
+		fmt.Fprintln(e.stderr, "warning: bad configuration value:", msg)
+	}
+	caller, err := c.caller.caller(sc.limits.IPv6Prefix)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "slidegate:", err)
+		return nil, identity.Caller{}, nil, errUsage
+	}
+	op, err := app.NewOperator(ctx, sc.cfg, app.OperatorOptions{Timeout: c.timeout})
+	if err != nil {
+		return nil, identity.Caller{}, nil, err
+	}
+	if !op.Keyed {
+		fmt.Fprintln(e.stderr, "warning: no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): keys are read as plain SHA-256, which matches only functions that have no key either")
+	}
+	return sc, caller, op, nil
+}
+
+// limitState is one limit of the caller as inspect prints it.
+type limitState struct {
+	Name              string `json:"name"`
+	Limit             string `json:"limit"`
+	Count             int64  `json:"count"`
+	WindowSeconds     int64  `json:"windowSeconds"`
+	Algorithm         string `json:"algorithm"`
+	Used              int64  `json:"used"`
+	Remaining         int64  `json:"remaining"`
+	ResetSeconds      int64  `json:"resetSeconds"`
+	RetryAfterSeconds int64  `json:"retryAfterSeconds"`
+	Allowed           bool   `json:"allowed"`
+}
+
+// inspection is inspect's answer.
+type inspection struct {
+	Stage    string       `json:"stage"`
+	Tier     string       `json:"tier"`
+	Identity string       `json:"identity"`
+	Hash     string       `json:"hash"`
+	Allowed  bool         `json:"allowed"`
+	Limits   []limitState `json:"limits"`
+}
+
+// peekCaller reads every limit of the caller without spending anything.
+func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller) (inspection, error) {
+	checks := callerChecks(sc.limits, caller)
+	res, err := op.Limiter.Peek(ctx, 1, checks...)
+	if err != nil {
+		return inspection{}, fmt.Errorf("peek: %w", err)
+	}
+	in := inspection{Stage: sc.stage, Tier: caller.Tier, Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: true}
+	for _, d := range res.Decisions {
+		l := d.Limit
+		st := limitState{
+			Name:          l.Name,
+			Limit:         l.String(),
+			Count:         l.Count,
+			WindowSeconds: int64(l.Window / time.Second),
+			Algorithm:     algorithmName(l.Algorithm),
+			Used:          l.Count - d.Remaining,
+			Remaining:     d.Remaining,
+			ResetSeconds:  ratelimit.ResetSeconds(d),
+			Allowed:       d.Allowed,
+		}
+		if !d.Allowed {
+			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
+		}
+		// The tier decides every request, route limits only those of their
+		// routes: only the tier's denial denies the caller everywhere.
+		if l.Name == checks[0].Limit.Name && !d.Allowed {
+			in.Allowed = false
+		}
+		in.Limits = append(in.Limits, st)
+	}
+	return in, nil
+}
+
+func algorithmName(a ratelimit.Algorithm) string {
+	if a == "" {
+		return string(ratelimit.SlidingWindow)
+	}
+	return string(a)
+}
+
+func runInspect(ctx context.Context, args []string, e env) error {
+	c, err := parseCallerCommand("inspect", args, e, true, false)
+	if err != nil {
+		return err
+	}
+	sc, caller, op, err := c.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	in, err := peekCaller(ctx, op, sc, caller)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	printInspection(e.stdout, in)
+	return nil
+}
+
+func printInspection(w io.Writer, in inspection) {
+	fmt.Fprintf(w, "caller %s (%s) on stage %s, hash %s\n\n", in.Identity, in.Tier, in.Stage, in.Hash)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LIMIT\tRATE\tALGORITHM\tUSED\tREMAINING\tRESET\tRETRY-AFTER")
+	for _, l := range in.Limits {
+		retry := "-"
+		if !l.Allowed {
+			retry = strconv.FormatInt(l.RetryAfterSeconds, 10) + "s"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%ds\t%s\n", l.Name, l.Limit, l.Algorithm, l.Used, l.Remaining, l.ResetSeconds, retry)
+	}
+	tw.Flush()
+}
+
+func runReset(ctx context.Context, args []string, e env) error {
+	c, err := parseCallerCommand("reset", args, e, false, true)
+	if err != nil {
+		return err
+	}
+	sc, caller, op, err := c.connect(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer op.Close()
+	before, err := peekCaller(ctx, op, sc, caller)
+	if err != nil {
+		return err
+	}
+	if !c.yes {
+		fmt.Fprintf(e.stderr, "Clear the counters of %s (%s) on stage %s (%d limits)? [y/N] ", caller.Identity, caller.Tier, sc.stage, len(before.Limits))
+		answer, err := bufio.NewReader(e.stdin).ReadString('\n')
+		if err != nil {
+			fmt.Fprintln(e.stderr) // no answer: end the question's line
+		}
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
+		}
+	}
+	n, err := op.Limiter.Reset(ctx, callerChecks(sc.limits, caller)...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "cleared %s (%s) on stage %s: %d of %d limits had counters\n", caller.Identity, caller.Tier, sc.stage, n, len(before.Limits))
+	for _, l := range before.Limits {
+		fmt.Fprintf(e.stdout, "  %s %s %s: %d used before\n", l.Name, l.Limit, l.Algorithm, l.Used)
+	}
+	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
+	return nil
+}
+
+// clip shortens a value before it is quoted in a message.
+func clip(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return s[:80] + "..."
+}

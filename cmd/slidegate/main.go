@@ -1,0 +1,116 @@
+// Command slidegate is the operator's tool for a slidegate deployment. It
+// reads the configuration as the functions do (the environment, and a
+// stage of template.yaml with its samconfig.toml parameter overrides),
+// hashes identities with the same key, and reads and resets the same Redis
+// keys, through pkg/ratelimit.
+//
+// Usage:
+//
+//	slidegate inspect [flags] (--ip ADDR | --api-key KEY | --api-key-hash HEX | --sub SUBJECT)
+//	slidegate reset   [flags] [--yes] (--ip ADDR | ...)
+//	slidegate check   [flags]
+//
+// Install it with
+//
+//	go install github.com/slidegate/slidegate/cmd/slidegate@latest
+//
+// Exit status: 0 when all is well, 1 for errors (check found the
+// configuration refused, Redis unreachable, reset not confirmed), 2 for a
+// command line that does not parse.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/app"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// errUsage marks a command line that does not parse; its message has been
+// printed with the usage.
+var errUsage = errors.New("usage")
+
+// env is what a command runs with, passed down from main.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	environ        func() []string
+}
+
+func main() {
+	// go-redis logs failed dials on its own; the command says what failed
+	// in one line instead.
+	redis.SetLogger(app.RedisLog{L: slog.New(slog.DiscardHandler)})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, environ: os.Environ})
+	stop()
+	os.Exit(code)
+}
+
+const usage = `slidegate: inspect, reset and check a slidegate deployment's rate limits
+
+Usage:
+  slidegate inspect [flags] CALLER   every limit of the caller: used, remaining, reset, retry-after
+  slidegate reset   [flags] CALLER   clear the caller's counters (asks first; --yes does not)
+  slidegate check   [flags]          every limit, route and setting of a stage, with errors and warnings
+
+CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT.
+Run 'slidegate COMMAND -h' for a command's flags.
+
+The configuration is read as the functions read it: the environment
+(REDIS_URL, REDIS_CLUSTER, REDIS_AUTH_SECRET_ARN, REDIS_IAM_USER,
+RATE_LIMIT_HASH_KEY_SECRET_ARN, RATE_LIMIT_*, ...) over the stage's
+template.yaml and samconfig.toml values.
+`
+
+// run is the whole command; it returns the exit status.
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return exitUsage
+	}
+	var err error
+	switch args[0] {
+	case "inspect":
+		err = runInspect(ctx, args[1:], e)
+	case "reset":
+		err = runReset(ctx, args[1:], e)
+	case "check":
+		var failed bool
+		failed, err = runCheck(args[1:], e)
+		if err == nil && failed {
+			return exitError
+		}
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(e.stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(e.stderr, "slidegate: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errUsage):
+		return exitUsage
+	default:
+		fmt.Fprintf(e.stderr, "slidegate %s: %v\n", args[0], err)
+		return exitError
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/deployconfig"
+)
+
+// Logical IDs of the template's functions.
+const (
+	authorizerFunction = "AuthorizerFunction"
+	apiFunction        = "ApiFunction"
+)
+
+// stageFlags say which stage's configuration to read.
+type stageFlags struct {
+	stage, template, samconfig string
+	stageVars                  stageVarFlag
+}
+
+func (f *stageFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	stage := getenv("STAGE")
+	if stage == "" {
+		stage = "dev"
+	}
+	f.stageVars = stageVarFlag{}
+	fs.StringVar(&f.stage, "stage", stage, "stage whose samconfig.toml environment gives the stage variables (env STAGE)")
+	fs.StringVar(&f.template, "template", "template.yaml", "SAM template; when it does not exist, the environment alone is read")
+	fs.StringVar(&f.samconfig, "samconfig", "samconfig.toml", "SAM CLI configuration with the stages' parameter overrides")
+	fs.Var(f.stageVars, "stage-var", "a stage variable `name=value`, over the stage's (repeatable)")
+}
+
+// stageVarFlag collects --stage-var name=value.
+type stageVarFlag map[string]string
+
+func (s stageVarFlag) String() string { return "" }
+
+func (s stageVarFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	s[strings.TrimSpace(name)] = value
+	return nil
+}
+
+// stageConfig is a stage's configuration as one function reads it.
+type stageConfig struct {
+	stage string
+	// spec is the template stage, nil when no template was read.
+	spec *deployconfig.Spec
+	// samconfig is the samconfig.toml read, "" for none.
+	samconfig string
+	// settings are the stage's limits and settings with their sources
+	// (none without a template).
+	settings []deployconfig.Setting
+	// stageVars are the stage variables requests carry.
+	stageVars map[string]string
+	// getenv is the function's environment: the process environment over
+	// the template's.
+	getenv func(string) string
+	// cfg and cfgErr are config.FromEnv's answer for getenv.
+	cfg    *config.Config
+	cfgErr error
+	// limits and stageErr are the stage's limits over cfg.
+	limits   *config.Limits
+	stageErr error
+}
+
+// loadStage reads the configuration of the function functionID on the
+// stage of f. A template that does not exist is not an error unless
+// requireTemplate; a template or samconfig.toml that does not parse is.
+func loadStage(f stageFlags, getenv func(string) string, functionID string, requireTemplate bool) (*stageConfig, error) {
+	sc := &stageConfig{stage: f.stage, stageVars: map[string]string{}, getenv: getenv}
+	if _, err := os.Stat(f.template); err == nil || requireTemplate {
+		samconfig := f.samconfig
+		if _, err := os.Stat(samconfig); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("read samconfig: %w", err)
+			}
+			samconfig = ""
+		}
+		spec, err := deployconfig.Load(f.template, samconfig, f.stage)
+		if err != nil {
+			return nil, err
+		}
+		sc.spec, sc.samconfig = spec, samconfig
+		sc.settings = deployconfig.ApplyEnvironment(spec, getenv, filepath.Base(f.samconfig))
+		maps.Copy(sc.stageVars, spec.StageVariables)
+		template := spec.EnvironmentOf(functionID)
+		sc.getenv = func(name string) string {
+			if v := getenv(name); v != "" {
+				return v
+			}
+			return template[name]
+		}
+	}
+	maps.Copy(sc.stageVars, f.stageVars)
+	sc.cfg, sc.cfgErr = config.FromEnv(sc.getenv)
+	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValues{
+		Anonymous:  strings.TrimSpace(sc.stageVars[config.StageVarAnonymous]),
+		User:       strings.TrimSpace(sc.stageVars[config.StageVarUser]),
+		Org:        strings.TrimSpace(sc.stageVars[config.StageVarOrg]),
+		Algorithm:  strings.TrimSpace(sc.stageVars[config.StageVarAlgorithm]),
+		IPv6Prefix: strings.TrimSpace(sc.stageVars[config.StageVarIPv6Prefix]),
+		Quota:      strings.TrimSpace(sc.stageVars[config.StageVarQuota]),
+	})
+	return sc, nil
+}
+
+// errorList splits a joined error into its parts.
+func errorList(err error) []string {
+	if err == nil {
+		return nil
+	}
+	var out []string
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			out = append(out, errorList(e)...)
+		}
+		return out
+	}
+	return []string{err.Error()}
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,482 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/internal/lambdatest"
+	"github.com/slidegate/slidegate/internal/redistest"
+)
+
+// cliHashKey is the identity hash key the functions and the command share
+// in these tests.
+const cliHashKey = "cli-test-identity-hash-key-0123456789abcdef"
+
+// cliRun is one run of the slidegate command.
+type cliRun struct {
+	code           int
+	stdout, stderr string
+}
+
+// runSlidegate runs the built command in tests/ with exactly env (and
+// PATH), stdin as its input, against the repository's template.yaml and
+// samconfig.toml unless args say otherwise.
+func runSlidegate(t *testing.T, env map[string]string, stdin string, args ...string) cliRun {
+	t.Helper()
+	bin := lambdatest.BuildBootstrap(t, "./cmd/slidegate")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	full := append([]string{}, args...)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		full = append([]string{args[0], "--template", "../template.yaml", "--samconfig", "../samconfig.toml"}, args[1:]...)
+	}
+	cmd := exec.CommandContext(ctx, bin, full...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	run := cliRun{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		run.code = exit.ExitCode()
+	default:
+		t.Fatalf("run slidegate %v: %v", args, err)
+	}
+	if strings.Contains(run.stderr, "goroutine ") || strings.Contains(run.stderr, "panic:") {
+		t.Fatalf("slidegate %v panicked:\n%s", args, run.stderr)
+	}
+	return run
+}
+
+// cliInspection is the JSON of slidegate inspect --json.
+type cliInspection struct {
+	Tier     string `json:"tier"`
+	Identity string `json:"identity"`
+	Hash     string `json:"hash"`
+	Allowed  bool   `json:"allowed"`
+	Limits   []struct {
+		Name              string `json:"name"`
+		Count             int64  `json:"count"`
+		Used              int64  `json:"used"`
+		Remaining         int64  `json:"remaining"`
+		ResetSeconds      int64  `json:"resetSeconds"`
+		RetryAfterSeconds int64  `json:"retryAfterSeconds"`
+		Allowed           bool   `json:"allowed"`
+	} `json:"limits"`
+}
+
+func inspectJSON(t *testing.T, env map[string]string, caller ...string) cliInspection {
+	t.Helper()
+	r := runSlidegate(t, env, "", append([]string{"inspect", "--stage", "dev", "--stage-var", "rateLimitAlgorithm=sliding-log", "--json"}, caller...)...)
+	if r.code != 0 {
+		t.Fatalf("inspect %v: exit %d\n%s%s", caller, r.code, r.stdout, r.stderr)
+	}
+	var in cliInspection
+	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil {
+		t.Fatalf("inspect %v: %v\n%s", caller, err, r.stdout)
+	}
+	return in
+}
+
+// used maps each limit's name to its used count.
+func (in cliInspection) used() map[string]int64 {
+	m := map[string]int64{}
+	for _, l := range in.Limits {
+		m[l.Name] = l.Used
+	}
+	return m
+}
+
+// devFunction is the API function of the dev stage as AWS runs it: the
+// template's environment with the dev stage's samconfig.toml values, on
+// the given Redis, with the test hash key, and the stage variable
+// rateLimitAlgorithm=sliding-log; decide sends it one request with the
+// stage's variables.
+type devFunction struct {
+	rt        *app.Runtime
+	stageVars map[string]string
+}
+
+func startDevFunction(t *testing.T, redisEnv map[string]string) *devFunction {
+	t.Helper()
+	spec, err := deployconfig.Load("../template.yaml", "../samconfig.toml", "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := spec.EnvironmentOf("ApiFunction")
+	for k, v := range redisEnv {
+		env[k] = v
+	}
+	// Exact counts: a sliding window's count decays once the minute
+	// ends, which a slow machine may reach between a request and the
+	// inspection of it.
+	spec.StageVariables["rateLimitAlgorithm"] = "sliding-log"
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	return &devFunction{rt: rt, stageVars: spec.StageVariables}
+}
+
+func (f *devFunction) decide(t *testing.T, method, path, ip string, headers map[string]string) bool {
+	t.Helper()
+	out, err := f.rt.Decide(context.Background(), app.Request{Method: method, Path: path, SourceIP: ip, Headers: headers, StageVariables: f.stageVars})
+	if err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	return out.Result.Allowed && !out.Result.Degraded
+}
+
+// TestSlidegateInspectAndReset: after N requests of a caller, slidegate
+// inspect shows N used on each of its limits, on a single node and a
+// cluster; a denied caller that slidegate reset clears is allowed again.
+func TestSlidegateInspectAndReset(t *testing.T) {
+	topologies := []struct {
+		name  string
+		redis func(t *testing.T) map[string]string
+	}{
+		{"single node", func(t *testing.T) map[string]string {
+			return map[string]string{"REDIS_URL": redistest.StartServer(t).URL()}
+		}},
+		{"cluster", func(t *testing.T) map[string]string {
+			addrs := redistest.StartCluster(t, 3, 0).Addrs()
+			return map[string]string{"REDIS_URL": "redis://" + addrs[0], "REDIS_CLUSTER": "true"}
+		}},
+	}
+	const orgKey = "cli-test-org-key"
+	sum := sha256.Sum256([]byte(orgKey))
+	lambdatest.BuildBootstrap(t, "./cmd/slidegate")
+	for _, topo := range topologies {
+		t.Run(topo.name, func(t *testing.T) {
+			env := topo.redis(t)
+			env["RATE_LIMIT_HASH_KEY"] = cliHashKey
+			env["REDIS_TIMEOUT"] = "1s"
+			fnEnv := map[string]string{"API_KEY_HASHES": hex.EncodeToString(sum[:])}
+			for k, v := range env {
+				fnEnv[k] = v
+			}
+			fn := startDevFunction(t, fnEnv)
+
+			const ip = "203.0.113.7"
+			for range 7 {
+				fn.decide(t, "GET", "/v1/items", ip, nil)
+			}
+			for range 2 {
+				fn.decide(t, "POST", "/auth/login", ip, nil)
+			}
+			for range 3 {
+				fn.decide(t, "GET", "/v1/items", "198.51.100.9", map[string]string{"x-api-key": orgKey})
+			}
+
+			in := inspectJSON(t, env, "--ip", ip)
+			if in.Tier != "anonymous" || in.Identity != "ip:"+ip || !in.Allowed {
+				t.Errorf("inspect --ip: %+v", in)
+			}
+			want := map[string]int64{"anonymous": 9, "POST /auth/*": 2, "quota": 0}
+			if got := in.used(); !mapsEqual(got, want) {
+				t.Errorf("inspect --ip: used %v, want %v", got, want)
+			}
+			for _, l := range in.Limits {
+				if l.Remaining != l.Count-l.Used {
+					t.Errorf("%s: remaining %d of %d with %d used", l.Name, l.Remaining, l.Count, l.Used)
+				}
+			}
+			org := inspectJSON(t, env, "--api-key", orgKey)
+			if got := org.used(); org.Tier != "org" || got["org"] != 3 {
+				t.Errorf("inspect --api-key: tier %s, used %v; want org with 3 used", org.Tier, got)
+			}
+			if byHash := inspectJSON(t, env, "--api-key-hash", hex.EncodeToString(sum[:])); byHash.Hash != org.Hash || byHash.used()["org"] != 3 {
+				t.Errorf("inspect --api-key-hash: %+v, want the key's", byHash)
+			}
+
+			// The readable table says the same.
+			r := runSlidegate(t, env, "", "inspect", "--stage", "dev", "--stage-var", "rateLimitAlgorithm=sliding-log", "--ip", ip)
+			if r.code != 0 || !containsFields(r.stdout, "anonymous", "30/1m", "sliding-log", "9", "21") {
+				t.Errorf("inspect table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+
+			// Deny the caller, then reset it.
+			for i := 0; fn.decide(t, "GET", "/v1/items", ip, nil); i++ {
+				if i > 30 {
+					t.Fatal("never denied")
+				}
+			}
+			denied := inspectJSON(t, env, "--ip", ip)
+			if denied.Allowed || denied.Limits[0].RetryAfterSeconds < 1 {
+				t.Fatalf("inspect after the denial: %+v", denied)
+			}
+			if r := runSlidegate(t, env, "n\n", "reset", "--stage", "dev", "--stage-var", "rateLimitAlgorithm=sliding-log", "--ip", ip); r.code != 1 || !strings.Contains(r.stderr, "not confirmed") {
+				t.Errorf("reset answered n: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if in := inspectJSON(t, env, "--ip", ip); in.Allowed {
+				t.Fatalf("an unconfirmed reset cleared the caller: %+v", in)
+			}
+			r = runSlidegate(t, env, "", "reset", "--stage", "dev", "--stage-var", "rateLimitAlgorithm=sliding-log", "--yes", "--ip", ip)
+			if r.code != 0 || !strings.Contains(r.stdout, "cleared ip:"+ip) || !strings.Contains(r.stdout, "2 of 3 limits had counters") ||
+				!strings.Contains(r.stdout, "anonymous 30/1m sliding-log: 30 used before") {
+				t.Fatalf("reset --yes: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			// Another instance (this one remembers its denial until the
+			// Retry-After it gave) admits the caller again.
+			if !startDevFunction(t, fnEnv).decide(t, "GET", "/v1/items", ip, nil) {
+				t.Fatal("denied after reset")
+			}
+			after := inspectJSON(t, env, "--ip", ip)
+			if got := after.used(); !after.Allowed || !mapsEqual(got, map[string]int64{"anonymous": 1, "POST /auth/*": 0, "quota": 0}) {
+				t.Errorf("after reset and one request: %+v", after)
+			}
+			if again := inspectJSON(t, env, "--api-key", orgKey); again.used()["org"] != 3 {
+				t.Errorf("resetting the IP cleared the org caller: %v", again.used())
+			}
+		})
+	}
+}
+
+// TestSlidegateCallerErrors: a command line without exactly one valid
+// caller is a usage error (2); a Redis that cannot be reached, or none at
+// all, is one clear line and exit status 1, in bounded time.
+func TestSlidegateCallerErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	env := map[string]string{"REDIS_URL": "redis://:secret-password@" + closed, "RATE_LIMIT_HASH_KEY": cliHashKey}
+	// A server that accepts connections and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	silentEnv := map[string]string{"REDIS_URL": "redis://" + silent.Addr().String(), "RATE_LIMIT_HASH_KEY": cliHashKey}
+	cases := []struct {
+		name   string
+		env    map[string]string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no caller", env, []string{"inspect"}, 2, "exactly one of"},
+		{"two callers", env, []string{"inspect", "--ip", "203.0.113.7", "--sub", "alice"}, 2, "exactly one of"},
+		{"bad address", env, []string{"inspect", "--ip", "not-an-ip"}, 2, "not an IP address"},
+		{"bad key hash", env, []string{"reset", "--api-key-hash", "abc"}, 2, "64 hex digits"},
+		{"unknown flag", env, []string{"inspect", "--nope"}, 2, "flag provided but not defined"},
+		{"unknown command", env, []string{"inspekt"}, 2, "unknown command"},
+		{"unreachable redis", env, []string{"inspect", "--ip", "203.0.113.7", "--timeout", "2s"}, 1, "slidegate inspect: cannot reach Redis at " + closed},
+		{"unreachable redis, reset", env, []string{"reset", "--yes", "--sub", "alice", "--timeout", "2s"}, 1, "slidegate reset: cannot reach Redis at " + closed},
+		{"redis that never answers", silentEnv, []string{"inspect", "--ip", "203.0.113.7", "--timeout", "1s"}, 1, "slidegate inspect: cannot reach Redis at " + silent.Addr().String()},
+		{"no REDIS_URL", map[string]string{"RATE_LIMIT_HASH_KEY": cliHashKey}, []string{"inspect", "--ip", "203.0.113.7"}, 1, "REDIS_URL is not set"},
+		{"short hash key", map[string]string{"REDIS_URL": "redis://" + closed, "RATE_LIMIT_HASH_KEY": "short"}, []string{"inspect", "--ip", "203.0.113.7"}, 1, "RATE_LIMIT_HASH_KEY is shorter than 32 bytes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			r := runSlidegate(t, c.env, "", c.args...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.stderr) {
+				t.Errorf("exit %d, want %d; stderr does not say %q:\n%s", r.code, c.code, c.stderr, r.stderr)
+			}
+			if strings.Contains(r.stderr, "secret-password") {
+				t.Errorf("stderr shows the URL's password:\n%s", r.stderr)
+			}
+			// One line says what failed; any other is a warning.
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			for _, line := range lines[:len(lines)-1] {
+				if c.code == 1 && !strings.HasPrefix(line, "warning: ") {
+					t.Errorf("want the error alone on stderr, got:\n%s", r.stderr)
+				}
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("took %s", took)
+			}
+		})
+	}
+}
+
+// TestSlidegateCheck: check passes the shipped samconfig.toml stages,
+// fails (exit status 1) on each configuration the functions or
+// CloudFormation would refuse, naming it, and warns of the risky ones.
+func TestSlidegateCheck(t *testing.T) {
+	samconfig := func(overrides string) string {
+		path := filepath.Join(t.TempDir(), "samconfig.toml")
+		body := "version = 0.1\n[dev.deploy.parameters]\nparameter_overrides = \"" + overrides + "\"\n"
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		code int
+		// says must appear on stdout, each as "error: ..." or "warning: ...".
+		says []string
+	}{
+		{"shipped dev", nil, []string{"--stage", "dev"}, 0, []string{"0 errors, 0 warnings"}},
+		{"shipped prod", nil, []string{"--stage", "prod"}, 0, []string{"0 errors, 0 warnings", "anonymous     60/1m"}},
+		{"bad tier value", map[string]string{"RATE_LIMIT_USER": "lots"}, nil, 1, []string{`error: RATE_LIMIT_USER="lots"`}},
+		{"limit above the exact-arithmetic cap", map[string]string{"RATE_LIMIT_ORG": "1000000/720h"}, nil, 1, []string{`error: RATE_LIMIT_ORG="1000000/720h"`, "2^50"}},
+		{"bad route", map[string]string{"RATE_LIMIT_ROUTES": "POST auth=5/1m"}, nil, 1, []string{`error: RATE_LIMIT_ROUTES="POST auth=5/1m"`}},
+		{"bad fail-closed glob", map[string]string{"RATE_LIMIT_FAIL_CLOSED": "auth/*"}, nil, 1, []string{"error: RATE_LIMIT_FAIL_CLOSED"}},
+		{"bad fallback instances", map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "0"}, nil, 1, []string{"error: RATE_LIMIT_FALLBACK_INSTANCES"}},
+		{"bad stage variable", nil, []string{"--stage-var", "rateLimitQuota=10/1x"}, 1, []string{`error: stage variable rateLimitQuota="10/1x"`}},
+		{"samconfig: unknown parameter", nil, []string{"--samconfig", samconfig("RateLimitAnonymus=5/1m")}, 1, []string{"the template has no parameter RateLimitAnonymus"}},
+		{"samconfig: value outside the pattern", nil, []string{"--samconfig", samconfig("RateLimitAnonymous=lots")}, 1, []string{"RateLimitAnonymous=\"lots\": does not match the parameter's AllowedPattern"}},
+		{"samconfig: value outside the allowed values", nil, []string{"--samconfig", samconfig("RateLimitAlgorithm=fastest")}, 1, []string{"not one of the parameter's AllowedValues"}},
+		{"samconfig: number below its minimum", nil, []string{"--samconfig", samconfig("ThrottleRateLimit=0")}, 1, []string{"below the parameter's MinValue 1"}},
+		{"samconfig: allowed by the template, refused by the functions", nil, []string{"--samconfig", samconfig("RateLimitAnonymous=1000000/720h")}, 1, []string{`error: stage variable rateLimitAnonymous="1000000/720h"`, "2^50"}},
+		{"login route fails open", map[string]string{"RATE_LIMIT_FAIL_CLOSED": "none"}, nil, 0, []string{"warning: login route POST /auth/login fails open", `warning: login route limit "POST /auth/*" fails open`}},
+		{"approximate algorithm on an auth route", map[string]string{"RATE_LIMIT_ROUTES": "POST /auth/*=5/1m:token-bucket"}, nil, 0, []string{`warning: login route limit "POST /auth/*" is token-bucket, an approximate algorithm`}},
+		{"login route without a limit", map[string]string{"RATE_LIMIT_ROUTES": "none"}, nil, 0, []string{"warning: login route POST /auth/login has no route limit of its own"}},
+		{"fallback share larger than the limit", map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "100"}, nil, 0, []string{`warning: fallback share of "anonymous" (30/1m) is larger than the limit`}},
+		{"stage variable that overrides nothing", nil, []string{"--stage-var", "rateLimitAnon=3/1m"}, 0, []string{"warning: stage variable rateLimitAnon (--stage-var) overrides nothing"}},
+		{"environment variable that overrides nothing", map[string]string{"RATE_LIMIT_ANONYMUS": "3/1m"}, nil, 0, []string{"warning: environment variable RATE_LIMIT_ANONYMUS overrides nothing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runSlidegate(t, c.env, "", append([]string{"check"}, c.args...)...)
+			if r.code != c.code {
+				t.Errorf("exit %d, want %d\n%s%s", r.code, c.code, r.stdout, r.stderr)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(r.stdout, s) {
+					t.Errorf("output does not say %q:\n%s%s", s, r.stdout, r.stderr)
+				}
+			}
+		})
+	}
+
+	t.Run("json", func(t *testing.T) {
+		r := runSlidegate(t, map[string]string{"RATE_LIMIT_USER": "lots", "RATE_LIMIT_FAIL_CLOSED": "none"}, "", "check", "--json")
+		var rep struct {
+			Limits   []struct{ Name, Limit, Algorithm string }
+			Routes   []struct{ Method, Resource string }
+			Errors   []string
+			Warnings []string
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, r.stdout)
+		}
+		if r.code != 1 || len(rep.Errors) == 0 || len(rep.Warnings) < 2 || len(rep.Limits) != 5 || len(rep.Routes) == 0 {
+			t.Errorf("exit %d, %+v", r.code, rep)
+		}
+		for _, e := range rep.Errors {
+			if !strings.Contains(strings.ToLower(e), "ratelimituser") && !strings.Contains(e, "RATE_LIMIT_USER") {
+				t.Errorf("error %q is not about RATE_LIMIT_USER", e)
+			}
+		}
+	})
+	t.Run("unreadable samconfig", func(t *testing.T) {
+		r := runSlidegate(t, nil, "", "check", "--samconfig", samconfig(`A=1 B="unterminated`))
+		if r.code != 1 || !strings.Contains(r.stderr, "slidegate check: samconfig") {
+			t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+func mapsEqual(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// containsFields reports whether some line of s holds exactly these
+// whitespace-separated fields first.
+func containsFields(s string, fields ...string) bool {
+	for _, line := range strings.Split(s, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(fields) && strings.Join(f[:len(fields)], " ") == strings.Join(fields, " ") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSlidegateSecretsFromSecretsManager: the command reads the Redis AUTH
+// token and the identity hash key from Secrets Manager as the functions do
+// (the SDK against an endpoint that answers like Secrets Manager), so it
+// reads the very counts of a function given the same key; a secret it
+// cannot read is one clear error.
+func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
+	const redisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cli-redis-auth-AbCdEf"
+	password := azSecret(t)
+	srv := redistest.StartServer(t)
+	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: password})
+		defer c.Close()
+		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
+	})
+	sm := httptest.NewServer(&fakeSecretsManager{secrets: map[string]string{redisARN: password, hkARN: hkKeyA}})
+	t.Cleanup(sm.Close)
+
+	fn := startDevFunction(t, map[string]string{
+		"REDIS_URL":           "redis://:" + password + "@" + srv.Addr(),
+		"RATE_LIMIT_HASH_KEY": hkKeyA,
+		"API_KEY_HASHES":      strings.Repeat("0", 64),
+	})
+	for range 4 {
+		if !fn.decide(t, "GET", "/v1/items", "192.0.2.44", nil) {
+			t.Fatal("denied")
+		}
+	}
+	env := map[string]string{
+		"REDIS_URL":                        srv.URL(),
+		"REDIS_AUTH_SECRET_ARN":            redisARN,
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN":   hkARN,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER": sm.URL,
+		"AWS_REGION":                       "us-east-1",
+		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
+		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
+	}
+	if got := inspectJSON(t, env, "--ip", "192.0.2.44").used()["anonymous"]; got != 4 {
+		t.Errorf("inspect with the secrets: %d used, want 4", got)
+	}
+
+	for _, c := range []struct{ variable, says string }{
+		{"RATE_LIMIT_HASH_KEY_SECRET_ARN", "slidegate inspect: RATE_LIMIT_HASH_KEY_SECRET_ARN: read secret"},
+		{"REDIS_AUTH_SECRET_ARN", "slidegate inspect: REDIS_AUTH_SECRET_ARN: read secret"},
+	} {
+		bad := maps.Clone(env)
+		bad[c.variable] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing-XxXxXx"
+		r := runSlidegate(t, bad, "", "inspect", "--ip", "192.0.2.44")
+		if r.code != 1 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, password) {
+			t.Errorf("%s unreadable: exit %d\n%s", c.variable, r.code, r.stderr)
+		}
+	}
+}
