@@ -183,10 +183,11 @@ func parseInitTrace(out []byte) (float64, map[string]float64) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 6 || f[0] != "init" || f[5] != "clock," {
+		// init, package, @start, ms,, clock, ms, clock,, ...
+		if len(f) < 7 || f[0] != "init" || f[6] != "clock," {
 			continue
 		}
-		ms, err := strconv.ParseFloat(f[3], 64)
+		ms, err := strconv.ParseFloat(f[4], 64)
 		if err != nil {
 			continue
 		}
