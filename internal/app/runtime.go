@@ -260,7 +260,8 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Bool("jwt", rt.verifier != nil),
 		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil),
 		slog.Int("ipv6Prefix", cfg.IPv6Prefix),
-		slog.String("identityHash", rt.identityHashMode()))
+		slog.String("identityHash", rt.identityHashMode()),
+		slog.String("tracer", tracing.Tracer))
 	return rt, nil
 }
 
