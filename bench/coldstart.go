@@ -236,6 +236,7 @@ func coldStartSection(l lambdaInfo) string {
 		}
 		w("\nTarget, %s: %s; measured %s: %s.\n", t.Name, t.Want, t.Measured, state)
 	}
+	w("\n")
 	return b.String()
 }
 
