@@ -5,6 +5,7 @@ go 1.26.8
 replace github.com/slidegate/slidegate => ../
 
 require (
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/slidegate/slidegate v0.0.0

@@ -42,6 +42,9 @@ type lambdaInfo struct {
 	// Answer is the last warm invocation's answer, to show it was a real
 	// decision (Allow from Redis, not degraded).
 	Answer string `json:"answer,omitempty"`
+	// ColdStart compares the authorizer's cold start, in both tracer
+	// builds, with a minimal aws-lambda-go function's (coldstart.go).
+	ColdStart *coldStartInfo `json:"cold_start_compare,omitempty"`
 }
 
 // runLambda measures what a decision costs inside a Lambda function:
@@ -71,18 +74,25 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 	}
 	defer os.RemoveAll(tmp)
 	for _, fn := range []string{"authorizer", "api"} {
-		p.set("lambda: building the " + fn + " bootstrap (linux/arm64)")
-		out := filepath.Join(tmp, "arm64-"+fn)
-		if err := buildBootstrap(ctx, root, "./functions/"+fn, out, "linux", "arm64"); err != nil {
-			info.Note = err.Error()
-			return info
+		// Both tracer builds: the default (X-Ray) and TRACER=none.
+		for _, tags := range []string{"", "noxray"} {
+			name := fn
+			if tags != "" {
+				name += "-" + tags
+			}
+			p.set("lambda: building the " + name + " bootstrap (linux/arm64)")
+			out := filepath.Join(tmp, "arm64-"+name)
+			if err := buildBootstrap(ctx, root, "./functions/"+fn, out, "linux", "arm64", tags); err != nil {
+				info.Note = err.Error()
+				return info
+			}
+			st, err := os.Stat(out)
+			if err != nil {
+				info.Note = err.Error()
+				return info
+			}
+			info.BootstrapBytes[name] = st.Size()
 		}
-		st, err := os.Stat(out)
-		if err != nil {
-			info.Note = err.Error()
-			return info
-		}
-		info.BootstrapBytes[fn] = st.Size()
 	}
 
 	rie := filepath.Join(root, "bin", "aws-lambda-rie")
@@ -97,7 +107,7 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 		return info
 	}
 	boot := filepath.Join(hostDir, "bootstrap")
-	if err := buildBootstrap(ctx, root, "./functions/authorizer", boot, runtime.GOOS, runtime.GOARCH); err != nil {
+	if err := buildBootstrap(ctx, root, "./functions/authorizer", boot, runtime.GOOS, runtime.GOARCH, ""); err != nil {
 		info.Note = err.Error()
 		return info
 	}
@@ -148,6 +158,11 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 			}
 		}
 		inst.stop()
+	}
+	info.ColdStart, err = compareColdStarts(ctx, root, rie, tmp, env, event, 9, p)
+	if err != nil {
+		info.Note = "cold-start comparison: " + err.Error()
+		return info
 	}
 	slices.Sort(warmLat)
 	info.WarmP50us = percentile(warmLat, 0.5) / 1e3
@@ -217,12 +232,19 @@ func allocsPerDecision(ctx context.Context, c *redis.Client) (allocs, bytes, gat
 	return allocs, bytes, gateAllocs, nil
 }
 
-func buildBootstrap(ctx context.Context, root, pkg, out, goos, goarch string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
-	cmd.Dir = root
+// buildBootstrap builds the main package pkg of the module in dir as
+// `make build` does (static, -tags lambda.norpc, stripped), with the build
+// tags in tags as well (comma-separated; "" for none).
+func buildBootstrap(ctx context.Context, dir, pkg, out, goos, goarch, tags string) error {
+	allTags := "lambda.norpc"
+	if tags != "" {
+		allTags += "," + tags
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", allTags, "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for %s/%s: %w\n%s", pkg, goos, goarch, err, msg)
+		return fmt.Errorf("build %s (tags %s) for %s/%s: %w\n%s", pkg, allTags, goos, goarch, err, msg)
 	}
 	return nil
 }

@@ -65,6 +65,7 @@ func main() {
 		root     = flag.String("root", "..", "the slidegate checkout (functions/, events/, bin/aws-lambda-rie)")
 		render   = flag.String("render", "", "re-render the report and charts from this results.json instead of measuring")
 		lambda   = flag.Bool("lambda", true, "measure the Lambda figures (bootstrap size, cold start and warm overhead under the emulator, allocations)")
+		only     = flag.String("only", "", `"lambda": measure the Lambda figures alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
 	)
 	flag.Parse()
 	cfg := config{
@@ -98,6 +99,18 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	switch *only {
+	case "":
+	case "lambda":
+		if err := runOnlyLambda(ctx, cfg, *out, *server); err != nil {
+			fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda\n", *only)
+		os.Exit(2)
 	}
 	if err := run(ctx, cfg, *out, *luaDir, *server); err != nil {
 		fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)

@@ -232,10 +232,11 @@ func renderReport(res *results) string {
 	b.WriteString(guidance(res))
 
 	b.WriteString(lambdaSection(res.Lambda))
+	b.WriteString(coldStartSection(res.Lambda))
 
 	w("## Missed targets\n\n")
 	missed := 0
-	for _, t := range res.Targets {
+	for _, t := range allTargets(res) {
 		if !t.Met {
 			missed++
 			w("- **%s**: wanted %s; measured %s (%s).\n", t.Name, t.Want, t.Measured, t.Why)

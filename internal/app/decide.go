@@ -134,6 +134,7 @@ func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
 		path = path.Union(config.ParseRequestPath(served))
 	}
 	limits := rt.stages.For(req.StageVariables)
+	rt.awaitIdentity(ctx, req.Headers)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
 	if who.InvalidSource {
 		rt.observer.invalidSource(ctx, req.SourceIP)

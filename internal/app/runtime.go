@@ -79,11 +79,12 @@ type Options struct {
 
 // Cold-start timing. The Lambda init phase allows 10 s in all.
 const (
-	// DefaultColdStartBudget is how long NewRuntime waits, in all, for
-	// what it loads at cold start: the Redis AUTH secret then the scripts,
-	// and, alongside them, the API Gateway keys, the JWKS and the HS256
-	// secret. What has not loaded by then goes on loading in the
-	// background.
+	// DefaultColdStartBudget bounds what is loaded at cold start: the
+	// Redis AUTH secret and the identity hash key, which NewRuntime waits
+	// for, and the API Gateway keys, the JWKS and the HS256 secret, which
+	// the first request carrying an API key or a bearer token waits for,
+	// all from the start of NewRuntime. What has not loaded by then goes
+	// on loading in the background.
 	DefaultColdStartBudget = 4 * time.Second
 	// coldStartScriptBudget bounds the script preload (within the
 	// cold-start budget): decisions load scripts on demand anyway.
@@ -113,9 +114,24 @@ type Runtime struct {
 	// that load in the background (also held by resolver).
 	gatewayKeys *identity.GatewayKeys
 	verifier    *identity.Verifier
-	// coldStartLoaded is closed when every cold-start load has ended,
-	// within the cold-start budget or after it.
+	// coldStartLoaded is closed when the cold-start loads NewRuntime waits
+	// for (the identity hash key secret) have ended, within the cold-start
+	// budget or after it.
 	coldStartLoaded chan struct{}
+	// identityLoads are the cold-start loads only requests with
+	// credentials need (the API Gateway key listing, the JWKS, the HS256
+	// secret); identityLoaded is closed when they have ended. NewRuntime
+	// does not wait for them: a decision on a request carrying an API key
+	// or a bearer token does, until coldStartDeadline at most
+	// (awaitIdentity).
+	identityLoads     *coldStartLoads
+	identityLoaded    chan struct{}
+	coldStartDeadline time.Time
+	coldStartBudget   time.Duration
+	budgetSpentLogged sync.Once
+	// scriptsLoaded is closed when the script preload, which runs in the
+	// background, has ended.
+	scriptsLoaded chan struct{}
 	// secretRetryInterval paces re-reads of a Redis AUTH secret that could
 	// not be read at cold start (Options.SecretRetryInterval).
 	secretRetryInterval time.Duration
@@ -123,20 +139,24 @@ type Runtime struct {
 
 // NewRuntime builds the runtime at cold start: it parses the configuration
 // once (bad values are logged and replaced by their defaults), builds the
-// Redis client and preloads the scripts (a failure is logged, not fatal:
-// Redis may be down at cold start and back by the first request), reads the
-// secrets, lists the API keys and fetches the JWKS. getenv is os.Getenv
-// when nil.
+// Redis client, reads the secrets every decision needs (the Redis AUTH
+// secret, the identity hash key secret), and starts in the background what
+// only some requests need: the script preload (a decision loads a missing
+// script itself; a failure is logged, not fatal), the API key listing, the
+// JWKS and the HS256 secret. getenv is os.Getenv when nil.
 //
 // It takes at most opts.ColdStartBudget (DefaultColdStartBudget), plus a
 // few milliseconds, however slow AWS, the JWKS host or Redis are: every
 // step shares that one deadline and the independent ones run in parallel.
-// The Redis AUTH secret and the script preload are bounded by it (a
-// secret not read by then is read again when a new connection needs it,
-// at most every Options.SecretRetryInterval; until then Redis answers
-// NOAUTH, which the failure policy handles); the API keys, the JWKS and the HS256 secret go
-// on loading in the background after it, and until they arrive API keys
-// count as anonymous and bearer tokens do not verify.
+// The Redis AUTH secret is bounded by it (a secret not read by then is
+// read again when a new connection needs it, at most every
+// Options.SecretRetryInterval; until then Redis answers NOAUTH, which the
+// failure policy handles), and so is the wait for the identity hash key.
+// NewRuntime does not wait for the API keys, the JWKS and the HS256
+// secret: a request carrying an API key or a bearer token waits for them,
+// until the same deadline at most (counted from the start of NewRuntime),
+// and they go on loading in the background after it; until they arrive
+// API keys count as anonymous and bearer tokens do not verify.
 //
 // Nothing in the environment makes it fail: an unset REDIS_URL gives a
 // runtime whose every decision finds Redis unavailable (fail-open routes
@@ -165,20 +185,27 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	}
 	initCtx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	deadline, _ := initCtx.Deadline()
 
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
-	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval}
+	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
+		coldStartDeadline: deadline, coldStartBudget: budget}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
 	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}
 
 	// Who is counted: these loads start first and run alongside Redis's.
-	loads := &coldStartLoads{ctx: context.WithoutCancel(ctx)}
-	keys := rt.buildKeyStore(ctx, aws, opts.Now, loads)
-	rt.verifier = rt.buildVerifier(aws, opts.HTTPClient, loads)
+	// Only a request with an API key or a bearer token needs them, and it
+	// waits for them (awaitIdentity); NewRuntime does not.
+	rt.identityLoads = &coldStartLoads{ctx: context.WithoutCancel(ctx)}
+	keys := rt.buildKeyStore(ctx, aws, opts.Now, rt.identityLoads)
+	rt.verifier = rt.buildVerifier(aws, opts.HTTPClient, rt.identityLoads)
 	rt.resolver = identity.NewResolver(keys, rt.verifier, logger)
+	rt.identityLoaded = rt.identityLoads.finished()
+	// What every decision needs: the identity hash key secret.
+	loads := &coldStartLoads{ctx: context.WithoutCancel(ctx)}
 
 	// Redis.
 	rt.client = opts.Redis
@@ -198,18 +225,28 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
 	rt.coldStartLoaded = loads.finished()
-	loadCtx, cancelLoad := context.WithTimeout(initCtx, max(coldStartScriptBudget, cfg.Redis.Timeout))
-	if err := limiter.LoadScripts(loadCtx); err != nil {
-		logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
-			slog.String("error", err.Error()))
-	}
-	cancelLoad()
+	// The first decision does not need the scripts preloaded (EVALSHA falls
+	// back to EVAL on NOSCRIPT, which loads the script), so the preload
+	// runs in the background, within the cold-start budget.
+	rt.scriptsLoaded = make(chan struct{})
+	go func() {
+		defer close(rt.scriptsLoaded)
+		loadDeadline := time.Now().Add(max(coldStartScriptBudget, cfg.Redis.Timeout))
+		if deadline.Before(loadDeadline) {
+			loadDeadline = deadline
+		}
+		loadCtx, cancelLoad := context.WithDeadline(context.WithoutCancel(ctx), loadDeadline)
+		defer cancelLoad()
+		if err := limiter.LoadScripts(loadCtx); err != nil {
+			logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
+				slog.String("error", err.Error()))
+		}
+	}()
 
 	select {
 	case <-rt.coldStartLoaded:
 	case <-initCtx.Done():
-		logger.LogAttrs(ctx, slog.LevelWarn, "cold-start budget spent; the rest loads in the background (API keys count as anonymous and bearer tokens do not verify until their keys arrive)",
-			slog.Duration("budget", budget), slog.Any("loading", loads.pending()))
+		rt.logBudgetSpent(ctx, loads)
 	}
 
 	logger.LogAttrs(ctx, slog.LevelInfo, "runtime ready",
@@ -223,7 +260,8 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Bool("jwt", rt.verifier != nil),
 		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil),
 		slog.Int("ipv6Prefix", cfg.IPv6Prefix),
-		slog.String("identityHash", rt.identityHashMode()))
+		slog.String("identityHash", rt.identityHashMode()),
+		slog.String("tracer", tracing.Tracer))
 	return rt, nil
 }
 
@@ -271,6 +309,44 @@ func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsClients, loads *col
 	rt.hashKeySecret = s
 	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", s.readOnce)
 	return nil
+}
+
+// logBudgetSpent logs, once per runtime, that the cold-start budget ran
+// out with loads still pending.
+func (rt *Runtime) logBudgetSpent(ctx context.Context, loads *coldStartLoads) {
+	rt.budgetSpentLogged.Do(func() {
+		rt.logger.LogAttrs(ctx, slog.LevelWarn, "cold-start budget spent; the rest loads in the background (API keys count as anonymous and bearer tokens do not verify until their keys arrive)",
+			slog.Duration("budget", rt.coldStartBudget), slog.Any("loading", loads.pending()))
+	})
+}
+
+// awaitIdentity waits, for a request that carries an API key or a bearer
+// token (headers with lower-case names), until the cold-start loads of the
+// identity sources (API key listing, JWKS, HS256 secret) have ended, the
+// cold-start budget is spent, or ctx ends. Requests without credentials,
+// and every request once the loads have ended, never wait.
+func (rt *Runtime) awaitIdentity(ctx context.Context, headers map[string]string) {
+	select {
+	case <-rt.identityLoaded:
+		return
+	default:
+	}
+	if headers["x-api-key"] == "" && headers["authorization"] == "" {
+		return
+	}
+	wait := time.Until(rt.coldStartDeadline)
+	if wait <= 0 {
+		rt.logBudgetSpent(ctx, rt.identityLoads)
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-rt.identityLoaded:
+	case <-timer.C:
+		rt.logBudgetSpent(ctx, rt.identityLoads)
+	case <-ctx.Done():
+	}
 }
 
 // identityHashMode says, for the cold-start log line, how identities are
@@ -340,10 +416,12 @@ func (l *coldStartLoads) pending() []string {
 // these loads; this is for tests and tools that need a settled runtime.
 // The error is ctx's, or that of the last listing or fetch waited for.
 func (rt *Runtime) WaitLoaded(ctx context.Context) error {
-	select {
-	case <-rt.coldStartLoaded:
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, loaded := range []chan struct{}{rt.coldStartLoaded, rt.identityLoaded, rt.scriptsLoaded} {
+		select {
+		case <-loaded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	var errs []error
 	if rt.gatewayKeys != nil {

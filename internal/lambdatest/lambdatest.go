@@ -39,7 +39,7 @@ const InvocationsPath = "/2015-03-31/functions/function/invocations"
 
 var (
 	buildMu sync.Mutex
-	built   = map[string]string{} // package -> bootstrap path
+	built   = map[string]string{} // package and tags -> bootstrap path
 	rieOnce sync.Once
 	riePath string
 	rieErr  error
@@ -63,9 +63,19 @@ func ModuleRoot() (string, error) {
 // architecture, once per test binary, and returns its path.
 func BuildBootstrap(t testing.TB, pkg string) string {
 	t.Helper()
+	return BuildBootstrapTags(t, pkg)
+}
+
+// BuildBootstrapTags is BuildBootstrap with build tags beyond lambda.norpc,
+// e.g. "noxray" for the build of `make build TRACER=none`. Each package and
+// set of tags is built once per test binary.
+func BuildBootstrapTags(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if p, ok := built[pkg]; ok {
+	allTags := strings.Join(append([]string{"lambda.norpc"}, tags...), ",")
+	id := pkg + " " + allTags
+	if p, ok := built[id]; ok {
 		return p
 	}
 	root, err := ModuleRoot()
@@ -76,18 +86,22 @@ func BuildBootstrap(t testing.TB, pkg string) string {
 	if len(built) == 0 {
 		removeStaleBuilds(parent)
 	}
-	dir := filepath.Join(parent, strings.NewReplacer("/", "_", ".", "_").Replace(pkg)+"-"+strconv.Itoa(os.Getpid()))
+	name := strings.NewReplacer("/", "_", ".", "_").Replace(pkg)
+	for _, tag := range tags {
+		name += "_" + strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(tag)
+	}
+	dir := filepath.Join(parent, name+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("build bootstrap %s: %v", pkg, err)
 	}
 	out := filepath.Join(dir, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
+	cmd := exec.Command("go", "build", "-tags", allTags, "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build bootstrap %s: %v\n%s", pkg, err, msg)
+		t.Fatalf("build bootstrap %s (tags %s): %v\n%s", pkg, allTags, err, msg)
 	}
-	built[pkg] = out
+	built[id] = out
 	return out
 }
 

@@ -1,3 +1,5 @@
+//go:build !noxray
+
 package tracing
 
 import (
@@ -66,6 +68,12 @@ func (redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 		finish(seg, call)
 		return err
 	}
+}
+
+// tierFrom is the tier WithTier put in ctx, or "".
+func tierFrom(ctx context.Context) string {
+	tier, _ := ctx.Value(tierKey{}).(string)
+	return tier
 }
 
 // callKey marks the context of a traced call, for the calls go-redis makes

@@ -1,3 +1,5 @@
+//go:build !noxray
+
 package tracing
 
 import (

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// coldStartTargetMs is the issue's bound on how much later than a minimal
+// aws-lambda-go function the authorizer may give its first answer.
+const coldStartTargetMs = 8
+
+// coldBuild is one bootstrap of the cold-start comparison.
+type coldBuild struct {
+	Name string `json:"name"`
+	// Tags are the build tags beyond lambda.norpc.
+	Tags string `json:"tags,omitempty"`
+	// Arm64Bytes is the size of the linux/arm64 stripped bootstrap, as
+	// `make build` makes it.
+	Arm64Bytes int64 `json:"arm64_bytes"`
+	// InitMs is the package initialisation of the bootstrap built for this
+	// machine (GODEBUG=inittrace=1, the clock times of every package
+	// summed), one figure per run.
+	InitMs []float64 `json:"init_ms"`
+	// InitTop are the packages whose initialisation costs the most, by
+	// their median over the runs.
+	InitTop []pkgInit `json:"init_top,omitempty"`
+	// FirstAnswerMs is, per round, the time from sending a fresh emulator
+	// its first invocation to the answer: the bootstrap's process start,
+	// its initialisation, main's cold start and one invocation.
+	FirstAnswerMs []float64 `json:"first_answer_ms"`
+	// AfterMinimalMs is, per round, FirstAnswerMs less the minimal
+	// function's in the same round (0 for the minimal function itself).
+	AfterMinimalMs []float64 `json:"after_minimal_ms"`
+	// Answer is the first answer of the last round.
+	Answer string `json:"answer,omitempty"`
+
+	pkg, dir, hostPath string
+}
+
+// pkgInit is one package's initialisation time.
+type pkgInit struct {
+	Package string  `json:"package"`
+	Ms      float64 `json:"ms"`
+}
+
+// coldStartInfo is the cold-start comparison: a minimal aws-lambda-go
+// function and the authorizer in both tracer builds, in one run.
+type coldStartInfo struct {
+	Rounds int          `json:"rounds"`
+	Builds []*coldBuild `json:"builds"`
+}
+
+// compareColdStarts builds the minimal function and the authorizer with
+// and without X-Ray, for linux/arm64 (sizes) and for this machine (init
+// traces, first answers), then measures each build's first answer under a
+// fresh emulator, rounds times, the builds in a rotating order within each
+// round so that drift on a shared machine falls on all of them.
+func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string, event []byte, rounds int, p *progress) (*coldStartInfo, error) {
+	builds := []*coldBuild{
+		{Name: "minimal aws-lambda-go function", pkg: "./minimal", dir: filepath.Join(root, "bench")},
+		{Name: "authorizer (default, X-Ray)", pkg: "./functions/authorizer", dir: root},
+		{Name: "authorizer (TRACER=none)", Tags: "noxray", pkg: "./functions/authorizer", dir: root},
+	}
+	for i, b := range builds {
+		p.set("lambda: building " + b.Name)
+		arm := filepath.Join(tmp, fmt.Sprintf("cold-arm64-%d", i))
+		if err := buildBootstrap(ctx, b.dir, b.pkg, arm, "linux", "arm64", b.Tags); err != nil {
+			return nil, err
+		}
+		st, err := os.Stat(arm)
+		if err != nil {
+			return nil, err
+		}
+		b.Arm64Bytes = st.Size()
+		dir := filepath.Join(tmp, fmt.Sprintf("cold-host-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		b.hostPath = filepath.Join(dir, "bootstrap")
+		if err := buildBootstrap(ctx, b.dir, b.pkg, b.hostPath, runtime.GOOS, runtime.GOARCH, b.Tags); err != nil {
+			return nil, err
+		}
+	}
+
+	const initRuns = 9
+	for _, b := range builds {
+		p.set("lambda: init traces of " + b.Name)
+		perPkg := map[string][]float64{}
+		for range initRuns {
+			total, pkgs, err := initTrace(ctx, b.hostPath)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", b.Name, err)
+			}
+			b.InitMs = append(b.InitMs, total)
+			for name, ms := range pkgs {
+				perPkg[name] = append(perPkg[name], ms)
+			}
+		}
+		for name, ms := range perPkg {
+			for len(ms) < initRuns {
+				ms = append(ms, 0)
+			}
+			b.InitTop = append(b.InitTop, pkgInit{Package: name, Ms: median(ms)})
+		}
+		slices.SortFunc(b.InitTop, func(x, y pkgInit) int {
+			if x.Ms != y.Ms {
+				if x.Ms > y.Ms {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(x.Package, y.Package)
+		})
+		b.InitTop = b.InitTop[:min(len(b.InitTop), 5)]
+	}
+
+	for r := range rounds {
+		first := make([]float64, len(builds))
+		for k := range builds {
+			i := (r + k) % len(builds)
+			b := builds[i]
+			p.set(fmt.Sprintf("lambda: first answers, round %d/%d: %s", r+1, rounds, b.Name))
+			inst, err := startRIE(rie, b.hostPath, env)
+			if err != nil {
+				return nil, err
+			}
+			t0 := time.Now()
+			body, err := inst.invoke(ctx, event)
+			elapsed := time.Since(t0)
+			inst.stop()
+			if err != nil {
+				return nil, fmt.Errorf("%s: first invocation: %w", b.Name, err)
+			}
+			first[i] = float64(elapsed.Microseconds()) / 1e3
+			b.Answer = strings.TrimSpace(string(body))
+		}
+		for i, b := range builds {
+			b.FirstAnswerMs = append(b.FirstAnswerMs, first[i])
+			b.AfterMinimalMs = append(b.AfterMinimalMs, first[i]-first[0])
+		}
+	}
+	return &coldStartInfo{Rounds: rounds, Builds: builds}, nil
+}
+
+// initTrace runs bootstrap once with GODEBUG=inittrace=1 and no Lambda
+// runtime API (it exits as soon as main asks for one) and returns the
+// clock time of every package's initialisation, and their sum, in ms.
+func initTrace(ctx context.Context, bootstrap string) (float64, map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bootstrap)
+	cmd.Dir = filepath.Dir(bootstrap)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GODEBUG=inittrace=1", "LOG_LEVEL=error"}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // it fails without the runtime API; the traces are out by then
+	total, pkgs := parseInitTrace(stderr.Bytes())
+	if len(pkgs) == 0 {
+		return 0, nil, fmt.Errorf("no init trace from %s: %.300s", bootstrap, stderr.String())
+	}
+	return total, pkgs, nil
+}
+
+// parseInitTrace reads the lines of GODEBUG=inittrace=1,
+//
+//	init github.com/x/y @1.2 ms, 0.34 ms clock, 5000 bytes, 10 allocs
+//
+// and returns each package's clock time and their sum, in ms.
+func parseInitTrace(out []byte) (float64, map[string]float64) {
+	pkgs := map[string]float64{}
+	total := 0.0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		// init, package, @start, ms,, clock, ms, clock,, ...
+		if len(f) < 7 || f[0] != "init" || f[6] != "clock," {
+			continue
+		}
+		ms, err := strconv.ParseFloat(f[4], 64)
+		if err != nil {
+			continue
+		}
+		pkgs[f[1]] += ms
+		total += ms
+	}
+	return total, pkgs
+}
+
+// coldStartSection renders the comparison for docs/benchmarks.md.
+func coldStartSection(l lambdaInfo) string {
+	c := l.ColdStart
+	if c == nil || len(c.Builds) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("\n### Cold start against a minimal aws-lambda-go function\n\n")
+	w("Three bootstraps, built as `make build` builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`): `bench/minimal`, an aws-lambda-go authorizer that allows everyone and reads nothing; the authorizer as deployed by default, with the X-Ray SDK; and the authorizer built with `make build TRACER=none` (build tag `noxray`: no tracer linked, no subsegments sent). ")
+	w("Package initialisation is `GODEBUG=inittrace=1 ./bootstrap` on this machine, the clock times of every package summed, median of %d runs. ", len(c.Builds[0].InitMs))
+	w("The first answer is the time from sending a fresh emulator its first invocation to the answer (process start, initialisation, main's cold start with the authorizer's configuration and Redis client, one decision on Redis), %d rounds, the three in a rotating order within each round; \"after minimal\" is the median of each round's difference with the minimal function's.\n\n", c.Rounds)
+	w("| bootstrap | size, linux/arm64 | package init | costliest packages at init | first answer | after minimal |\n|---|---|---|---|---|---|\n")
+	for i, x := range c.Builds {
+		var top []string
+		for _, t := range x.InitTop[:min(len(x.InitTop), 3)] {
+			top = append(top, fmt.Sprintf("%s %.2f ms", shortPkg(t.Package), t.Ms))
+		}
+		after := "-"
+		if i > 0 {
+			after = fmt.Sprintf("%.1f ms", median(x.AfterMinimalMs))
+		}
+		w("| %s | %.1f MB | %.1f ms | %s | %.1f ms | %s |\n", x.Name, float64(x.Arm64Bytes)/1e6, median(x.InitMs),
+			strings.Join(top, ", "), median(x.FirstAnswerMs), after)
+	}
+	if api, none := l.BootstrapBytes["api"], l.BootstrapBytes["api-noxray"]; api > 0 && none > 0 {
+		w("\nThe api function, linux/arm64: %.1f MB by default, %.1f MB with `TRACER=none`.\n", float64(api)/1e6, float64(none)/1e6)
+	}
+	w("\nFirst answers per round, in ms:\n\n")
+	for _, x := range c.Builds {
+		w("- %s: %s\n", x.Name, joinFloats1(x.FirstAnswerMs))
+	}
+	if t := coldStartTarget(c); t != nil {
+		state := "met"
+		if !t.Met {
+			state = "**missed**"
+		}
+		w("\nTarget, %s: %s; measured %s: %s.\n", t.Name, t.Want, t.Measured, state)
+	}
+	w("\n")
+	return b.String()
+}
+
+// coldStartTarget is the issue's cold-start target, for the default build.
+func coldStartTarget(c *coldStartInfo) *target {
+	if c == nil || len(c.Builds) < 2 {
+		return nil
+	}
+	def := c.Builds[1]
+	after := median(def.AfterMinimalMs)
+	t := &target{
+		Name:     "cold start (first answer under the emulator)",
+		Want:     fmt.Sprintf("the default authorizer at most %d ms after a minimal aws-lambda-go function, in one run", coldStartTargetMs),
+		Measured: fmt.Sprintf("%.1f ms after (median of %d rounds' differences; first answers %.1f ms vs %.1f ms)", after, len(def.AfterMinimalMs), median(def.FirstAnswerMs), median(c.Builds[0].FirstAnswerMs)),
+		Met:      after <= coldStartTargetMs,
+	}
+	if !t.Met {
+		t.Why = fmt.Sprintf("%.1f ms over the bound", after-coldStartTargetMs)
+	}
+	return t
+}
+
+// allTargets are the run's targets and the Lambda figures' (checked when
+// the report is rendered, so that `-only lambda` and `-render` check them
+// too), for the report's list of missed targets.
+func allTargets(res *results) []target {
+	out := slices.Clone(res.Targets)
+	if t := coldStartTarget(res.Lambda.ColdStart); t != nil {
+		out = append(out, *t)
+	}
+	return out
+}
+
+// shortPkg shortens a package path for a table cell.
+func shortPkg(p string) string {
+	p = strings.TrimPrefix(p, "github.com/")
+	return "`" + p + "`"
+}
+
+func joinFloats1(xs []float64) string {
+	var parts []string
+	for _, x := range xs {
+		parts = append(parts, fmt.Sprintf("%.1f", x))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runOnlyLambda measures the Lambda figures alone and puts them into the
+// report of an earlier run (out/benchmarks/results.json), whose other
+// figures it keeps: `go run . -only lambda`.
+func runOnlyLambda(ctx context.Context, cfg config, out, serverBin string) error {
+	path := filepath.Join(out, "benchmarks", "results.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-only lambda updates an earlier run's results: %w", err)
+	}
+	var res results
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	p := newProgress()
+	defer p.done()
+	p.set("starting redis-server")
+	srv, err := startRedis(serverBin)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	b := &bench{cfg: cfg, client: statsClient(srv.addr), progress: p}
+	defer b.client.Close()
+	res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
+	p.set("writing the report")
+	return writeOutputs(out, &res)
+}
