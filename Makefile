@@ -6,6 +6,7 @@
 #   make build   both functions' bootstrap binaries (linux/arm64; GOARCH=amd64)
 #   make bench   the benchmark against peer libraries, writing a report
 
+SHELL       := /bin/bash
 GO          ?= go
 GOOS        ?= linux
 GOARCH      ?= arm64
