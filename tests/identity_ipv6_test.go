@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -33,8 +35,56 @@ func ipv6Env(redisURL string, overrides map[string]string) map[string]string {
 // stage variable rateLimitIpv6Prefix) of 128 counts each address alone.
 // Each case also counts the Redis keys it wrote: one per caller.
 func TestAnonymousIdentityOfSourceAddresses(t *testing.T) {
-	srv := redistest.StartServer(t)
-	admin := srv.Client(t)
+	for _, top := range ipv6Topologies(t) {
+		t.Run(top.name, func(t *testing.T) { testAnonymousIdentityOfSourceAddresses(t, top) })
+	}
+}
+
+// ipv6Topology is a Redis the source-address tests run on: its environment
+// (REDIS_URL, REDIS_CLUSTER), and a way to empty it and count its keys.
+type ipv6Topology struct {
+	name     string
+	env      map[string]string
+	flush    func(ctx context.Context) error
+	keyCount func(ctx context.Context) (int64, error)
+}
+
+// ipv6Topologies starts a single node and a 3-master cluster.
+func ipv6Topologies(t *testing.T) []ipv6Topology {
+	single := redistest.StartServer(t)
+	singleAdmin := single.Client(t)
+	cluster := redistest.StartCluster(t, 3, 0)
+	clusterAdmin := cluster.Client(t)
+	return []ipv6Topology{
+		{
+			name:     "single",
+			env:      map[string]string{"REDIS_URL": single.URL()},
+			flush:    func(ctx context.Context) error { return singleAdmin.FlushAll(ctx).Err() },
+			keyCount: func(ctx context.Context) (int64, error) { return singleAdmin.DBSize(ctx).Result() },
+		},
+		{
+			name: "cluster",
+			env:  map[string]string{"REDIS_URL": "redis://" + cluster.Addrs()[0], "REDIS_CLUSTER": "true"},
+			flush: func(ctx context.Context) error {
+				return clusterAdmin.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushAll(ctx).Err() })
+			},
+			keyCount: func(ctx context.Context) (int64, error) {
+				var mu sync.Mutex
+				var n int64
+				err := clusterAdmin.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+					k, err := c.DBSize(ctx).Result()
+					mu.Lock()
+					n += k
+					mu.Unlock()
+					return err
+				})
+				return n, err
+			},
+		},
+	}
+}
+
+func testAnonymousIdentityOfSourceAddresses(t *testing.T, top ipv6Topology) {
 	cases := []struct {
 		name      string
 		env       map[string]string
@@ -74,10 +124,13 @@ func TestAnonymousIdentityOfSourceAddresses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if err := admin.FlushAll(ctx).Err(); err != nil {
+			if err := top.flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "30/1m"})
+			env := ipv6Env(top.env["REDIS_URL"], map[string]string{"RATE_LIMIT_ANONYMOUS": "30/1m"})
+			for k, v := range top.env {
+				env[k] = v
+			}
 			for k, v := range tc.env {
 				env[k] = v
 			}
@@ -95,7 +148,7 @@ func TestAnonymousIdentityOfSourceAddresses(t *testing.T) {
 					admitted++
 				}
 			}
-			keys, err := admin.DBSize(ctx).Result()
+			keys, err := top.keyCount(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
