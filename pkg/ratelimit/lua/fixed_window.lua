@@ -44,11 +44,11 @@ local cost = tonumber(ARGV[1])
 local spend = cost > 0
 if not spend then cost = -cost end
 
-local result = { 1, now }
-local all_ok = true
-local old, rewrite, ttl = {}, {}, {}
-
-for i = 1, n do
+-- decide works out limit i: whether it admits the cost, what the reply
+-- says of it, the value before this call's INCRBY (s), and the value to
+-- store with its expiry when the key must be rewritten (false when the
+-- INCRBY already holds it).
+local function decide(i)
   local limit = tonumber(ARGV[2 * i])
   local window = tonumber(ARGV[2 * i + 1])
   local index = math.floor(now / window)
@@ -90,7 +90,6 @@ for i = 1, n do
   local retry = 0
   if not ok then
     retry = left
-    all_ok = false
   end
   local after = count
   if ok and spend then after = count + cost end
@@ -99,36 +98,57 @@ for i = 1, n do
   local reset = 0
   if after > 0 then reset = left end
 
+  local rewrite, ttl = false, 0
+  if spend and fresh then
+    rewrite = (index % period) * m + after
+    ttl = math.ceil(left / 1000)
+  end
+  return ok, remaining, reset, retry, s, rewrite, ttl
+end
+
+-- undo puts key i back as it was before this call's INCRBY.
+local function undo(i, s)
+  if s > 0 then
+    redis.call('DECRBY', KEYS[i], ARGV[1])
+  elseif s == 0 then
+    redis.call('DEL', KEYS[i])
+  end
+end
+
+if n == 1 then
+  local ok, remaining, reset, retry, s, rewrite, ttl = decide(1)
+  if not ok then
+    if spend then undo(1, s) end
+    return { 0, now, 0, remaining, reset, retry }
+  end
+  if rewrite then
+    redis.call('SET', KEYS[1], string.format('%d', rewrite), 'PX', ttl)
+  end
+  return { 1, now, 1, remaining, reset, retry }
+end
+
+local result = { 1, now }
+local all_ok = true
+local olds, rewrites, ttls = {}, {}, {}
+for i = 1, n do
+  local ok, remaining, reset, retry, s, rewrite, ttl = decide(i)
+  if not ok then all_ok = false end
   result[4 * i - 1] = ok and 1 or 0
   result[4 * i] = remaining
   result[4 * i + 1] = reset
   result[4 * i + 2] = retry
-  if spend then
-    old[i] = s
-    if fresh then
-      rewrite[i] = (index % period) * m + after
-      ttl[i] = math.ceil(left / 1000)
-    else
-      rewrite[i] = false
-    end
-  end
+  olds[i], rewrites[i], ttls[i] = s, rewrite, ttl
 end
 
 if not all_ok then
   result[1] = 0
   if spend then
-    for i = 1, n do
-      if old[i] > 0 then
-        redis.call('DECRBY', KEYS[i], ARGV[1])
-      elseif old[i] == 0 then
-        redis.call('DEL', KEYS[i])
-      end
-    end
+    for i = 1, n do undo(i, olds[i]) end
   end
 elseif spend then
   for i = 1, n do
-    if rewrite[i] then
-      redis.call('SET', KEYS[i], string.format('%d', rewrite[i]), 'PX', ttl[i])
+    if rewrites[i] then
+      redis.call('SET', KEYS[i], string.format('%d', rewrites[i]), 'PX', ttls[i])
     end
   end
 end
