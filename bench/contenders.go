@@ -71,10 +71,41 @@ func identityTag(identity string) string {
 
 // slidegateKey is the key pkg/ratelimit builds for the limit named "bench"
 // (see pkg/ratelimit/keys.go); the replay uses it so that the memory figures
-// are those of real keys.
+// are those of real keys. The counters (sw, fw) end in "<count>/<window>",
+// the other algorithms in "<count>:<window ms>".
 func slidegateKey(code, identity string, lim limitSpec) string {
-	return "rl:{" + identityTag(identity) + "}:" + code + ":bench:" +
-		strconv.FormatInt(lim.Count, 10) + ":" + strconv.FormatInt(lim.Window.Milliseconds(), 10)
+	head := "rl:{" + identityTag(identity) + "}:" + code + ":bench:" + strconv.FormatInt(lim.Count, 10)
+	if code == "sw" || code == "fw" {
+		return head + "/" + compactWindow(lim.Window)
+	}
+	return head + ":" + strconv.FormatInt(lim.Window.Milliseconds(), 10)
+}
+
+// compactWindow writes a window as pkg/ratelimit's keys do: "1m", "1h",
+// "10s", "250ms".
+func compactWindow(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	case d%time.Minute == 0:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+}
+
+// redisRateKey is what redis_rate is given as its key (it prepends
+// "rate:"): the identity's tag and the limit, padded so that the whole key
+// is as long as slidegate's default key, so that memory compares at equal
+// key length.
+func redisRateKey(identity string, lim limitSpec) string {
+	k := "{" + identityTag(identity) + "}:bench:" + strconv.FormatInt(lim.Count, 10) + "/" + compactWindow(lim.Window)
+	want := len(slidegateKey("sw", identity, lim)) - len("rate:")
+	for len(k) < want {
+		k += "_"
+	}
+	return k[:want]
 }
 
 func isAllowedReply(v any) bool {
@@ -155,8 +186,13 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				}, nil
 			},
 			replay: func(ctx context.Context, pipe redis.Pipeliner, id string, lim limitSpec, nowUs int64) *redis.Cmd {
-				return sc.EvalSha(ctx, pipe, []string{slidegateKey(code, id, lim)},
-					nowUs, "1", "1", lim.Count, lim.Window.Microseconds(), limitOf(lim).Burst())
+				// ARGV: cost, count, window in microseconds, the burst for
+				// GCRA, then the time (see the scripts' headers).
+				args := []any{1, lim.Count, lim.Window.Microseconds()}
+				if alg == ratelimit.TokenBucket || alg == ratelimit.LeakyBucket {
+					args = append(args, limitOf(lim).Burst())
+				}
+				return sc.EvalSha(ctx, pipe, []string{slidegateKey(code, id, lim)}, append(args, nowUs)...)
 			},
 			keyOf: func(id string, lim limitSpec) string { return slidegateKey(code, id, lim) },
 		})
@@ -168,14 +204,14 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 			rl := redis_rate.NewLimiter(client)
 			limit := redis_rate.Limit{Rate: int(lim.Count), Burst: int(lim.Count), Period: lim.Window}
 			return func(ctx context.Context, id string) (bool, error) {
-				res, err := rl.Allow(ctx, identityTag(id), limit)
+				res, err := rl.Allow(ctx, redisRateKey(id, lim), limit)
 				if err != nil {
 					return false, err
 				}
 				return res.Allowed > 0, nil
 			}, nil
 		},
-		keyOf: func(id string, _ limitSpec) string { return "rate:" + identityTag(id) },
+		keyOf: func(id string, lim limitSpec) string { return "rate:" + redisRateKey(id, lim) },
 	})
 
 	store, err := ulredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "ul"})
@@ -241,6 +277,36 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				nowUs/1000, lim.Window.Milliseconds(), lim.Count, seq.Add(1))
 		},
 		keyOf: func(id string, _ limitSpec) string { return "zl:" + identityTag(id) },
+	})
+
+	incrSrc, _ := baselineLua.ReadFile("lua/incr_pexpire.lua")
+	incr := redis.NewScript(string(incrSrc))
+	if err := incr.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load incr_pexpire.lua: %w", err)
+	}
+	out = append(out, &contender{
+		Name: nameIncrPexpire, Group: "ceiling", Clock: clockClient + ", milliseconds",
+		build: func(_ func() time.Time, lim limitSpec) (decider, error) {
+			window := lim.Window.Milliseconds()
+			return func(ctx context.Context, id string) (bool, error) {
+				index := time.Now().UnixMilli() / window
+				v, err := incr.EvalSha(ctx, client, []string{"fx:{" + identityTag(id) + "}:" + strconv.FormatInt(index, 10)}, window).Int64()
+				return err == nil && v <= lim.Count, err
+			}, nil
+		},
+	})
+	timeSrc, _ := baselineLua.ReadFile("lua/time_only.lua")
+	timeOnly := redis.NewScript(string(timeSrc))
+	if err := timeOnly.Load(ctx, client).Err(); err != nil {
+		return nil, fmt.Errorf("load time_only.lua: %w", err)
+	}
+	out = append(out, &contender{
+		Name: "ceiling: EVALSHA of TIME", Group: "ceiling", Clock: clockRedis,
+		build: func(_ func() time.Time, _ limitSpec) (decider, error) {
+			return func(ctx context.Context, _ string) (bool, error) {
+				return true, timeOnly.EvalSha(ctx, client, nil).Err()
+			}, nil
+		},
 	})
 
 	one := redis.NewScript("return 1")

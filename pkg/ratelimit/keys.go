@@ -15,13 +15,25 @@ const DefaultKeyPrefix = "rl"
 
 // keyspace builds Redis keys. A key looks like
 //
-//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:sw:anonymous:30:60000
+//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:sw:anonymous:30/1m
 //
 // prefix, the identity's hash as the cluster hash tag, the algorithm, the
-// policy name, the count and the window in milliseconds. The count and the
-// window are part of the key because the stored state is only meaningful
-// for them (GCRA stores time in units of 1/count): changing a limit starts
-// it afresh instead of misreading old state.
+// policy name, then the count and the window as in the configuration
+// ("30/1m", "5/10s", "100/250ms"). The count and the window are part of the
+// key because the stored state is only meaningful for them (GCRA stores time
+// in units of 1/count, the counters size their fields by the count):
+// changing a limit starts it afresh instead of misreading old state.
+//
+// The sliding-window and fixed-window counters moved to this layout when
+// their state became a single integer; the other algorithms, whose state did
+// not change, keep the layout every algorithm had before, with the window in
+// milliseconds:
+//
+//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:tb:anonymous:30:60000
+//
+// legacyKey names that layout for the two counters: their scripts import the
+// state an older release left there when they create a key, so that a
+// rolling deploy does not let a caller start over.
 type keyspace struct {
 	prefix  string
 	hashKey []byte
@@ -62,20 +74,76 @@ func identityDigest(hashKey []byte, identity string) [sha256.Size]byte {
 
 // key returns the Redis key of one limit for an identity's tag.
 func (k keyspace) key(tag string, l Limit) string {
+	return k.keyWithSuffix(tag, keySuffix(l))
+}
+
+// keyWithSuffix joins the prefix, the tag and a suffix from keySuffix.
+func (k keyspace) keyWithSuffix(tag, suffix string) string {
 	var b strings.Builder
-	b.Grow(len(k.prefix) + len(tag) + len(l.Name) + 40)
+	b.Grow(len(k.prefix) + len(tag) + len(suffix) + 3)
 	b.WriteString(k.prefix)
 	b.WriteString(":{")
 	b.WriteString(tag)
-	b.WriteString("}:")
+	b.WriteByte('}')
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// keyForIdentity is key for an identity not yet hashed: the tag is encoded
+// straight into the key, with one allocation in all.
+func (k keyspace) keyForIdentity(identity, suffix string) string {
+	sum := identityDigest(k.hashKey, identity)
+	var tag [tagLen]byte
+	base64.RawURLEncoding.Encode(tag[:], sum[:16])
+	var b strings.Builder
+	b.Grow(len(k.prefix) + tagLen + len(suffix) + 3)
+	b.WriteString(k.prefix)
+	b.WriteString(":{")
+	b.Write(tag[:])
+	b.WriteByte('}')
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// tagLen is the length of an identity's tag: 16 bytes in unpadded base64.
+const tagLen = (16*8 + 5) / 6
+
+// keySuffix is everything after the hash tag: the algorithm, the policy
+// name, the count and the window (see keyspace).
+func keySuffix(l Limit) string {
+	var b strings.Builder
+	b.Grow(len(l.Name) + 32)
+	b.WriteByte(':')
 	b.WriteString(algorithmCode(l.Algorithm))
 	b.WriteByte(':')
 	b.WriteString(keySafeName(l.Name))
 	b.WriteByte(':')
 	b.WriteString(strconv.FormatInt(l.Count, 10))
-	b.WriteByte(':')
-	b.WriteString(strconv.FormatInt(l.Window.Milliseconds(), 10))
+	if counterLayout(l.Algorithm) {
+		b.WriteByte('/')
+		b.WriteString(formatWindow(l.Window))
+	} else {
+		b.WriteByte(':')
+		b.WriteString(strconv.FormatInt(l.Window.Milliseconds(), 10))
+	}
 	return b.String()
+}
+
+// counterLayout reports the algorithms whose keys end in count/window.
+func counterLayout(a Algorithm) bool {
+	switch a.orDefault() {
+	case SlidingWindow, FixedWindow:
+		return true
+	}
+	return false
+}
+
+// legacyKey is the key a release before the integer counters used for l:
+// the window in milliseconds after a colon. It is the same as key for the
+// algorithms that kept that layout.
+func (k keyspace) legacyKey(tag string, l Limit) string {
+	return k.prefix + ":{" + tag + "}:" + algorithmCode(l.Algorithm) + ":" + keySafeName(l.Name) + ":" +
+		strconv.FormatInt(l.Count, 10) + ":" + strconv.FormatInt(l.Window.Milliseconds(), 10)
 }
 
 // algorithmCode is the short form of an algorithm inside keys.

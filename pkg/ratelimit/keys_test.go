@@ -100,3 +100,30 @@ func TestValidatePrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyLayouts(t *testing.T) {
+	ks := keyspace{prefix: "rl"}
+	tag := ks.identityTag("user-42")
+	tests := []struct {
+		lim         Limit
+		key, legacy string
+	}{
+		{Limit{Name: "user", Count: 30, Window: time.Minute},
+			"rl:{" + tag + "}:sw:user:30/1m", "rl:{" + tag + "}:sw:user:30:60000"},
+		{Limit{Name: "user", Count: 5, Window: 1500 * time.Millisecond, Algorithm: FixedWindow},
+			"rl:{" + tag + "}:fw:user:5/1500ms", "rl:{" + tag + "}:fw:user:5:1500"},
+		{Limit{Name: "user", Count: 30, Window: time.Hour, Algorithm: TokenBucket},
+			"rl:{" + tag + "}:tb:user:30:3600000", "rl:{" + tag + "}:tb:user:30:3600000"},
+	}
+	for _, tt := range tests {
+		if got := ks.key(tag, tt.lim); got != tt.key {
+			t.Errorf("key(%v) = %q, want %q", tt.lim, got, tt.key)
+		}
+		if got := ks.keyForIdentity("user-42", keySuffix(tt.lim)); got != tt.key {
+			t.Errorf("keyForIdentity(%v) = %q, want %q", tt.lim, got, tt.key)
+		}
+		if got := ks.legacyKey(tag, tt.lim); got != tt.legacy {
+			t.Errorf("legacyKey(%v) = %q, want %q", tt.lim, got, tt.legacy)
+		}
+	}
+}

@@ -42,12 +42,12 @@ type Check struct {
 // Limiter makes rate-limit decisions on Redis. It is safe for concurrent
 // use and meant to be built once per process and reused.
 type Limiter struct {
-	client   redis.UniversalClient
-	argCache limitArgCache
-	keys     keyspace
-	scripts  scriptSet
-	timeout  time.Duration
-	now      func() time.Time
+	client  redis.UniversalClient
+	limits  limitCache
+	keys    keyspace
+	scripts scriptSet
+	timeout time.Duration
+	now     func() time.Time
 }
 
 // NewLimiter returns a Limiter deciding on client. It does not contact
@@ -125,7 +125,7 @@ func (l *Limiter) Peek(ctx context.Context, cost int64, checks ...Check) (Result
 
 // group is the set of checks decided by one script call.
 type group struct {
-	tag       string
+	tag       string // empty for a lone check: runGroup hashes its identity
 	algorithm Algorithm
 	indexes   []int // positions in the caller's checks
 }
@@ -139,9 +139,17 @@ func (l *Limiter) decide(ctx context.Context, cost int64, spend bool, checks []C
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	groups := l.groupChecks(checks)
 	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
-
+	if len(checks) == 1 {
+		// One limit: no grouping, and the tag goes straight into the key.
+		ok, err := l.runGroup(ctx, cost, spend, checks, group{algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: singleIndex}, res.Decisions)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Allowed = ok
+		return res, nil
+	}
+	groups := l.groupChecks(checks)
 	if len(groups) == 1 {
 		ok, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
 		if err != nil {
@@ -199,9 +207,6 @@ func validate(cost int64, checks []Check) error {
 // groupChecks puts checks that share an identity and an algorithm into one
 // group, keeping the order in which groups first appear.
 func (l *Limiter) groupChecks(checks []Check) []group {
-	if len(checks) == 1 {
-		return []group{{tag: l.keys.identityTag(checks[0].Identity), algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: []int{0}}}
-	}
 	groups := make([]group, 0, 1)
 	tags := make(map[string]string, len(checks))
 	for i, c := range checks {
@@ -226,99 +231,123 @@ func (l *Limiter) groupChecks(checks []Check) []group {
 	return groups
 }
 
+// singleIndex is the indexes of a group of one check; never written.
+var singleIndex = []int{0}
+
 // runGroup makes one script call for a group and fills in its decisions.
 func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
-	keys := make([]string, len(g.indexes))
-	args := make([]any, 0, 3+3*len(g.indexes))
-	args = append(args, l.nowArg(), spendArg(spend), costArg(cost))
-	for i, ci := range g.indexes {
-		lim := checks[ci].Limit
-		keys[i] = l.keys.key(g.tag, lim)
-		limArgs := l.argCache.get(lim)
-		args = append(args, limArgs[0], limArgs[1], limArgs[2])
+	sc := l.scripts.forAlgorithm(g.algorithm)
+	n := len(g.indexes)
+	stride := limitArgs(g.algorithm)
+	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
+	cmd := make([]any, 0, 5+n*(1+stride))
+	cmd = append(cmd, nil, nil, n)
+	for _, ci := range g.indexes {
+		c := checks[ci]
+		e := l.limits.get(c.Limit)
+		if g.tag == "" {
+			cmd = append(cmd, l.keys.keyForIdentity(c.Identity, e.suffix))
+		} else {
+			cmd = append(cmd, l.keys.keyWithSuffix(g.tag, e.suffix))
+		}
 	}
-	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, keys, args)
+	cmd = append(cmd, costArg(cost, spend))
+	for _, ci := range g.indexes {
+		cmd = append(cmd, l.limits.get(checks[ci].Limit).args[:stride]...)
+	}
+	if l.now != nil {
+		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
+	}
+	vals, err := sc.run(ctx, l.client, cmd)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if len(vals) != 2+4*len(g.indexes) {
-		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*len(g.indexes))
+	if len(vals) != 2+4*n {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*n)
 	}
-	ints := make([]int64, len(vals))
 	for i, v := range vals {
-		n, ok := v.(int64)
-		if !ok {
+		if _, ok := v.(int64); !ok {
 			return false, fmt.Errorf("%w: script reply value %d is %T, want an integer", ErrUnavailable, i, v)
 		}
-		ints[i] = n
 	}
-	at := time.UnixMicro(ints[1])
+	at := time.UnixMicro(vals[1].(int64))
 	for i, ci := range g.indexes {
-		f := ints[2+4*i : 6+4*i]
+		f := vals[2+4*i : 6+4*i]
 		out[ci] = Decision{
 			Limit:      checks[ci].Limit,
-			Allowed:    f[0] == 1,
-			Remaining:  f[1],
-			ResetAfter: time.Duration(f[2]) * time.Microsecond,
-			RetryAfter: time.Duration(f[3]) * time.Microsecond,
+			Allowed:    f[0].(int64) == 1,
+			Remaining:  f[1].(int64),
+			ResetAfter: time.Duration(f[2].(int64)) * time.Microsecond,
+			RetryAfter: time.Duration(f[3].(int64)) * time.Microsecond,
 			At:         at,
 		}
 	}
-	return ints[0] == 1, nil
+	return vals[0].(int64) == 1, nil
 }
 
-func (l *Limiter) nowArg() any {
-	if l.now == nil {
-		return ""
+// limitArgs is how many ARGV values each limit takes in an algorithm's
+// script: count and window, and for GCRA the burst.
+func limitArgs(a Algorithm) int {
+	switch a.orDefault() {
+	case TokenBucket, LeakyBucket:
+		return 3
 	}
-	return strconv.FormatInt(l.now().UnixMicro(), 10)
+	return 2
 }
 
-func spendArg(spend bool) any {
-	if spend {
+// costArg is the scripts' ARGV[1]: the cost, negated for a peek. The
+// common costs of 1 are constants, neither formatted nor boxed anew.
+func costArg(cost int64, spend bool) any {
+	switch {
+	case cost == 1 && spend:
 		return "1"
+	case cost == 1:
+		return "-1"
+	case spend:
+		return strconv.FormatInt(cost, 10)
 	}
-	return "0"
+	return strconv.FormatInt(-cost, 10)
 }
 
-// costArg avoids formatting and boxing the common cost of 1.
-func costArg(cost int64) any {
-	if cost == 1 {
-		return "1"
-	}
-	return strconv.FormatInt(cost, 10)
+// limitEntry is what a decision needs of a limit besides its identity: the
+// end of its keys and its script arguments, formatted and boxed.
+type limitEntry struct {
+	suffix string
+	args   [3]any // count, window in microseconds, burst
 }
 
-// limitArgCache keeps the script arguments of recently used limits (count,
-// window in microseconds, burst) formatted and boxed: a process uses a
-// handful of limits, and formatting them for every decision was a third of
-// its allocations. Bounded; past the bound, arguments are formatted anew.
-type limitArgCache struct {
+// limitCache keeps the entries of recently used limits: a process uses a
+// handful of limits, and building them for every decision was a third of
+// its allocations. Bounded; past the bound, entries are built anew.
+type limitCache struct {
 	mu      sync.RWMutex
-	entries map[Limit][3]any
+	entries map[Limit]*limitEntry
 }
 
 const maxCachedLimits = 1024
 
-func (c *limitArgCache) get(l Limit) [3]any {
+func (c *limitCache) get(l Limit) *limitEntry {
 	c.mu.RLock()
-	args, ok := c.entries[l]
+	e, ok := c.entries[l]
 	c.mu.RUnlock()
 	if ok {
-		return args
+		return e
 	}
-	args = [3]any{
-		strconv.FormatInt(l.Count, 10),
-		strconv.FormatInt(l.Window.Microseconds(), 10),
-		strconv.FormatInt(l.Burst(), 10),
+	e = &limitEntry{
+		suffix: keySuffix(l),
+		args: [3]any{
+			strconv.FormatInt(l.Count, 10),
+			strconv.FormatInt(l.Window.Microseconds(), 10),
+			strconv.FormatInt(l.Burst(), 10),
+		},
 	}
 	c.mu.Lock()
 	if c.entries == nil {
-		c.entries = make(map[Limit][3]any)
+		c.entries = make(map[Limit]*limitEntry)
 	}
 	if len(c.entries) < maxCachedLimits {
-		c.entries[l] = args
+		c.entries[l] = e
 	}
 	c.mu.Unlock()
-	return args
+	return e
 }

@@ -91,10 +91,17 @@ func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
 // the caller twice. (go-redis's cluster client retries EOFs and timeouts on
 // its own whatever MaxRetries says; noRetryCmd opts out, while MOVED and ASK
 // redirections, which are safe, are still followed.)
-func (sc *script) run(ctx context.Context, c redis.UniversalClient, keys []string, args []any) ([]any, error) {
-	res, err := sc.call(ctx, c, "evalsha", sc.sha, keys, args)
+//
+// cmd is the whole command: its first two values are set here (the verb and
+// the SHA-1 or source), then come the key count, KEYS and ARGV.
+func (sc *script) run(ctx context.Context, c redis.UniversalClient, cmd []any) ([]any, error) {
+	cmd[0], cmd[1] = "evalsha", sc.sha
+	res, err := sc.call(ctx, c, cmd)
 	if err != nil && isNoScript(err) {
-		res, err = sc.call(ctx, c, "eval", sc.src, keys, args)
+		// A copy: the failed command, which hooks may have kept, keeps its
+		// own arguments.
+		cmd = append([]any{"eval", sc.src}, cmd[2:]...)
+		res, err = sc.call(ctx, c, cmd)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("run script %s: %w", sc.name, err)
@@ -106,14 +113,8 @@ func (sc *script) run(ctx context.Context, c redis.UniversalClient, keys []strin
 	return vals, nil
 }
 
-func (sc *script) call(ctx context.Context, c redis.UniversalClient, verb, body string, keys []string, args []any) (any, error) {
-	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, verb, body, len(keys))
-	for _, k := range keys {
-		cmdArgs = append(cmdArgs, k)
-	}
-	cmdArgs = append(cmdArgs, args...)
-	cmd := redis.NewCmd(ctx, cmdArgs...)
+func (sc *script) call(ctx context.Context, c redis.UniversalClient, args []any) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
 	// Process's own error is the command's error, read below.
 	_ = c.Process(ctx, noRetryCmd{cmd})
 	return cmd.Result()

@@ -13,38 +13,39 @@
 -- TAT' = max(TAT, now) + n*T.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
--- ARGV[1]   now in microseconds, or "" to read Redis TIME (production).
--- ARGV[2]   "1" to spend when every limit admits, "0" to peek (never writes).
--- ARGV[3]   cost: units this request spends on every limit.
--- ARGV[4+3(i-1)], ARGV[5+3(i-1)], ARGV[6+3(i-1)]
+-- ARGV[1]   cost: units this request spends on every limit; negative to
+--           peek (never writes) at -cost.
+-- ARGV[3i-1], ARGV[3i], ARGV[3i+1]
 --           limit i: count, window in microseconds, burst.
+-- ARGV[3n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
 --           reset_after_us, retry_after_us }.
 -- reset_after: time until the bucket is full again (TAT reached).
--- Nothing is written unless every limit admits and ARGV[2] is "1".
+-- Nothing is written unless every limit admits and the cost is positive.
 --
 -- Complexity: O(number of limits).
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
+local n = #KEYS
+local now = ARGV[3 * n + 2]
+if now then
+  now = tonumber(now)
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
-local spend = ARGV[2] == '1'
-local cost = tonumber(ARGV[3])
+local cost = tonumber(ARGV[1])
+local spend = cost > 0
+if not spend then cost = -cost end
 
 local result = { 1, now }
 local pending = {}
 local all_ok = true
 
 for i = 1, #KEYS do
-  local base = 3 + (i - 1) * 3
-  local count = tonumber(ARGV[base + 1])
-  local window = tonumber(ARGV[base + 2])
-  local burst = tonumber(ARGV[base + 3])
+  local count = tonumber(ARGV[3 * i - 1])
+  local window = tonumber(ARGV[3 * i])
+  local burst = tonumber(ARGV[3 * i + 1])
 
   -- backlog: max(TAT - now, 0) in scaled units
   local backlog = 0

@@ -28,18 +28,18 @@
 -- treated as the newest stored bucket, which only counts more, never less.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
--- ARGV[1]   now in microseconds, or "" to read Redis TIME (production).
--- ARGV[2]   "1" to spend when every limit admits, "0" to peek (never writes).
--- ARGV[3]   cost: units this request spends on every limit.
--- ARGV[4+3(i-1)], ARGV[5+3(i-1)], ARGV[6+3(i-1)]
---           limit i: count, window in microseconds, burst (unused here).
+-- ARGV[1]   cost: units this request spends on every limit; negative to
+--           peek (never writes) at -cost.
+-- ARGV[2i], ARGV[2i+1]
+--           limit i: count, window in microseconds.
+-- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
 --           reset_after_us, retry_after_us }.
 -- reset_after: time until every admitted unit has left check (A).
 -- retry_after: for a limit that does not admit the cost now, the wait until
 --              the first bucket edge at which it would (0 otherwise).
--- Nothing is written unless every limit admits and ARGV[2] is "1".
+-- Nothing is written unless every limit admits and the cost is positive.
 --
 -- Complexity: O(K * number of limits); one GET per limit, one SET per limit
 -- on a spend. Memory: one string of at most K+1 small counters per limit.
@@ -71,24 +71,25 @@ local function earliest_b(sum, old, cost, limit, start, to, from)
   return math.max(from, to - math.floor(room * (to - start) / old))
 end
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
+local n = #KEYS
+local now = ARGV[2 * n + 2]
+if now then
+  now = tonumber(now)
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
-local spend = ARGV[2] == '1'
-local cost = tonumber(ARGV[3])
+local cost = tonumber(ARGV[1])
+local spend = cost > 0
+if not spend then cost = -cost end
 
 local result = { 1, now }
 local pending = {}
 local all_ok = true
 
 for i = 1, #KEYS do
-  local base = 3 + (i - 1) * 3
-  local limit = tonumber(ARGV[base + 1])
-  local window = tonumber(ARGV[base + 2])
+  local limit = tonumber(ARGV[2 * i])
+  local window = tonumber(ARGV[2 * i + 1])
   local cap_a = math.floor(limit * (K + 1) / K)
 
   -- The bucket of now, computed relative to its window so that every

@@ -6,38 +6,39 @@
 -- which is the price of exactness.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
--- ARGV[1]   now in microseconds, or "" to read Redis TIME (production).
--- ARGV[2]   "1" to spend when every limit admits, "0" to peek (never writes).
--- ARGV[3]   cost: units this request spends on every limit.
--- ARGV[4+3(i-1)], ARGV[5+3(i-1)], ARGV[6+3(i-1)]
---           limit i: count, window in microseconds, burst (unused here).
+-- ARGV[1]   cost: units this request spends on every limit; negative to
+--           peek (never writes) at -cost.
+-- ARGV[2i], ARGV[2i+1]
+--           limit i: count, window in microseconds.
+-- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
 --           reset_after_us, retry_after_us }.
 -- retry_after is when enough of the oldest live units have aged out for
 -- this cost to fit; reset_after is when the newest one has.
--- Nothing is written unless every limit admits and ARGV[2] is "1".
+-- Nothing is written unless every limit admits and the cost is positive.
 --
 -- Complexity: O(log n) per limit to count, plus O(cost log n) to add and
 -- O(k log n) to trim k expired members on a spend.
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
+local n = #KEYS
+local now = ARGV[2 * n + 2]
+if now then
+  now = tonumber(now)
 else
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 end
-local spend = ARGV[2] == '1'
-local cost = tonumber(ARGV[3])
+local cost = tonumber(ARGV[1])
+local spend = cost > 0
+if not spend then cost = -cost end
 
 local result = { 1, now }
 local all_ok = true
 
 for i = 1, #KEYS do
-  local base = 3 + (i - 1) * 3
-  local limit = tonumber(ARGV[base + 1])
-  local window = tonumber(ARGV[base + 2])
+  local limit = tonumber(ARGV[2 * i])
+  local window = tonumber(ARGV[2 * i + 1])
   local oldest_live = '(' .. string.format('%d', now - window)
 
   local count = redis.call('ZCOUNT', KEYS[i], oldest_live, '+inf')
@@ -74,8 +75,7 @@ if not all_ok then
   result[1] = 0
 elseif spend then
   for i = 1, #KEYS do
-    local base = 3 + (i - 1) * 3
-    local window = tonumber(ARGV[base + 2])
+    local window = tonumber(ARGV[2 * i + 1])
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
     -- Members are "<now>:<n>"; n continues after any member already at now,
     -- so units admitted in the same microsecond stay distinct.
