@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Reset deletes what Redis holds for each check's limit and identity, so
@@ -13,10 +15,11 @@ import (
 //
 // Only the given limits are reset, under the Limiter's key prefix and
 // identity hash key: a Limiter with another hash key resets nothing of the
-// identity's. The keys of one identity share its hash tag, so they are
-// deleted together, in one command per identity, on a single server as in
-// a cluster. A Gate's deny cache is not Redis: a process that denied the
-// identity keeps denying it from memory until the RetryAfter it reported.
+// identity's. Each limit's keys (today's and the previous layout's, from
+// which a new key imports its count) share the identity's hash tag, so one
+// DEL per limit removes them on a single server as in a cluster. A Gate's
+// deny cache is not Redis: a process that denied the identity keeps denying
+// it from memory until the RetryAfter it reported.
 //
 // Reset writes to Redis (it is no dry run): it is for operators, not for
 // the decision path.
@@ -34,10 +37,12 @@ func (l *Limiter) Reset(ctx context.Context, checks ...Check) (int, error) {
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	// One DEL per identity, keys deduplicated (DEL counts a key given twice
-	// once anyway, but the reply would not say which).
-	var order []string
-	keysByTag := make(map[string][]string)
+	// One DEL per limit, each with the key of the layout before the
+	// integer counters too (a new instance imports that key's count when
+	// it creates its own, so it must go as well), sent in one pipeline.
+	// Keys given twice are deleted once.
+	type limitKeys struct{ keys []string }
+	var limits []limitKeys
 	seen := make(map[string]bool)
 	for _, c := range checks {
 		tag := l.keys.identityTag(c.Identity)
@@ -46,18 +51,27 @@ func (l *Limiter) Reset(ctx context.Context, checks ...Check) (int, error) {
 			continue
 		}
 		seen[key] = true
-		if _, ok := keysByTag[tag]; !ok {
-			order = append(order, tag)
+		lk := limitKeys{keys: []string{key}}
+		if legacy := l.keys.legacyKey(tag, c.Limit); legacy != key {
+			lk.keys = append(lk.keys, legacy)
 		}
-		keysByTag[tag] = append(keysByTag[tag], key)
+		limits = append(limits, lk)
 	}
-	deleted := 0
-	for _, tag := range order {
-		n, err := l.client.Del(ctx, keysByTag[tag]...).Result()
-		if err != nil {
-			return deleted, fmt.Errorf("reset: %w: %w", ErrUnavailable, err)
+	cmds := make([]*redis.IntCmd, len(limits))
+	_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, lk := range limits {
+			cmds[i] = p.Del(ctx, lk.keys...)
 		}
-		deleted += int(n)
+		return nil
+	})
+	deleted := 0
+	for _, cmd := range cmds {
+		if n, cerr := cmd.Result(); cerr == nil && n > 0 {
+			deleted++
+		}
+	}
+	if err != nil {
+		return deleted, fmt.Errorf("reset: %w: %w", ErrUnavailable, err)
 	}
 	return deleted, nil
 }
