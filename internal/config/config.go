@@ -247,7 +247,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
 
-	redisCfg, err := ratelimit.ClientConfigFromEnv(getenv)
+	redisCfg, err := RedisClientFromEnv(getenv)
 	report(err)
 	redisIAM, err := parseRedisIAM(get, redisCfg.URL)
 	report(err)

@@ -143,26 +143,6 @@ func TestClosest(t *testing.T) {
 	}
 }
 
-func TestClientConfigFromEnv(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	cfg, err := ClientConfigFromEnv(env(map[string]string{"REDIS_URL": "redis://h:1", "REDIS_CLUSTER": "true", "REDIS_TIMEOUT": "250ms"}))
-	if err != nil || !cfg.Cluster || cfg.Timeout != 250*time.Millisecond || cfg.URL != "redis://h:1" {
-		t.Fatalf("good env: %+v, %v", cfg, err)
-	}
-	cfg, err = ClientConfigFromEnv(env(map[string]string{"REDIS_CLUSTER": "yes please", "REDIS_TIMEOUT": "soon"}))
-	if err == nil {
-		t.Fatal("bad values not reported")
-	}
-	for _, name := range []string{"REDIS_CLUSTER", "REDIS_TIMEOUT", "soon"} {
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("error %q does not name %s", err, name)
-		}
-	}
-	if cfg.Cluster || cfg.Timeout != DefaultTimeout {
-		t.Fatalf("bad values not replaced by defaults: %+v", cfg)
-	}
-}
-
 func TestNewClientKeepsPasswordsOutOfErrors(t *testing.T) {
 	_, err := NewClient(ClientConfig{URL: "redis://user:hunter2@[::1"})
 	if err == nil {
