@@ -20,7 +20,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/internal/wire"
 )
 
 // apiKnownKey is the API key the API tests configure as known (tier org).
@@ -87,40 +87,40 @@ func invokeAPI(t testing.TB, h *apihandler.LambdaHandler, payload []byte) apiRes
 // parseAPIResponse reads a v1 or v2 proxy response.
 func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 	t.Helper()
-	var wire struct {
+	var proxy struct {
 		StatusCode        int                 `json:"statusCode"`
 		Headers           map[string]string   `json:"headers"`
 		MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
 		Body              string              `json:"body"`
 		IsBase64Encoded   bool                `json:"isBase64Encoded"`
 	}
-	if err := json.Unmarshal(raw, &wire); err != nil {
+	if err := json.Unmarshal(raw, &proxy); err != nil {
 		t.Fatalf("response is not a proxy response: %v: %s", err, raw)
 	}
 	// The JSON maps are read exactly by clients: the rate-limit headers must
 	// be spelled as the contract spells them, not in Go's canonical form.
-	for k := range wire.Headers {
-		if spec := ratelimit.SpecHeaderName(k); spec != k {
+	for k := range proxy.Headers {
+		if spec := wire.SpecHeaderName(k); spec != k {
 			t.Errorf("response header %q: the contract spells it %q", k, spec)
 		}
 	}
-	for k := range wire.MultiValueHeaders {
-		if spec := ratelimit.SpecHeaderName(k); spec != k {
+	for k := range proxy.MultiValueHeaders {
+		if spec := wire.SpecHeaderName(k); spec != k {
 			t.Errorf("response multi-value header %q: the contract spells it %q", k, spec)
 		}
 	}
-	resp := apiResponse{StatusCode: wire.StatusCode, Header: http.Header{}, Body: wire.Body}
-	for k, v := range wire.Headers {
+	resp := apiResponse{StatusCode: proxy.StatusCode, Header: http.Header{}, Body: proxy.Body}
+	for k, v := range proxy.Headers {
 		resp.Header.Set(k, v)
 	}
-	for k, vs := range wire.MultiValueHeaders {
+	for k, vs := range proxy.MultiValueHeaders {
 		resp.Header.Del(k)
 		for _, v := range vs {
 			resp.Header.Add(k, v)
 		}
 	}
-	if wire.IsBase64Encoded {
-		body, err := base64.StdEncoding.DecodeString(wire.Body)
+	if proxy.IsBase64Encoded {
+		body, err := base64.StdEncoding.DecodeString(proxy.Body)
 		if err != nil {
 			t.Fatalf("base64 body: %v", err)
 		}
@@ -200,7 +200,7 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	if err != nil || retry < 1 {
 		t.Fatalf("Retry-After = %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
 	}
-	if want := string(ratelimit.TooManyRequestsBody(retry)); resp.Body != want {
+	if want := string(wire.TooManyRequestsBody(retry)); resp.Body != want {
 		t.Fatalf("429 body\n got %s\nwant %s", resp.Body, want)
 	}
 	m := apiSpecBody429.FindStringSubmatch(resp.Body)

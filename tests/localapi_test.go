@@ -21,6 +21,7 @@ import (
 	"github.com/slidegate/slidegate/cmd/localapi/server"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -265,7 +266,7 @@ func TestLocalAPI(t *testing.T) {
 			if ct := denied.header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("429 Content-Type %q", ct)
 			}
-			if want := string(ratelimit.TooManyRequestsBody(retry)); denied.body != want {
+			if want := string(wire.TooManyRequestsBody(retry)); denied.body != want {
 				t.Errorf("429 body:\n got %s\nwant %s", denied.body, want)
 			}
 
@@ -307,7 +308,7 @@ func TestLocalAPI(t *testing.T) {
 			if err != nil || retry < 1 {
 				t.Errorf("503 Retry-After %q", r.header.Get("Retry-After"))
 			}
-			if want := string(ratelimit.ServiceUnavailableBody(retry)); r.body != want {
+			if want := string(wire.ServiceUnavailableBody(retry)); r.body != want {
 				t.Errorf("503 body:\n got %s\nwant %s", r.body, want)
 			}
 			if r := api.do(t, "GET", "/v1/items", org); r.status != http.StatusOK {
@@ -404,7 +405,7 @@ func TestLocalAPIHTTPAPI(t *testing.T) {
 			"request with the decision in its context: an HTTP API answers any unauthorized request 403)", r.status, r.body)
 	}
 	retry, _ := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
-	if want := string(ratelimit.TooManyRequestsBody(retry)); r.body != want {
+	if want := string(wire.TooManyRequestsBody(retry)); r.body != want {
 		t.Errorf("429 body:\n got %s\nwant %s", r.body, want)
 	}
 }

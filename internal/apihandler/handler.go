@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -47,7 +48,7 @@ type Options struct {
 	// lines and metrics are the Runtime's.
 	Logger *slog.Logger
 	// UnavailableRetryAfter is the Retry-After of the 503 of a fail-closed
-	// route Redis could not decide; ratelimit.DefaultUnavailableRetryAfter
+	// route Redis could not decide; httplimit.DefaultUnavailableRetryAfter
 	// when zero.
 	UnavailableRetryAfter time.Duration
 }
@@ -81,12 +82,12 @@ func New(rt Runtime, opts Options) http.Handler {
 	}
 	logger = slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
 	d := deciders{rt: rt}
-	limit := ratelimit.Middleware(d.spend, ratelimit.MiddlewareOptions{
+	limit := httplimit.Middleware(d.spend, httplimit.Options{
 		Logger:                logger,
 		RouteName:             routeName,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 	})
-	report := ratelimit.Middleware(d.peek, ratelimit.MiddlewareOptions{
+	report := httplimit.Middleware(d.peek, httplimit.Options{
 		Logger:                logger,
 		UnavailableRetryAfter: opts.UnavailableRetryAfter,
 		ReportOnly:            true,
@@ -139,14 +140,14 @@ var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this 
 // otherwise counts the request through the Runtime. An authorizer that could
 // not decide a fail-closed route is believed: 503, without asking Redis
 // again.
-func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
+func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	req := readRequest(r)
 	if app.UnavailableFromContext(req.Authorizer) {
-		return ratelimit.Verdict{}, errAuthorizerUnavailable
+		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
 	if req.Authorizer != nil {
 		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {
-			return ratelimit.Verdict{Result: ratelimit.Result{
+			return httplimit.Verdict{Result: ratelimit.Result{
 				Allowed:   decision.Allowed,
 				Degraded:  decision.Degraded,
 				Decisions: []ratelimit.Decision{decision},
@@ -155,9 +156,9 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
+		return httplimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
 	}
-	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
 }
 
 // peek reports the caller's limits without spending them: the
@@ -168,16 +169,16 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 // token is not a peek: Runtime.Quota counts it against the source IP's
 // anonymous limit, and the middleware answers 401, or 429 once that limit
 // denies.
-func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
+func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 	req := readRequest(r)
 	if app.UnavailableFromContext(req.Authorizer) {
-		return ratelimit.Verdict{}, errAuthorizerUnavailable
+		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
 	out, err := d.rt.Quota(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
+		return httplimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
 	}
-	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -16,7 +16,7 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/internal/wire"
 )
 
 // ErrMalformedEvent wraps every event the Lambda handler cannot serve: not
@@ -157,7 +157,7 @@ func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGate
 // read the JSON map exactly.
 func respell[V any](headers map[string]V) map[string]V {
 	for name, v := range headers {
-		if spec := ratelimit.SpecHeaderName(name); spec != name {
+		if spec := wire.SpecHeaderName(name); spec != name {
 			delete(headers, name)
 			headers[spec] = v
 		}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/slidegate/slidegate/internal/httplimit"
+	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -40,7 +42,7 @@ type Quota struct {
 }
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
-	verdict, _ := ratelimit.VerdictFromContext(r.Context())
+	verdict, _ := httplimit.VerdictFromContext(r.Context())
 	closest := verdict.Result.Closest()
 	q := Quota{Limits: make([]QuotaLimit, 0, len(verdict.Result.Decisions)), Degraded: verdict.Result.Degraded}
 	add := func(d ratelimit.Decision) {
@@ -127,7 +129,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// Only our own fixed types reach here; none fails to encode.
 		status, body = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL_ERROR","message":"The answer could not be encoded."}}`)
 	}
-	w.Header().Set("Content-Type", ratelimit.ContentTypeJSON)
+	w.Header().Set("Content-Type", wire.ContentTypeJSON)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -79,7 +80,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if !o.Result.Allowed {
 		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
 		ctx[CtxRetryAfter] = retry
-		ctx[CtxRetryIn] = ratelimit.RetryPhrase(retry)
+		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
 	}
 	if o.Result.Degraded {
 		ctx[CtxDegraded] = true

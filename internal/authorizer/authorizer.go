@@ -29,7 +29,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/internal/httplimit"
 )
 
 // ErrUnauthorized is the error whose message, exactly "Unauthorized", makes
@@ -255,7 +255,7 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 		}
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 			IsAuthorized: true,
-			Context:      app.AuthorizerUnavailableContext(o, ratelimit.DefaultUnavailableRetryAfter),
+			Context:      app.AuthorizerUnavailableContext(o, httplimit.DefaultUnavailableRetryAfter),
 		}, nil
 	}
 	if unauthorizedWithinLimit(o) || (!o.Result.Allowed && !forward) {

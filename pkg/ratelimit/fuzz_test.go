@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/wire"
 )
 
 // Fuzzers of everything in this package that parses or carries outside
@@ -86,11 +88,11 @@ func FuzzHeaders(f *testing.F) {
 			}
 		}
 		if !allowed {
-			if ra := h.Get(HeaderRetryAfter); ra == "" || strings.HasPrefix(ra, "-") || ra == "0" {
+			if ra := h.Get(headerRetryAfter); ra == "" || strings.HasPrefix(ra, "-") || ra == "0" {
 				t.Fatalf("denial with Retry-After %q, want at least 1", ra)
 			}
 		}
-		body := TooManyRequestsBody(retryMicros)
+		body := wire.TooManyRequestsBody(retryMicros)
 		if strings.ContainsAny(string(body), "\r\n") {
 			t.Fatalf("429 body has a line break: %q", body)
 		}

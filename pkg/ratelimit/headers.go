@@ -7,49 +7,19 @@ import (
 	"time"
 )
 
-// Header names written by SetHeaders.
+// Header names written by SetHeaders, spelled as the IETF draft and the
+// older conventions spell them.
 const (
-	HeaderRateLimitPolicy    = "RateLimit-Policy"
-	HeaderRateLimit          = "RateLimit"
-	HeaderRateLimitLimit     = "RateLimit-Limit"
-	HeaderRateLimitRemaining = "RateLimit-Remaining"
-	HeaderRateLimitReset     = "RateLimit-Reset"
-	HeaderXRateLimitLimit    = "X-RateLimit-Limit"
-	HeaderXRateLimitRemain   = "X-RateLimit-Remaining"
-	HeaderXRateLimitReset    = "X-RateLimit-Reset"
-	HeaderRetryAfter         = "Retry-After"
-	// HeaderCacheControl is set to no-store on every answer the
-	// Middleware writes itself.
-	HeaderCacheControl = "Cache-Control"
+	headerRateLimitPolicy    = "RateLimit-Policy"
+	headerRateLimit          = "RateLimit"
+	headerRateLimitLimit     = "RateLimit-Limit"
+	headerRateLimitRemaining = "RateLimit-Remaining"
+	headerRateLimitReset     = "RateLimit-Reset"
+	headerXRateLimitLimit    = "X-RateLimit-Limit"
+	headerXRateLimitRemain   = "X-RateLimit-Remaining"
+	headerXRateLimitReset    = "X-RateLimit-Reset"
+	headerRetryAfter         = "Retry-After"
 )
-
-// SpecHeaderName returns the spelling the contract (docs/contract.md) gives a rate-limit header
-// ("RateLimit-Policy", "X-RateLimit-Reset") for any spelling of its name,
-// and any other name unchanged. net/http stores header names in its
-// canonical form ("Ratelimit-Policy"); HTTP names are case-insensitive, but
-// a Lambda proxy response's headers are a JSON map that clients and tests
-// index exactly, so the functions respell them at the edge.
-func SpecHeaderName(name string) string {
-	switch http.CanonicalHeaderKey(name) {
-	case "Ratelimit-Policy":
-		return HeaderRateLimitPolicy
-	case "Ratelimit":
-		return HeaderRateLimit
-	case "Ratelimit-Limit":
-		return HeaderRateLimitLimit
-	case "Ratelimit-Remaining":
-		return HeaderRateLimitRemaining
-	case "Ratelimit-Reset":
-		return HeaderRateLimitReset
-	case "X-Ratelimit-Limit":
-		return HeaderXRateLimitLimit
-	case "X-Ratelimit-Remaining":
-		return HeaderXRateLimitRemain
-	case "X-Ratelimit-Reset":
-		return HeaderXRateLimitReset
-	}
-	return name
-}
 
 // CeilSeconds rounds a duration up to whole seconds; negative becomes 0.
 func CeilSeconds(d time.Duration) int64 {
@@ -98,16 +68,16 @@ func SetHeaders(h http.Header, d Decision) {
 	reset := ResetSeconds(d)
 	limit := strconv.FormatInt(d.Limit.Count, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	h.Set(HeaderRateLimitPolicy, PolicyHeader(d.Limit))
-	h.Set(HeaderRateLimit, RateLimitHeader(d))
-	h.Set(HeaderRateLimitLimit, limit)
-	h.Set(HeaderRateLimitRemaining, remaining)
-	h.Set(HeaderRateLimitReset, strconv.FormatInt(reset, 10))
-	h.Set(HeaderXRateLimitLimit, limit)
-	h.Set(HeaderXRateLimitRemain, remaining)
-	h.Set(HeaderXRateLimitReset, strconv.FormatInt(resetUnix(d, reset), 10))
+	h.Set(headerRateLimitPolicy, PolicyHeader(d.Limit))
+	h.Set(headerRateLimit, RateLimitHeader(d))
+	h.Set(headerRateLimitLimit, limit)
+	h.Set(headerRateLimitRemaining, remaining)
+	h.Set(headerRateLimitReset, strconv.FormatInt(reset, 10))
+	h.Set(headerXRateLimitLimit, limit)
+	h.Set(headerXRateLimitRemain, remaining)
+	h.Set(headerXRateLimitReset, strconv.FormatInt(resetUnix(d, reset), 10))
 	if !d.Allowed {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(reset, 10))
+		h.Set(headerRetryAfter, strconv.FormatInt(reset, 10))
 	}
 }
 
@@ -123,56 +93,6 @@ func resetUnix(d Decision, resetSeconds int64) int64 {
 		unix++
 	}
 	return unix + resetSeconds
-}
-
-// Error codes of the JSON bodies.
-const (
-	CodeTooManyRequests    = "TOO_MANY_REQUESTS"
-	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
-)
-
-// TooManyRequestsBody is the JSON body of a 429, e.g.
-//
-//	{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}
-//
-// retryAfterSeconds should be the response's Retry-After value.
-func TooManyRequestsBody(retryAfterSeconds int64) []byte {
-	return errorBody(CodeTooManyRequests, "Rate limit exceeded.", retryAfterSeconds)
-}
-
-// ServiceUnavailableBody is the JSON body of the 503 of a fail-closed route
-// that could not be decided.
-func ServiceUnavailableBody(retryAfterSeconds int64) []byte {
-	return errorBody(CodeServiceUnavailable, "Rate limiting is temporarily unavailable.", retryAfterSeconds)
-}
-
-// RetryPhrase is how the JSON bodies say a wait: "18 seconds", "1 second".
-// The authorizer passes it in its context so that the gateway response's
-// body, which cannot branch, reads the same as the API function's.
-func RetryPhrase(seconds int64) string {
-	seconds = max(seconds, 1)
-	if seconds == 1 {
-		return "1 second"
-	}
-	return strconv.FormatInt(seconds, 10) + " seconds"
-}
-
-func errorBody(code, sentence string, seconds int64) []byte {
-	seconds = max(seconds, 1)
-	n := strconv.FormatInt(seconds, 10)
-	var b strings.Builder
-	b.Grow(128)
-	b.WriteString(`{"error":{"code":"`)
-	b.WriteString(code)
-	b.WriteString(`","message":"`)
-	b.WriteString(sentence)
-	b.WriteString(" Try again in ")
-	b.WriteString(RetryPhrase(seconds))
-	b.WriteString(".")
-	b.WriteString(`","retry_after_seconds":`)
-	b.WriteString(n)
-	b.WriteString("}}")
-	return []byte(b.String())
 }
 
 // sfString renders a policy name as a Structured Field string: quoted,

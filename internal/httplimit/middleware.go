@@ -1,4 +1,9 @@
-package ratelimit
+// Package httplimit is the net/http middleware that answers for
+// slidegate's rate limits: the rate-limit headers of a decision
+// (ratelimit.SetHeaders) on every limited response, and the product's
+// 429, 503, 401 and 500 answers (package wire) when a request does not get
+// through.
+package httplimit
 
 import (
 	"context"
@@ -7,6 +12,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Verdict is what a Middleware's decide function reports about one request.
@@ -15,7 +23,7 @@ type Verdict struct {
 	// Its closest decision (Result.Closest) is written to the response
 	// headers. A Result with no decisions means the request is not rate
 	// limited: it passes without headers.
-	Result Result
+	Result ratelimit.Result
 	// Unauthorized is true when the request presented credentials that do
 	// not verify. It was counted (against its source's anonymous limit) and
 	// is answered 401, unless that limit denied it, in which case the 429
@@ -32,9 +40,9 @@ type Verdict struct {
 // Limited reports whether the verdict is about at least one limit.
 func (v Verdict) Limited() bool { return len(v.Result.Decisions) > 0 }
 
-// MiddlewareOptions configure a Middleware. The zero value is ready for
+// Options configure a Middleware. The zero value is ready for
 // production.
-type MiddlewareOptions struct {
+type Options struct {
 	// ReportOnly lets a denied request through to the handler instead of
 	// answering 429, still with the rate-limit headers (but no Retry-After).
 	// It is meant for a decide function that peeks without spending, behind
@@ -62,15 +70,8 @@ type MiddlewareOptions struct {
 // probe interval, short enough that a blip is not felt for long.
 const DefaultUnavailableRetryAfter = time.Second
 
-// Codes of the JSON error bodies the middleware writes, next to
-// CodeTooManyRequests and CodeServiceUnavailable.
-const (
-	CodeUnauthorized  = "UNAUTHORIZED"
-	CodeInternalError = "INTERNAL_ERROR"
-)
-
-// ContentTypeJSON is the Content-Type of every body the middleware writes.
-const ContentTypeJSON = "application/json"
+// headerRetryAfter is the one header the middleware writes itself.
+const headerRetryAfter = "Retry-After"
 
 // Middleware returns net/http middleware that rate-limits every request
 // through decide, which is called once per request and is expected to spend
@@ -80,15 +81,15 @@ const ContentTypeJSON = "application/json"
 //
 // The answers, per request:
 //
-//   - decide returns an error wrapping ErrUnavailable (a fail-closed route
-//     Redis could not decide): 503 with Retry-After and
-//     ServiceUnavailableBody; the handler is not called.
+//   - decide returns an error wrapping ratelimit.ErrUnavailable (a
+//     fail-closed route Redis could not decide): 503 with Retry-After and
+//     wire.ServiceUnavailableBody; the handler is not called.
 //   - decide returns any other error: 500 with a JSON body of code
 //     INTERNAL_ERROR; the error is logged, never sent to the client.
 //   - the verdict has no decisions: the handler is called, no headers added.
 //   - the verdict denies: 429 with the rate-limit headers of the closest
-//     decision (SetHeaders), Retry-After and TooManyRequestsBody; the
-//     handler is not called. With ReportOnly the handler is called instead,
+//     decision (ratelimit.SetHeaders), Retry-After and
+//     wire.TooManyRequestsBody; the handler is not called. With ReportOnly the handler is called instead,
 //     with the headers but no Retry-After, unless the verdict is also
 //     Unauthorized or Enforced: that is a 429 with or without ReportOnly.
 //   - the verdict is Unauthorized (and allows): 401 with the rate-limit
@@ -102,25 +103,25 @@ const ContentTypeJSON = "application/json"
 // Cache-Control: no-store, as API Gateway's own gateway responses are: a
 // 429, 503, 401 or 500 is about one moment and one caller, and no cache
 // may serve it to another.
-func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOptions) func(http.Handler) http.Handler {
+func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(http.Handler) http.Handler {
 	unavailableRetry := opts.UnavailableRetryAfter
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			verdict, err := decide(r)
 			if err != nil {
-				if errors.Is(err, ErrUnavailable) {
+				if errors.Is(err, ratelimit.ErrUnavailable) {
 					logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
-					w.Header().Set(HeaderRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
-					writeJSON(w, http.StatusServiceUnavailable, ServiceUnavailableBody(unavailableSeconds))
+					w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
+					writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
 					return
 				}
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
-				writeJSON(w, http.StatusInternalServerError, internalErrorBody)
+				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
 				return
 			}
 			if !verdict.Limited() {
@@ -128,23 +129,23 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts MiddlewareOpti
 				return
 			}
 			closest := verdict.Result.Closest()
-			SetHeaders(w.Header(), closest)
+			ratelimit.SetHeaders(w.Header(), closest)
 			switch {
 			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized || verdict.Enforced):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
-				retry := RetryAfterSeconds(verdict.Result.RetryAfter())
-				w.Header().Set(HeaderRetryAfter, strconv.FormatInt(retry, 10))
-				writeJSON(w, http.StatusTooManyRequests, TooManyRequestsBody(retry))
+				retry := ratelimit.RetryAfterSeconds(verdict.Result.RetryAfter())
+				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return
 			case verdict.Unauthorized:
-				w.Header().Del(HeaderRetryAfter)
-				writeJSON(w, http.StatusUnauthorized, unauthorizedBody)
+				w.Header().Del(headerRetryAfter)
+				writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
 				return
 			}
 			// Retry-After means nothing on a response that lets the request
 			// through (RFC 9110, section 10.2.3).
-			w.Header().Del(HeaderRetryAfter)
+			w.Header().Del(headerRetryAfter)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), verdictKey{}, verdict)))
 		})
 	}
@@ -159,11 +160,6 @@ func VerdictFromContext(ctx context.Context) (v Verdict, ok bool) {
 }
 
 type verdictKey struct{}
-
-var (
-	unauthorizedBody  = []byte(`{"error":{"code":"` + CodeUnauthorized + `","message":"The API key or bearer token is not valid."}}`)
-	internalErrorBody = []byte(`{"error":{"code":"` + CodeInternalError + `","message":"The request could not be rate limited."}}`)
-)
 
 // logFailure logs a request that could not be decided, named by
 // routeName when set; otherwise the path is clipped, since a caller chooses
@@ -186,9 +182,17 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", ContentTypeJSON)
-	h.Set(HeaderCacheControl, "no-store")
+	h.Set("Content-Type", wire.ContentTypeJSON)
+	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}
+
+// truncate shortens caller-chosen text before it goes into a log record.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

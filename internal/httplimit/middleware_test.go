@@ -1,4 +1,4 @@
-package ratelimit
+package httplimit
 
 import (
 	"encoding/json"
@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // handlerBody is what the wrapped handler of these tests answers, so that a
@@ -20,18 +23,18 @@ const handlerBody = `{"ok":true}`
 
 func TestMiddlewareAnswers(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
-	anonymous := Limit{Name: "anonymous", Count: 30, Window: time.Minute}
-	login := Limit{Name: "POST /auth/*", Count: 5, Window: time.Minute}
-	allowed := Decision{Limit: anonymous, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second, At: at}
-	deniedAnon := Decision{Limit: anonymous, Remaining: 0, ResetAfter: 60 * time.Second, RetryAfter: 17*time.Second + time.Millisecond, At: at}
-	loginAllowed := Decision{Limit: login, Allowed: true, Remaining: 1, ResetAfter: 50 * time.Second, At: at}
-	loginDenied := Decision{Limit: login, Remaining: 0, ResetAfter: 59 * time.Second, RetryAfter: 48 * time.Second, At: at}
+	anonymous := ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}
+	login := ratelimit.Limit{Name: "POST /auth/*", Count: 5, Window: time.Minute}
+	allowed := ratelimit.Decision{Limit: anonymous, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second, At: at}
+	deniedAnon := ratelimit.Decision{Limit: anonymous, Remaining: 0, ResetAfter: 60 * time.Second, RetryAfter: 17*time.Second + time.Millisecond, At: at}
+	loginAllowed := ratelimit.Decision{Limit: login, Allowed: true, Remaining: 1, ResetAfter: 50 * time.Second, At: at}
+	loginDenied := ratelimit.Decision{Limit: login, Remaining: 0, ResetAfter: 59 * time.Second, RetryAfter: 48 * time.Second, At: at}
 
 	tests := []struct {
 		name       string
 		verdict    Verdict
 		err        error
-		opts       MiddlewareOptions
+		opts       Options
 		wantStatus int
 		wantBody   string
 		// wantHeaders lists exact values; "" means the header must be absent.
@@ -39,7 +42,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 	}{
 		{
 			name:       "allowed: through, with every contract header and no Retry-After",
-			verdict:    Verdict{Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
+			verdict:    Verdict{Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -56,7 +59,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "denied: 429, Retry-After rounded up and equal to t, contract body",
-			verdict:    Verdict{Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
+			verdict:    Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -74,7 +77,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name: "denied by the route limit while the tier allows: headers describe the route limit",
-			verdict: Verdict{Result: Result{Allowed: false, Decisions: []Decision{
+			verdict: Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{
 				{Limit: anonymous, Allowed: true, Remaining: 20, ResetAfter: 30 * time.Second, At: at},
 				loginDenied,
 			}}},
@@ -88,7 +91,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name: "allowed by two limits: headers describe the one with fewer remaining",
-			verdict: Verdict{Result: Result{Allowed: true, Decisions: []Decision{
+			verdict: Verdict{Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{
 				allowed, loginAllowed,
 			}}},
 			wantStatus: http.StatusOK,
@@ -101,7 +104,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "fail-closed outage: 503 with Retry-After and the SERVICE_UNAVAILABLE body",
-			err:        fmt.Errorf("decide POST /auth/login: %w", ErrUnavailable),
+			err:        fmt.Errorf("decide POST /auth/login: %w", ratelimit.ErrUnavailable),
 			wantStatus: http.StatusServiceUnavailable,
 			wantBody:   `{"error":{"code":"SERVICE_UNAVAILABLE","message":"Rate limiting is temporarily unavailable. Try again in 1 second.","retry_after_seconds":1}}`,
 			wantHeaders: map[string]string{
@@ -112,8 +115,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "fail-closed outage with a configured wait, rounded up",
-			err:        ErrUnavailable,
-			opts:       MiddlewareOptions{UnavailableRetryAfter: 4500 * time.Millisecond},
+			err:        ratelimit.ErrUnavailable,
+			opts:       Options{UnavailableRetryAfter: 4500 * time.Millisecond},
 			wantStatus: http.StatusServiceUnavailable,
 			wantBody:   `{"error":{"code":"SERVICE_UNAVAILABLE","message":"Rate limiting is temporarily unavailable. Try again in 5 seconds.","retry_after_seconds":5}}`,
 			wantHeaders: map[string]string{
@@ -122,7 +125,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "any other error: 500, the error not disclosed",
-			err:        fmt.Errorf("decide: %w: secret detail", ErrInvalid),
+			err:        fmt.Errorf("decide: %w: secret detail", ratelimit.ErrInvalid),
 			wantStatus: http.StatusInternalServerError,
 			wantBody:   `{"error":{"code":"INTERNAL_ERROR","message":"The request could not be rate limited."}}`,
 			wantHeaders: map[string]string{
@@ -132,7 +135,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized within the anonymous limit: 401 with the headers of that limit",
-			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
+			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
 			wantHeaders: map[string]string{
@@ -144,7 +147,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized over the anonymous limit: the 429 wins",
-			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
+			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -160,8 +163,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, exhausted: through, headers without Retry-After",
-			verdict:    Verdict{Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
-			opts:       MiddlewareOptions{ReportOnly: true},
+			verdict:    Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -172,8 +175,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized over the anonymous limit: the 429 still wins",
-			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: false, Decisions: []Decision{deniedAnon}}},
-			opts:       MiddlewareOptions{ReportOnly: true},
+			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -183,8 +186,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, an enforced denial (the route's own limit): 429, not the handler",
-			verdict:    Verdict{Enforced: true, Result: Result{Allowed: false, Decisions: []Decision{loginDenied}}},
-			opts:       MiddlewareOptions{ReportOnly: true},
+			verdict:    Verdict{Enforced: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{loginDenied}}},
+			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
 			wantHeaders: map[string]string{
@@ -195,8 +198,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized within the anonymous limit: 401, not the handler",
-			verdict:    Verdict{Unauthorized: true, Result: Result{Allowed: true, Decisions: []Decision{allowed}}},
-			opts:       MiddlewareOptions{ReportOnly: true},
+			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
 			wantHeaders: map[string]string{
@@ -206,7 +209,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "degraded allowance: through, headers of the fallback limit",
-			verdict:    Verdict{Result: Result{Allowed: true, Degraded: true, Decisions: []Decision{{Limit: Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
+			verdict:    Verdict{Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -292,16 +295,16 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 	f.Add("\"\\\r\n\x00é", int64(-1), int64(-5), false, int64(-9), int64(-1), int64(-1), int64(-1), false)
 	f.Add("", int64(1<<62), int64(1<<62), false, int64(1<<62), int64(1<<62), int64(1<<62), int64(1<<40), true)
 	f.Fuzz(func(t *testing.T, name string, count, window int64, allowed bool, remaining, retryAfter, resetAfter, atUnix int64, unauthorized bool) {
-		d := Decision{
-			Limit:      Limit{Name: name, Count: count, Window: time.Duration(window)},
+		d := ratelimit.Decision{
+			Limit:      ratelimit.Limit{Name: name, Count: count, Window: time.Duration(window)},
 			Allowed:    allowed,
 			Remaining:  remaining,
 			RetryAfter: time.Duration(retryAfter),
 			ResetAfter: time.Duration(resetAfter),
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
-		verdict := Verdict{Unauthorized: unauthorized, Result: Result{Allowed: allowed, Decisions: []Decision{d}}}
-		h := Middleware(func(*http.Request) (Verdict, error) { return verdict, nil }, MiddlewareOptions{})(
+		verdict := Verdict{Unauthorized: unauthorized, Result: ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}}
+		h := Middleware(func(*http.Request) (Verdict, error) { return verdict, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -324,7 +327,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			if err != nil || retry < 1 {
 				t.Fatalf("Retry-After = %q", rec.Header().Get("Retry-After"))
 			}
-			if want := string(TooManyRequestsBody(retry)); rec.Body.String() != want {
+			if want := string(wire.TooManyRequestsBody(retry)); rec.Body.String() != want {
 				t.Fatalf("body %s, want %s", rec.Body.String(), want)
 			}
 			if !strings.HasSuffix(rec.Header().Get("RateLimit"), ";t="+strconv.FormatInt(retry, 10)) {
@@ -346,10 +349,10 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 }
 
 func TestMiddlewareDecideErrorIsWrappedNotReplaced(t *testing.T) {
-	// A decide function that wraps ErrUnavailable several levels deep still
+	// A decide function that wraps ratelimit.ErrUnavailable several levels deep still
 	// gets the 503: the middleware branches with errors.Is.
-	err := fmt.Errorf("outer: %w", fmt.Errorf("middle: %w", errors.Join(errors.New("dial tcp: refused"), ErrUnavailable)))
-	h := Middleware(func(*http.Request) (Verdict, error) { return Verdict{}, err }, MiddlewareOptions{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
+	err := fmt.Errorf("outer: %w", fmt.Errorf("middle: %w", errors.Join(errors.New("dial tcp: refused"), ratelimit.ErrUnavailable)))
+	h := Middleware(func(*http.Request) (Verdict, error) { return Verdict{}, err }, Options{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/auth/login", nil))
 	if rec.Code != http.StatusServiceUnavailable {

@@ -1,0 +1,112 @@
+// Package wire is slidegate's HTTP wire contract, as docs/contract.md gives
+// it, apart from the rate-limit headers (pkg/ratelimit writes those): the
+// JSON error bodies and their codes, the phrase they say a wait with, and
+// the spelling of header names in a Lambda proxy response.
+//
+// It is the product's, not a rate limiter's: the API function, the
+// authorizer's gateway responses and the local server all answer with these
+// bytes, so they are written once, here.
+package wire
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// ContentTypeJSON is the Content-Type of every error body.
+const ContentTypeJSON = "application/json"
+
+// Codes of the JSON error bodies.
+const (
+	CodeTooManyRequests    = "TOO_MANY_REQUESTS"
+	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
+	CodeUnauthorized       = "UNAUTHORIZED"
+	CodeInternalError      = "INTERNAL_ERROR"
+)
+
+// TooManyRequestsBody is the JSON body of a 429, e.g.
+//
+//	{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}
+//
+// retryAfterSeconds should be the response's Retry-After value; below 1 it
+// is said as 1.
+func TooManyRequestsBody(retryAfterSeconds int64) []byte {
+	return errorBody(CodeTooManyRequests, "Rate limit exceeded.", retryAfterSeconds)
+}
+
+// ServiceUnavailableBody is the JSON body of the 503 of a fail-closed route
+// that could not be decided.
+func ServiceUnavailableBody(retryAfterSeconds int64) []byte {
+	return errorBody(CodeServiceUnavailable, "Rate limiting is temporarily unavailable.", retryAfterSeconds)
+}
+
+// UnauthorizedBody is the JSON body of a 401: credentials were presented
+// and do not verify.
+func UnauthorizedBody() []byte {
+	return []byte(`{"error":{"code":"` + CodeUnauthorized + `","message":"The API key or bearer token is not valid."}}`)
+}
+
+// InternalErrorBody is the JSON body of a 500: a request could not be rate
+// limited for a reason other than Redis being unavailable.
+func InternalErrorBody() []byte {
+	return []byte(`{"error":{"code":"` + CodeInternalError + `","message":"The request could not be rate limited."}}`)
+}
+
+// RetryPhrase is how the JSON bodies say a wait: "18 seconds", "1 second".
+// The authorizer passes it in its context so that the gateway response's
+// body, which cannot branch, reads the same as the API function's.
+func RetryPhrase(seconds int64) string {
+	seconds = max(seconds, 1)
+	if seconds == 1 {
+		return "1 second"
+	}
+	return strconv.FormatInt(seconds, 10) + " seconds"
+}
+
+func errorBody(code, sentence string, seconds int64) []byte {
+	seconds = max(seconds, 1)
+	n := strconv.FormatInt(seconds, 10)
+	var b strings.Builder
+	b.Grow(128)
+	b.WriteString(`{"error":{"code":"`)
+	b.WriteString(code)
+	b.WriteString(`","message":"`)
+	b.WriteString(sentence)
+	b.WriteString(" Try again in ")
+	b.WriteString(RetryPhrase(seconds))
+	b.WriteString(".")
+	b.WriteString(`","retry_after_seconds":`)
+	b.WriteString(n)
+	b.WriteString("}}")
+	return []byte(b.String())
+}
+
+// SpecHeaderName returns the spelling the contract (docs/contract.md) gives
+// a rate-limit header ("RateLimit-Policy", "X-RateLimit-Reset") for any
+// spelling of its name, and any other name unchanged. net/http stores
+// header names in its canonical form ("Ratelimit-Policy"); HTTP names are
+// case-insensitive, but a Lambda proxy response's headers are a JSON map
+// that clients and tests index exactly, so the functions respell them at
+// the edge.
+func SpecHeaderName(name string) string {
+	switch http.CanonicalHeaderKey(name) {
+	case "Ratelimit-Policy":
+		return "RateLimit-Policy"
+	case "Ratelimit":
+		return "RateLimit"
+	case "Ratelimit-Limit":
+		return "RateLimit-Limit"
+	case "Ratelimit-Remaining":
+		return "RateLimit-Remaining"
+	case "Ratelimit-Reset":
+		return "RateLimit-Reset"
+	case "X-Ratelimit-Limit":
+		return "X-RateLimit-Limit"
+	case "X-Ratelimit-Remaining":
+		return "X-RateLimit-Remaining"
+	case "X-Ratelimit-Reset":
+		return "X-RateLimit-Reset"
+	}
+	return name
+}
