@@ -133,12 +133,12 @@ var slidegateScripts = map[ratelimit.Algorithm]struct{ code, file string }{
 }
 
 // loadContenders builds every contender on client: one per algorithm in
-// ratelimit.Algorithms (each once), then the peers, baselines and ceilings.
+// ratelimit.Algorithms() (each once), then the peers, baselines and ceilings.
 // luaDir is pkg/ratelimit/lua of the checkout, which the replay reads.
 func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([]*contender, error) {
 	var out []*contender
 
-	for _, alg := range ratelimit.Algorithms {
+	for _, alg := range ratelimit.Algorithms() {
 		s, ok := slidegateScripts[alg]
 		if !ok {
 			return nil, fmt.Errorf("algorithm %q has no entry in slidegateScripts (bench/contenders.go): add its key code and script file", alg)

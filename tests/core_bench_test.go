@@ -51,7 +51,7 @@ func BenchmarkDecision(b *testing.B) {
 	if err := limiter.LoadScripts(ctx); err != nil {
 		b.Fatal(err)
 	}
-	for _, alg := range ratelimit.Algorithms {
+	for _, alg := range ratelimit.Algorithms() {
 		// A limit no benchmark run can exhaust, over 1,000 identities, so
 		// every decision is a full admit-and-write.
 		lim := ratelimit.Limit{Name: "user", Count: 1_000_000, Window: 15 * time.Minute, Algorithm: alg}

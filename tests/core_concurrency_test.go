@@ -32,7 +32,7 @@ func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
 				limiters[i] = newLimiter(t, c, ratelimit.Options{KeyPrefix: "burst"})
 				warmPool(t, c, 50)
 			}
-			for _, alg := range ratelimit.Algorithms {
+			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					// An hour-long window: nothing refills during the test
 					// (the leaky bucket frees one slot every 36 s).
@@ -189,7 +189,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			var failures atomic.Int64
 			var firstErr atomic.Value
 			for i := range identities {
-				alg := ratelimit.Algorithms[i%len(ratelimit.Algorithms)]
+				alg := ratelimit.Algorithms()[i%len(ratelimit.Algorithms())]
 				checks := []ratelimit.Check{
 					{Identity: fmt.Sprintf("id-%d", i), Limit: ratelimit.Limit{Name: "user", Count: 600, Window: window, Algorithm: alg}},
 					{Identity: fmt.Sprintf("id-%d", i), Limit: ratelimit.Limit{Name: "POST /auth/*", Count: 5, Window: window, Algorithm: alg}},
@@ -249,7 +249,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			// and leaky buckets' tier keys may be gone already.
 			gcraTierKeys := 0
 			for i := range identities {
-				if a := ratelimit.Algorithms[i%len(ratelimit.Algorithms)]; a == ratelimit.TokenBucket || a == ratelimit.LeakyBucket {
+				if a := ratelimit.Algorithms()[i%len(ratelimit.Algorithms())]; a == ratelimit.TokenBucket || a == ratelimit.LeakyBucket {
 					gcraTierKeys++
 				}
 			}

@@ -18,7 +18,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 	for _, topo := range startTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			client := topo.newClient(t)
-			for _, alg := range ratelimit.Algorithms {
+			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
 					clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))

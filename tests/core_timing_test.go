@@ -19,7 +19,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 	for _, topo := range startTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			client := topo.newClient(t)
-			for _, alg := range ratelimit.Algorithms {
+			for _, alg := range ratelimit.Algorithms() {
 				for _, shape := range []struct {
 					count  int64
 					window time.Duration
@@ -94,7 +94,7 @@ func TestBoundaryAttack(t *testing.T) {
 	for _, topo := range startTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			client := topo.newClient(t)
-			for _, alg := range ratelimit.Algorithms {
+			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC) // a multiple of the window
 					clock := newFakeClock(edge.Add(-100 * time.Millisecond))

@@ -103,7 +103,7 @@ func aclDecideEveryAlgorithm(t *testing.T, client redis.UniversalClient) {
 	if err := limiter.LoadScripts(ctx); err != nil {
 		t.Fatalf("LoadScripts through the IAM user: %v", err)
 	}
-	for _, alg := range ratelimit.Algorithms {
+	for _, alg := range ratelimit.Algorithms() {
 		limit := ratelimit.Limit{Name: "acl", Count: 2, Window: time.Minute, Algorithm: alg}
 		for i := range limit.Burst() + 1 {
 			want := i < limit.Burst()

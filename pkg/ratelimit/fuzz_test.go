@@ -50,7 +50,7 @@ func FuzzParseAlgorithm(f *testing.F) {
 			return
 		}
 		known := s == "" && a == SlidingWindow
-		for _, k := range Algorithms {
+		for _, k := range Algorithms() {
 			known = known || (a == k && string(k) == s)
 		}
 		if !known {

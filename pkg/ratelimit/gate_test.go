@@ -105,7 +105,7 @@ func liveLimiter(t *testing.T, server *redistest.Server, prefix string, clock *t
 func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 	server := redistest.StartServer(t)
 	ctx := context.Background()
-	for _, alg := range Algorithms {
+	for _, alg := range Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			clock := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 			gate := NewGate(liveLimiter(t, server, "deny-"+string(alg), &clock), GateOptions{})

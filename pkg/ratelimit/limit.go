@@ -22,8 +22,11 @@ const (
 	SlidingBuckets Algorithm = "sliding-buckets"
 )
 
-// Algorithms lists every supported algorithm, the default first.
-var Algorithms = []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow, SlidingBuckets}
+// Algorithms returns every supported algorithm, the default first. The
+// slice is the caller's: changing it changes nothing here.
+func Algorithms() []Algorithm {
+	return []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow, SlidingBuckets}
+}
 
 // ParseAlgorithm returns the algorithm spelled s. An empty s is the default,
 // [SlidingWindow].
@@ -31,7 +34,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	if s == "" {
 		return SlidingWindow, nil
 	}
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		if string(a) == s {
 			return a, nil
 		}

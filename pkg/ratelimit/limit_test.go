@@ -62,7 +62,7 @@ func TestParseRate(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	for _, a := range Algorithms {
+	for _, a := range Algorithms() {
 		got, err := ParseAlgorithm(string(a))
 		if err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %q, %v", a, got, err)

@@ -126,7 +126,7 @@ func TestReplyOutcomeReadsRealScriptReplies(t *testing.T) {
 		t.Fatalf("SCRIPT LOAD outcomes = %v, want one %q per script", got, ReplyOK)
 	}
 
-	for _, alg := range Algorithms {
+	for _, alg := range Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			check := Check{Identity: "203.0.113.7/" + string(alg), Limit: Limit{Name: "one", Count: 1, Window: time.Minute, Algorithm: alg}}
 			steps := []struct {

@@ -31,7 +31,7 @@ func TestEmbeddedRedisRunsEveryScript(t *testing.T) {
 	if err := limiter.LoadScripts(ctx); err != nil {
 		t.Fatalf("SCRIPT LOAD on miniredis: %v", err)
 	}
-	for _, alg := range ratelimit.Algorithms {
+	for _, alg := range ratelimit.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			const count = 3
 			tier := ratelimit.Limit{Name: "anonymous", Count: count, Window: time.Minute, Algorithm: alg}
