@@ -181,7 +181,7 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				return func(ctx context.Context, id string) (bool, error) {
 					c := check
 					c.Identity = id
-					res, err := g.Decide(ctx, 1, false, c)
+					res, err := g.Decide(ctx, 1, ratelimit.FailOpen, c)
 					return res.Allowed, err
 				}, nil
 			},

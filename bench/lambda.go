@@ -223,7 +223,7 @@ func allocsPerDecision(ctx context.Context, c *redis.Client) (allocs, bytes, gat
 		return 0, 0, 0, fmt.Errorf("allocations: %w", err)
 	}
 	gateAllocs, _, err = measure(func() error {
-		_, err := g.Decide(ctx, 1, false, ratelimit.Check{Identity: "alloc-user", Limit: limit})
+		_, err := g.Decide(ctx, 1, ratelimit.FailOpen, ratelimit.Check{Identity: "alloc-user", Limit: limit})
 		return err
 	})
 	if err != nil {

@@ -41,7 +41,7 @@ type steadyLoad struct {
 	stop func()
 }
 
-func startLoad(gate *ratelimit.Gate, workers int, failClosed bool, checks func(r *rand.Rand) ratelimit.Check) *steadyLoad {
+func startLoad(gate *ratelimit.Gate, workers int, policy ratelimit.FailurePolicy, checks func(r *rand.Rand) ratelimit.Check) *steadyLoad {
 	l := &steadyLoad{}
 	var done atomic.Bool
 	var wg sync.WaitGroup
@@ -51,7 +51,7 @@ func startLoad(gate *ratelimit.Gate, workers int, failClosed bool, checks func(r
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 42))
 			for !done.Load() {
-				_, _ = l.log.decide(gate, failClosed, checks(r))
+				_, _ = l.log.decide(gate, policy, checks(r))
 				time.Sleep(2 * time.Millisecond)
 			}
 		}()
@@ -90,7 +90,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		mover := ratelimit.Check{Identity: "user-that-moves", Limit: limit}
 		var moverAllowed atomic.Int64
 		decideMover := func(log *decisionLog) {
-			if res, err := log.decide(gate, true, mover); err == nil && res.Allowed {
+			if res, err := log.decide(gate, ratelimit.FailClosed, mover); err == nil && res.Allowed {
 				moverAllowed.Add(1)
 			}
 		}
@@ -107,7 +107,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		target := otherMaster(t, cluster, source)
 		t.Logf("moving slot %d (key %s) from %s to %s", slot, key, source, target)
 
-		load := startLoad(gate, 3, true, manyIdentities)
+		load := startLoad(gate, 3, ratelimit.FailClosed, manyIdentities)
 		var moverLog decisionLog
 		var moverDone atomic.Bool
 		var moverWG sync.WaitGroup
@@ -144,7 +144,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 
 	t.Run("planned failover", func(t *testing.T) {
 		masters := cluster.MasterAddrs(ctx)
-		load := startLoad(gate, 4, false, manyIdentities)
+		load := startLoad(gate, 4, ratelimit.FailOpen, manyIdentities)
 		time.Sleep(300 * time.Millisecond)
 		cluster.Failover(t, masters[len(masters)-1])
 		time.Sleep(time.Second)
@@ -160,7 +160,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 	t.Run("master killed and failed over", func(t *testing.T) {
 		masters := cluster.MasterAddrs(ctx)
 		victim := masters[0]
-		load := startLoad(gate, 4, false, manyIdentities)
+		load := startLoad(gate, 4, ratelimit.FailOpen, manyIdentities)
 		time.Sleep(500 * time.Millisecond)
 		killedAt := time.Now()
 		cluster.Node(victim).Kill()
@@ -187,7 +187,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		r := rand.New(rand.NewPCG(7, 7))
 		for ok := 0; ok < 60; {
-			res, err := gate.Decide(ctx, 1, false, manyIdentities(r))
+			res, err := gate.Decide(ctx, 1, ratelimit.FailOpen, manyIdentities(r))
 			switch {
 			case err != nil:
 				t.Fatalf("decision after the failover: %v", err)
@@ -309,10 +309,10 @@ func TestClusterColdStartWithSeedsUnreachable(t *testing.T) {
 			check := ratelimit.Check{Identity: "198.51.100.30", Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}}
 			var open, closed decisionLog
 			for range 5 {
-				if _, err := open.decide(gate, false, check); err != nil {
+				if _, err := open.decide(gate, ratelimit.FailOpen, check); err != nil {
 					t.Errorf("fail-open decision: %v", err)
 				}
-				if _, err := closed.decide(gate, true, check); !isUnavailable(err) {
+				if _, err := closed.decide(gate, ratelimit.FailClosed, check); !isUnavailable(err) {
 					t.Errorf("fail-closed decision: err = %v, want ErrUnavailable", err)
 				}
 			}

@@ -26,14 +26,14 @@ func TestFallbackFloodCannotResetASpentIdentity(t *testing.T) {
 	limit := ratelimit.Limit{Name: "anonymous", Count: 100, Window: time.Hour} // local share 10
 	victim := ratelimit.Check{Identity: "ip:203.0.113.9", Limit: limit}
 
-	if res, err := gate.Decide(ctx, 1, false, victim); err != nil || res.Degraded || !res.Allowed {
+	if res, err := gate.Decide(ctx, 1, ratelimit.FailOpen, victim); err != nil || res.Degraded || !res.Allowed {
 		t.Fatalf("with Redis up: %+v, %v; want a Redis allowance", res, err)
 	}
 	server.Stop()
 
 	admitted := 0
 	for range 20 {
-		res, err := gate.Decide(ctx, 1, false, victim)
+		res, err := gate.Decide(ctx, 1, ratelimit.FailOpen, victim)
 		if err != nil || !res.Degraded {
 			t.Fatalf("with Redis stopped: %+v, %v; want a degraded decision", res, err)
 		}
@@ -47,13 +47,13 @@ func TestFallbackFloodCannotResetASpentIdentity(t *testing.T) {
 
 	for i := range maxEntries * 10 {
 		flood := ratelimit.Check{Identity: fmt.Sprintf("ip:flood-%d", i), Limit: limit}
-		res, err := gate.Decide(ctx, 1, false, flood)
+		res, err := gate.Decide(ctx, 1, ratelimit.FailOpen, flood)
 		if err != nil || !res.Degraded || !res.Allowed {
 			t.Fatalf("flood identity %d: %+v, %v; want a degraded allowance", i, res, err)
 		}
 	}
 
-	res, err := gate.Decide(ctx, 1, false, victim)
+	res, err := gate.Decide(ctx, 1, ratelimit.FailOpen, victim)
 	if err != nil || !res.Degraded {
 		t.Fatalf("victim after the flood: %+v, %v; want a degraded decision", res, err)
 	}

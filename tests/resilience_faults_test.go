@@ -86,7 +86,7 @@ func TestNetworkFaults(t *testing.T) {
 
 			// Warm: the connection is pooled and the script cached.
 			for range 3 {
-				if res, err := gate.Decide(context.Background(), 1, false, check("warm")); err != nil || res.Degraded {
+				if res, err := gate.Decide(context.Background(), 1, ratelimit.FailOpen, check("warm")); err != nil || res.Degraded {
 					t.Fatalf("healthy decision: degraded=%v err=%v", res.Degraded, err)
 				}
 			}
@@ -96,7 +96,7 @@ func TestNetworkFaults(t *testing.T) {
 			// Every decision of the unprotected gate meets the fault.
 			var raw decisionLog
 			for range 8 {
-				if _, err := raw.decide(noBreaker, false, check("raw")); err != nil {
+				if _, err := raw.decide(noBreaker, ratelimit.FailOpen, check("raw")); err != nil {
 					t.Errorf("fail-open decision without breaker returned an error: %v", err)
 				}
 			}
@@ -108,7 +108,7 @@ func TestNetworkFaults(t *testing.T) {
 			var open decisionLog
 			const attempts = 40
 			for range attempts {
-				if _, err := open.decide(gate, false, check("open")); err != nil {
+				if _, err := open.decide(gate, ratelimit.FailOpen, check("open")); err != nil {
 					t.Errorf("fail-open decision returned an error: %v", err)
 				}
 			}
@@ -122,7 +122,7 @@ func TestNetworkFaults(t *testing.T) {
 
 			var closed decisionLog
 			for range 5 {
-				if _, err := closed.decide(gate, true, check("closed")); !isUnavailable(err) {
+				if _, err := closed.decide(gate, ratelimit.FailClosed, check("closed")); !isUnavailable(err) {
 					t.Errorf("fail-closed decision: err = %v, want ErrUnavailable", err)
 				}
 			}
@@ -140,7 +140,7 @@ func TestNetworkFaults(t *testing.T) {
 			// Shared: what this instance spends, the other one sees.
 			shared := check("shared")
 			for range 3 {
-				if res, err := gate.Decide(context.Background(), 1, false, shared); err != nil || res.Degraded {
+				if res, err := gate.Decide(context.Background(), 1, ratelimit.FailOpen, shared); err != nil || res.Degraded {
 					t.Fatalf("decision after recovery: degraded=%v err=%v", res.Degraded, err)
 				}
 			}

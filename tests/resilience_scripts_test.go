@@ -67,7 +67,7 @@ func failClosedLoad(gate *ratelimit.Gate, workers int) (stop func() (ok int64, e
 					Identity: fmt.Sprintf("login/%d/%d", w, i%200),
 					Limit:    ratelimit.Limit{Name: "login", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
 				}
-				_, err := gate.Decide(context.Background(), 1, true, check)
+				_, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, check)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -120,7 +120,7 @@ func TestScriptCacheLossReachesNoCaller(t *testing.T) {
 				t.Errorf("unexpected error kind: %v", err)
 			}
 		}
-		if res, err := gate.Decide(context.Background(), 1, true, ratelimit.Check{Identity: "after", Limit: ratelimit.Limit{Name: "login", Count: 5, Window: time.Minute}}); err != nil || !res.Allowed {
+		if res, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, ratelimit.Check{Identity: "after", Limit: ratelimit.Limit{Name: "login", Count: 5, Window: time.Minute}}); err != nil || !res.Allowed {
 			t.Fatalf("fail-closed decision after the restart: allowed=%v err=%v", res.Allowed, err)
 		}
 	})

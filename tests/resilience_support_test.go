@@ -85,9 +85,9 @@ type decisionLog struct {
 }
 
 // decide runs one decision through gate, timing it, and records the answer.
-func (l *decisionLog) decide(gate *ratelimit.Gate, failClosed bool, checks ...ratelimit.Check) (ratelimit.Result, error) {
+func (l *decisionLog) decide(gate *ratelimit.Gate, policy ratelimit.FailurePolicy, checks ...ratelimit.Check) (ratelimit.Result, error) {
 	start := time.Now()
-	res, err := gate.Decide(context.Background(), 1, failClosed, checks...)
+	res, err := gate.Decide(context.Background(), 1, policy, checks...)
 	took := time.Since(start)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -134,7 +134,7 @@ func waitShared(t testing.TB, gate *ratelimit.Gate, check ratelimit.Check, limit
 	t.Helper()
 	start := time.Now()
 	for {
-		res, err := gate.Decide(context.Background(), 1, false, check)
+		res, err := gate.Decide(context.Background(), 1, ratelimit.FailOpen, check)
 		if err != nil {
 			t.Fatalf("fail-open decision returned an error while recovering: %v", err)
 		}

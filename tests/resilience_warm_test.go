@@ -51,7 +51,7 @@ func TestWarmConnectionsThatDiedCostNoError(t *testing.T) {
 			// Several pooled connections, as after a burst.
 			warmPool(t, client, 8)
 			for range 5 {
-				if res, err := gate.Decide(ctx, 1, true, ratelimit.Check{Identity: "warm", Limit: limit}); err != nil || res.Degraded {
+				if res, err := gate.Decide(ctx, 1, ratelimit.FailClosed, ratelimit.Check{Identity: "warm", Limit: limit}); err != nil || res.Degraded {
 					t.Fatalf("healthy decision: degraded=%v err=%v", res.Degraded, err)
 				}
 			}
@@ -59,7 +59,7 @@ func TestWarmConnectionsThatDiedCostNoError(t *testing.T) {
 			staleBefore := client.(*redis.Client).PoolStats().StaleConns
 			tc.kill(t)
 			for n := range 10 {
-				res, err := gate.Decide(ctx, 1, true, ratelimit.Check{Identity: fmt.Sprint("after", n), Limit: limit})
+				res, err := gate.Decide(ctx, 1, ratelimit.FailClosed, ratelimit.Check{Identity: fmt.Sprint("after", n), Limit: limit})
 				if err != nil || res.Degraded {
 					t.Fatalf("decision %d after the server closed the connections: degraded=%v err=%v", n+1, res.Degraded, err)
 				}
@@ -97,7 +97,7 @@ func TestColdStartWithRedisDown(t *testing.T) {
 	check := ratelimit.Check{Identity: "198.51.100.20", Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}}
 	var log decisionLog
 	for range 20 {
-		if _, err := log.decide(gate, false, check); err != nil {
+		if _, err := log.decide(gate, ratelimit.FailOpen, check); err != nil {
 			t.Fatalf("fail-open decision at cold start: %v", err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestColdStartWithRedisDown(t *testing.T) {
 	if log.degraded != 20 || log.allowed != 3 {
 		t.Fatalf("cold start: %d degraded, %d allowed of 20; want all degraded and 30/10 = 3 allowed", log.degraded, log.allowed)
 	}
-	if _, err := gate.Decide(ctx, 1, true, check); !isUnavailable(err) {
+	if _, err := gate.Decide(ctx, 1, ratelimit.FailClosed, check); !isUnavailable(err) {
 		t.Fatalf("fail-closed at cold start: err = %v, want ErrUnavailable", err)
 	}
 

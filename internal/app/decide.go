@@ -83,7 +83,7 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	}
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
-	spent, err := r.gate.gate.Decide(ctx, 1, false, quota)
+	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
 	}
@@ -181,7 +181,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend 
 		err error
 	)
 	if spend {
-		res, err = r.gate.gate.Decide(ctx, 1, out.FailClosed, checks...)
+		res, err = r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
 	} else {
 		res, err = r.gate.gate.Peek(ctx, 1, checks...)
 	}
@@ -245,3 +245,11 @@ func PrincipalID(o Outcome) string {
 // IsUnavailable reports whether a Decide error means Redis could not
 // decide (as opposed to an undecidable request).
 func IsUnavailable(err error) bool { return errors.Is(err, ratelimit.ErrUnavailable) }
+
+// failurePolicy is the Gate's policy for a route that fails closed or not.
+func failurePolicy(failClosed bool) ratelimit.FailurePolicy {
+	if failClosed {
+		return ratelimit.FailClosed
+	}
+	return ratelimit.FailOpen
+}

@@ -127,19 +127,31 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 // Limiter returns the wrapped limiter.
 func (g *Gate) Limiter() *Limiter { return g.limiter }
 
-// Decide is Limiter.Decide under the failure policy. failClosed says
-// whether this request's route must never pass without Redis's answer.
-// Errors are ErrInvalid (bad arguments, never retried) or, for a
-// fail-closed request only, ErrUnavailable. With ErrUnavailable the Result
+// FailurePolicy says what Gate.Decide answers for a request Redis could not
+// decide. The zero value is FailOpen.
+type FailurePolicy int
+
+const (
+	// FailOpen decides the request with the in-memory fallback limit and
+	// marks the Result Degraded.
+	FailOpen FailurePolicy = iota
+	// FailClosed answers ErrUnavailable: the request must never pass
+	// without Redis's answer.
+	FailClosed
+)
+
+// Decide is Limiter.Decide under the failure policy: policy says what
+// happens when Redis cannot decide. Errors are ErrInvalid (bad arguments,
+// never retried) or, under FailClosed only, ErrUnavailable. With ErrUnavailable the Result
 // is not a decision: it holds only RedisLatency, the time the failed
 // attempt took (zero when the circuit breaker was open).
-func (g *Gate) Decide(ctx context.Context, cost int64, failClosed bool, checks ...Check) (Result, error) {
+func (g *Gate) Decide(ctx context.Context, cost int64, policy FailurePolicy, checks ...Check) (Result, error) {
 	g.stats.decisions.Add(1)
 	res, err := g.decideOnRedis(ctx, cost, true, checks)
 	if err == nil || errors.Is(err, ErrInvalid) {
 		return res, err
 	}
-	if failClosed {
+	if policy == FailClosed {
 		g.stats.rejected.Add(1)
 		return Result{RedisLatency: res.RedisLatency}, err
 	}

@@ -42,7 +42,7 @@ func TestGateFailsOpenToTheDividedLocalLimit(t *testing.T) {
 	check := Check{Identity: "198.51.100.3", Limit: Limit{Name: "anonymous", Count: 30, Window: time.Minute}}
 	admitted := 0
 	for range 10 {
-		res, err := gate.Decide(context.Background(), 1, false, check)
+		res, err := gate.Decide(context.Background(), 1, FailOpen, check)
 		if err != nil {
 			t.Fatalf("fail-open request got an error: %v", err)
 		}
@@ -59,7 +59,7 @@ func TestGateFailsOpenToTheDividedLocalLimit(t *testing.T) {
 		t.Fatalf("fallback admitted %d, want 30/10 = 3", admitted)
 	}
 	now = now.Add(20 * time.Second) // one local interval (60s/3)
-	if res, _ := gate.Decide(context.Background(), 1, false, check); !res.Allowed {
+	if res, _ := gate.Decide(context.Background(), 1, FailOpen, check); !res.Allowed {
 		t.Fatal("fallback did not refill")
 	}
 }
@@ -67,11 +67,11 @@ func TestGateFailsOpenToTheDividedLocalLimit(t *testing.T) {
 func TestGateFailsClosed(t *testing.T) {
 	gate := NewGate(refusedLimiter(t), GateOptions{})
 	check := Check{Identity: "198.51.100.3", Limit: Limit{Name: "login", Count: 5, Window: time.Minute}}
-	_, err := gate.Decide(context.Background(), 1, true, check)
+	_, err := gate.Decide(context.Background(), 1, FailClosed, check)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("fail-closed request: err = %v, want ErrUnavailable", err)
 	}
-	if _, err := gate.Decide(context.Background(), 0, false, check); !errors.Is(err, ErrInvalid) {
+	if _, err := gate.Decide(context.Background(), 0, FailOpen, check); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("invalid request: err = %v, want ErrInvalid even when failing open", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 			check := Check{Identity: "203.0.113.9", Limit: Limit{Name: "user", Count: 3, Window: time.Minute, Algorithm: alg}}
 			var denial Result
 			for {
-				res, err := gate.Decide(ctx, 1, false, check)
+				res, err := gate.Decide(ctx, 1, FailOpen, check)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -125,7 +125,7 @@ func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 			calls := gate.Stats().RedisCalls
 
 			clock = clock.Add(wait - time.Microsecond)
-			res, err := gate.Decide(ctx, 1, false, check)
+			res, err := gate.Decide(ctx, 1, FailOpen, check)
 			if err != nil || res.Allowed {
 				t.Fatalf("1µs before Retry-After: allowed=%v err=%v, want a denial", res.Allowed, err)
 			}
@@ -142,12 +142,12 @@ func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 			// Another identity is asked of Redis.
 			other := check
 			other.Identity = "203.0.113.10"
-			if res, _ := gate.Decide(ctx, 1, false, other); !res.Allowed {
+			if res, _ := gate.Decide(ctx, 1, FailOpen, other); !res.Allowed {
 				t.Fatal("another identity was denied from the cache")
 			}
 
 			clock = clock.Add(time.Microsecond)
-			res, err = gate.Decide(ctx, 1, false, check)
+			res, err = gate.Decide(ctx, 1, FailOpen, check)
 			if err != nil || !res.Allowed {
 				t.Fatalf("at Retry-After: allowed=%v err=%v, want Redis to admit it", res.Allowed, err)
 			}
@@ -161,7 +161,7 @@ func TestDenyCacheCanBeTurnedOff(t *testing.T) {
 	gate := NewGate(liveLimiter(t, server, "nodeny", &clock), GateOptions{DenyCacheDisabled: true})
 	check := Check{Identity: "203.0.113.9", Limit: Limit{Name: "user", Count: 1, Window: time.Minute}}
 	for range 5 {
-		if _, err := gate.Decide(context.Background(), 1, false, check); err != nil {
+		if _, err := gate.Decide(context.Background(), 1, FailOpen, check); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +266,7 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 
 	server.Stop()
 	for range 10 {
-		if _, err := gate.Decide(ctx, 1, false, check); err != nil {
+		if _, err := gate.Decide(ctx, 1, FailOpen, check); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,13 +274,13 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	if s.BreakerState != "open" || s.RedisCalls != 3 || s.BreakerSkips != 7 {
 		t.Fatalf("after 10 decisions with Redis down: %+v, want open after 3 Redis calls", s)
 	}
-	if _, err := gate.Decide(ctx, 1, true, check); !errors.Is(err, ErrUnavailable) {
+	if _, err := gate.Decide(ctx, 1, FailClosed, check); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("fail-closed with the breaker open: err = %v, want ErrUnavailable", err)
 	}
 
 	server.Restart(t)
 	time.Sleep(350 * time.Millisecond) // the cool-down
-	res, err := gate.Decide(ctx, 1, false, check)
+	res, err := gate.Decide(ctx, 1, FailOpen, check)
 	if err != nil || res.Degraded {
 		t.Fatalf("probe after the cool-down: degraded=%v err=%v", res.Degraded, err)
 	}
@@ -377,7 +377,7 @@ func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
 			gate := NewGate(l, GateOptions{Breaker: BreakerOptions{Disabled: true}})
 			ctx := context.Background()
 
-			decided, err := gate.Decide(ctx, 1, false, check)
+			decided, err := gate.Decide(ctx, 1, FailOpen, check)
 			if err != nil {
 				t.Fatalf("fail-open: %v", err)
 			}
@@ -403,7 +403,7 @@ func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
 				}
 			}
 
-			closed, err := gate.Decide(ctx, 1, true, check)
+			closed, err := gate.Decide(ctx, 1, FailClosed, check)
 			if (err != nil) != (tc.wantCause != "") || (err != nil && !errors.Is(err, ErrUnavailable)) {
 				t.Fatalf("fail-closed: err = %v, want ErrUnavailable exactly when Redis fails", err)
 			}
@@ -422,31 +422,31 @@ func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
 // one still says why Redis did not decide.
 func TestGateReportsNoRedisTimeWhenRedisWasNotAsked(t *testing.T) {
 	cases := []struct {
-		name       string
-		failClosed bool
+		name   string
+		policy FailurePolicy
 	}{
-		{"fail-open, degraded", false},
-		{"fail-closed, rejected", true},
+		{"fail-open, degraded", FailOpen},
+		{"fail-closed, rejected", FailClosed},
 	}
 	check := Check{Identity: "198.51.100.8", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			gate := NewGate(refusedLimiter(t), GateOptions{Breaker: BreakerOptions{Failures: 1, Cooldown: time.Hour}})
 			ctx := context.Background()
-			if res, _ := gate.Decide(ctx, 1, false, check); res.RedisLatency <= 0 {
+			if res, _ := gate.Decide(ctx, 1, FailOpen, check); res.RedisLatency <= 0 {
 				t.Fatalf("the failure that opens the breaker: RedisLatency %v, want its time", res.RedisLatency)
 			}
 			if s := gate.Stats(); s.BreakerState != "open" {
 				t.Fatalf("breaker %s after a failure, want open", s.BreakerState)
 			}
-			res, err := gate.Decide(ctx, 1, tc.failClosed, check)
+			res, err := gate.Decide(ctx, 1, tc.policy, check)
 			if got := gate.Stats().RedisCalls; got != 1 {
 				t.Fatalf("%d Redis calls, want 1: the breaker is open", got)
 			}
 			if res.RedisLatency != 0 {
 				t.Errorf("RedisLatency %v with the breaker open, want 0", res.RedisLatency)
 			}
-			if tc.failClosed {
+			if tc.policy == FailClosed {
 				if !errors.Is(err, ErrUnavailable) || res.Cause != nil {
 					t.Errorf("err %v, cause %v; want ErrUnavailable and no Cause", err, res.Cause)
 				}
