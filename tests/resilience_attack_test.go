@@ -60,7 +60,7 @@ func newHotAttack(tb testing.TB, server *redistest.Server, prefix string, denyCa
 		tb.Fatalf("load scripts: %v", err)
 	}
 	client.AddHook(a.counter)
-	a.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{DenyCacheDisabled: !denyCache, Timeout: time.Second})
+	a.gate = ratelimit.NewGate(limiter, ratelimit.GateOptions{DenyCacheDisabled: !denyCache})
 	a.check = ratelimit.Check{Identity: "203.0.113.66", Limit: ratelimit.Limit{Name: "anonymous", Count: 10, Window: time.Second}}
 	return a
 }

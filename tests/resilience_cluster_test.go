@@ -85,7 +85,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		// Fail-closed, with a budget no redirection needs: any MOVED or
 		// ASK not followed is an error here, not a quiet fallback.
 		client := clientWithBudget(t, clusterURL(cluster.Addrs()), true, generousBudget)
-		gate := productionGate(t, client, "topo", ratelimit.GateOptions{Timeout: generousBudget})
+		gate := productionGateWithin(t, client, "topo", generousBudget, ratelimit.GateOptions{})
 		limit := ratelimit.Limit{Name: "user", Count: ratelimit.MaxCount, Window: 15 * time.Minute}
 		mover := ratelimit.Check{Identity: "user-that-moves", Limit: limit}
 		var moverAllowed atomic.Int64

@@ -103,7 +103,7 @@ func TestScriptCacheLossReachesNoCaller(t *testing.T) {
 	t.Run("single server restarted", func(t *testing.T) {
 		server := redistest.StartServer(t)
 		client := clientWithBudget(t, server.URL(), false, generousBudget)
-		gate := productionGate(t, client, "noscript", ratelimit.GateOptions{Timeout: generousBudget, Breaker: ratelimit.BreakerOptions{Cooldown: 200 * time.Millisecond}})
+		gate := productionGateWithin(t, client, "noscript", generousBudget, ratelimit.GateOptions{Breaker: ratelimit.BreakerOptions{Cooldown: 200 * time.Millisecond}})
 		stopFlush := flushLoop([]string{server.Addr()})
 		stopLoad := failClosedLoad(gate, 3)
 		time.Sleep(500 * time.Millisecond)
@@ -128,7 +128,7 @@ func TestScriptCacheLossReachesNoCaller(t *testing.T) {
 	t.Run("cluster", func(t *testing.T) {
 		cluster := redistest.StartCluster(t, 3, 1)
 		client := clientWithBudget(t, clusterURL(cluster.Addrs()), true, generousBudget)
-		gate := productionGate(t, client, "noscript", ratelimit.GateOptions{Timeout: generousBudget})
+		gate := productionGateWithin(t, client, "noscript", generousBudget, ratelimit.GateOptions{})
 		stopFlush := flushLoop(cluster.Addrs())
 		stopLoad := failClosedLoad(gate, 3)
 		time.Sleep(1500 * time.Millisecond)

@@ -65,7 +65,14 @@ func clientWithBudget(t testing.TB, url string, cluster bool, budget time.Durati
 // a Gate on client. The budget is opts.Timeout, DefaultTimeout when zero.
 func productionGate(t testing.TB, client redis.UniversalClient, prefix string, opts ratelimit.GateOptions) *ratelimit.Gate {
 	t.Helper()
-	l, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: prefix, Timeout: opts.Timeout})
+	return productionGateWithin(t, client, prefix, 0, opts)
+}
+
+// productionGateWithin is productionGate with a decision budget of timeout
+// (the Limiter's Options.Timeout; DefaultTimeout when zero).
+func productionGateWithin(t testing.TB, client redis.UniversalClient, prefix string, timeout time.Duration, opts ratelimit.GateOptions) *ratelimit.Gate {
+	t.Helper()
+	l, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: prefix, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("new limiter: %v", err)
 	}

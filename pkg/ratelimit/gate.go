@@ -30,10 +30,6 @@ type GateOptions struct {
 	// it is the Limiter's Options.Now if that is set (so that tests stepping
 	// the limiter's clock step the whole gate), else time.Now.
 	Now func() time.Time
-	// Timeout bounds one decision, every Redis round trip included: the
-	// REDIS_TIMEOUT budget. When zero, the Limiter's Options.Timeout, or
-	// DefaultTimeout if that is zero too.
-	Timeout time.Duration
 	// Breaker configures the circuit breaker around Redis.
 	Breaker BreakerOptions
 	// DenyCacheDisabled turns the deny cache off: every request then costs
@@ -67,8 +63,8 @@ type GateOptions struct {
 // call, until T measured on the local clock from the moment the denied
 // request was sent: never later than Redis itself would admit it.
 //
-// One decision takes at most the timeout (REDIS_TIMEOUT) plus the time to
-// notice it has passed; while the breaker is open it takes no Redis time at
+// One decision takes at most the Limiter's Options.Timeout (REDIS_TIMEOUT;
+// DefaultTimeout when zero) plus the time to notice it has passed; while the breaker is open it takes no Redis time at
 // all. A Gate is safe for concurrent use.
 type Gate struct {
 	limiter  *Limiter
@@ -97,12 +93,11 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 	if now == nil {
 		now = time.Now
 	}
-	timeout := opts.Timeout
-	if timeout <= 0 && limiter != nil {
+	// One budget per decision: the Limiter's, which the Gate applies
+	// itself around every Redis round trip of the decision.
+	timeout := DefaultTimeout
+	if limiter != nil && limiter.timeout > 0 {
 		timeout = limiter.timeout
-	}
-	if timeout <= 0 {
-		timeout = DefaultTimeout
 	}
 	g := &Gate{
 		limiter:  limiter,
@@ -181,8 +176,8 @@ func (g *Gate) degrade(redisLatency time.Duration, cause error, cost int64, spen
 	return res
 }
 
-// decideOnRedis answers from the deny cache when it can, and otherwise asks
-// Redis through the breaker, within the budget. When Redis was asked, the
+// decideOnRedis validates the request, answers from the deny cache when it
+// can, and otherwise asks Redis through the breaker, within the budget. When Redis was asked, the
 // Result's RedisLatency is the time that took, also with an error (then the
 // Result holds nothing else).
 func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
@@ -207,7 +202,7 @@ func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks
 	sent := g.now()
 	g.stats.redisCalls.Add(1)
 	started := time.Now()
-	res, err := g.limiter.decide(budget, cost, spend, checks)
+	res, err := g.limiter.run(budget, cost, spend, checks)
 	elapsed := time.Since(started)
 	done(err, ctx)
 	if err != nil {

@@ -21,8 +21,10 @@ type Options struct {
 	// use the same value; changing it starts every count afresh. A Gate's
 	// in-memory fallback hashes with it too.
 	IdentityHashKey []byte
-	// Timeout bounds one decision, all Redis round trips included. Zero
-	// leaves the bound to the caller's context.
+	// Timeout bounds one decision, all Redis round trips included: the
+	// REDIS_TIMEOUT budget. Zero leaves the bound to the caller's context
+	// when the Limiter is called directly; a Gate around it then applies
+	// DefaultTimeout. The Gate applies this same budget, once per decision.
 	Timeout time.Duration
 	// Now, when set, replaces the Redis clock (TIME) as the scripts' time.
 	// It exists for tests that must step time precisely; production leaves
@@ -139,6 +141,12 @@ func (l *Limiter) decide(ctx context.Context, cost int64, spend bool, checks []C
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
+	return l.run(ctx, cost, spend, checks)
+}
+
+// run decides checks that have been validated, within ctx's deadline: the
+// one budget of the decision, which Limiter.decide or the Gate set.
+func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
 	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
 	if len(checks) == 1 {
 		// One limit: no grouping, and the tag goes straight into the key.
