@@ -8,11 +8,11 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Default circuit-breaker settings.
+// Default circuit-breaker settings, as BreakerOptions documents them.
 const (
-	DefaultBreakerFailures = 5
-	DefaultBreakerCooldown = 2 * time.Second
-	DefaultBreakerWindow   = 10 * time.Second
+	defaultBreakerFailures = 5
+	defaultBreakerCooldown = 2 * time.Second
+	defaultBreakerWindow   = 10 * time.Second
 )
 
 // BreakerOptions configure the circuit breaker a Gate keeps around Redis.
@@ -30,13 +30,13 @@ type BreakerOptions struct {
 	// Disabled turns the breaker off: every decision calls Redis.
 	Disabled bool
 	// Failures is how many decisions in a row must fail to open the
-	// breaker. DefaultBreakerFailures when zero.
+	// breaker; 5 when zero.
 	Failures int
-	// Cooldown is how long the breaker stays open before probing.
-	// DefaultBreakerCooldown when zero.
+	// Cooldown is how long the breaker stays open before probing; 2s when
+	// zero.
 	Cooldown time.Duration
 	// Window is the rolling period over which the failure ratio is
-	// counted. DefaultBreakerWindow when zero.
+	// counted; 10s when zero.
 	Window time.Duration
 }
 
@@ -55,17 +55,17 @@ func newRedisBreaker(opts BreakerOptions, onChange func(from, to string)) *redis
 	if opts.Disabled {
 		return &redisBreaker{}
 	}
-	failures := uint32(DefaultBreakerFailures)
+	failures := uint32(defaultBreakerFailures)
 	if opts.Failures > 0 {
 		failures = uint32(opts.Failures)
 	}
 	cooldown := opts.Cooldown
 	if cooldown <= 0 {
-		cooldown = DefaultBreakerCooldown
+		cooldown = defaultBreakerCooldown
 	}
 	window := opts.Window
 	if window <= 0 {
-		window = DefaultBreakerWindow
+		window = defaultBreakerWindow
 	}
 	bucket := max(window/10, time.Millisecond)
 	var onStateChange func(string, gobreaker.State, gobreaker.State)

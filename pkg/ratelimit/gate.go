@@ -10,11 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Default failure-policy settings.
+// DefaultFallbackInstances is the number of warm instances the fallback
+// divides every limit by when GateOptions.FallbackInstances is zero.
+const DefaultFallbackInstances = 10
+
+// Default sizes of the Gate's memory, as GateOptions documents them.
 const (
-	DefaultFallbackInstances  = 10
-	DefaultFallbackMaxEntries = 50_000
-	DefaultDenyCacheEntries   = 10_000
+	defaultFallbackMaxEntries = 50_000
+	defaultDenyCacheEntries   = 10_000
 )
 
 // GateOptions configure a Gate. The zero value is ready for production.
@@ -24,7 +27,7 @@ type GateOptions struct {
 	// (RATE_LIMIT_FALLBACK_INSTANCES). DefaultFallbackInstances when zero.
 	FallbackInstances int64
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
-	// pairs. DefaultFallbackMaxEntries when zero.
+	// pairs; 50,000 when zero.
 	FallbackMaxEntries int
 	// Now is the process clock of the fallback and the deny cache. When nil
 	// it is the Limiter's Options.Now if that is set (so that tests stepping
@@ -36,7 +39,7 @@ type GateOptions struct {
 	// a Redis call, even from a caller already denied.
 	DenyCacheDisabled bool
 	// DenyCacheMaxEntries bounds the deny cache, in remembered denials.
-	// DefaultDenyCacheEntries when zero.
+	// 10,000 when zero.
 	DenyCacheMaxEntries int
 	// OnBreakerStateChange, when set, is called on every state change of
 	// the circuit breaker, with the states' names ("closed", "open",
@@ -64,8 +67,9 @@ type GateOptions struct {
 // request was sent: never later than Redis itself would admit it.
 //
 // One decision takes at most the Limiter's Options.Timeout (REDIS_TIMEOUT;
-// DefaultTimeout when zero) plus the time to notice it has passed; while the breaker is open it takes no Redis time at
-// all. A Gate is safe for concurrent use.
+// DefaultTimeout when zero) plus the time to notice it has passed; while
+// the breaker is open it takes no Redis time at all. A Gate is safe for
+// concurrent use.
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
@@ -84,7 +88,7 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 	}
 	entries := opts.FallbackMaxEntries
 	if entries <= 0 {
-		entries = DefaultFallbackMaxEntries
+		entries = defaultFallbackMaxEntries
 	}
 	now := opts.Now
 	if now == nil && limiter != nil && limiter.now != nil {
@@ -112,7 +116,7 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 	if !opts.DenyCacheDisabled {
 		size := opts.DenyCacheMaxEntries
 		if size <= 0 {
-			size = DefaultDenyCacheEntries
+			size = defaultDenyCacheEntries
 		}
 		g.denied = newDenyCache(size)
 	}
