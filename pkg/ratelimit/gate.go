@@ -29,10 +29,6 @@ type GateOptions struct {
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
 	// pairs; 50,000 when zero.
 	FallbackMaxEntries int
-	// Now is the process clock of the fallback and the deny cache. When nil
-	// it is the Limiter's Options.Now if that is set (so that tests stepping
-	// the limiter's clock step the whole gate), else time.Now.
-	Now func() time.Time
 	// Breaker configures the circuit breaker around Redis.
 	Breaker BreakerOptions
 	// DenyCacheDisabled turns the deny cache off: every request then costs
@@ -80,8 +76,21 @@ type Gate struct {
 	stats    gateCounters
 }
 
-// NewGate wraps limiter in the failure policy.
+// NewGate wraps limiter in the failure policy. The fallback and the deny
+// cache keep time on the process clock, or on the Limiter's Options.Now
+// when that is set (so that a test stepping the limiter's clock steps the
+// whole gate).
 func NewGate(limiter *Limiter, opts GateOptions) *Gate {
+	var now func() time.Time
+	if limiter != nil {
+		now = limiter.now
+	}
+	return newGate(limiter, opts, now)
+}
+
+// newGate is NewGate with the fallback's and the deny cache's clock; nil
+// is time.Now.
+func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	instances := opts.FallbackInstances
 	if instances <= 0 {
 		instances = DefaultFallbackInstances
@@ -89,10 +98,6 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 	entries := opts.FallbackMaxEntries
 	if entries <= 0 {
 		entries = defaultFallbackMaxEntries
-	}
-	now := opts.Now
-	if now == nil && limiter != nil && limiter.now != nil {
-		now = limiter.now
 	}
 	if now == nil {
 		now = time.Now

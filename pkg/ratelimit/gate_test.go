@@ -38,7 +38,7 @@ func refusedLimiter(t *testing.T) *Limiter {
 
 func TestGateFailsOpenToTheDividedLocalLimit(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	gate := NewGate(refusedLimiter(t), GateOptions{FallbackInstances: 10, Now: func() time.Time { return now }})
+	gate := newGate(refusedLimiter(t), GateOptions{FallbackInstances: 10}, func() time.Time { return now })
 	check := Check{Identity: "198.51.100.3", Limit: Limit{Name: "anonymous", Count: 30, Window: time.Minute}}
 	admitted := 0
 	for range 10 {
