@@ -11,7 +11,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // TestIdentityKeysOfThisAPIOnly: through the real SDK against the local API

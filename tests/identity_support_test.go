@@ -20,10 +20,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/holdgate"
+	"github.com/slidegate/slidegate/internal/testkit/holdgate"
 )
 
-// holdGate is the shared test gate (internal/holdgate).
+// holdGate is the shared test gate (internal/testkit/holdgate).
 type holdGate = holdgate.Gate
 
 func newHoldGate() *holdGate { return holdgate.New() }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

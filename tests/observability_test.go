@@ -19,8 +19,8 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // The observability tests run real decisions (a real redis-server, the

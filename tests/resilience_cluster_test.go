@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

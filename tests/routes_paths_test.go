@@ -12,8 +12,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/holdgate"
+	"github.com/slidegate/slidegate/internal/testkit/holdgate"
 )
 
 // clock is a test clock, safe for the background loads that read it.
@@ -27,7 +27,7 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// holdGate is the shared test gate (internal/holdgate).
+// holdGate is the shared test gate (internal/testkit/holdgate).
 type holdGate = holdgate.Gate
 
 func newHoldGate() *holdGate { return holdgate.New() }
