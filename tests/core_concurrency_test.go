@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -181,7 +182,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			// A frozen clock at a window's start, so no window ends during
 			// the test and every key's remaining life is known.
 			window := 10 * time.Minute
-			clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
+			clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
 			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "spread", Now: clock.Now})
 			const identities = 10000
 			sem := make(chan struct{}, 64)

@@ -75,14 +75,6 @@ func newLimiter(t testing.TB, client redis.UniversalClient, opts ratelimit.Optio
 	return l
 }
 
-// fakeClock is an injected clock that tests step by hand.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time           { return c.now }
-func (c *fakeClock) Advance(d time.Duration)  { c.now = c.now.Add(d) }
-func (c *fakeClock) Set(t time.Time)          { c.now = t }
-func newFakeClock(start time.Time) *fakeClock { return &fakeClock{now: start} }
-
 // expectedBurst is how many requests of cost 1 an algorithm admits at one
 // instant for a limit of count per window.
 func expectedBurst(a ratelimit.Algorithm, count int64) int64 {
