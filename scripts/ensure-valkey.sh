@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure valkey-server and valkey-cli are installed, for the Valkey half of
-# `make test` (internal/redistest starts its own servers on free ports; this
-# script starts nothing, and leaves any redis-server on the machine alone).
+# `make test` (internal/testkit/redistest starts its own servers on free ports;
+# this script starts nothing, and leaves any redis-server on the machine alone).
 #
 # Exits 0 and prints the server's version when Valkey is there: already, or
 # after installing Debian's valkey-server as root on a system with apt-get (on

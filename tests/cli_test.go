@@ -23,8 +23,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // cliHashKey is the identity hash key the functions and the command share

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 // RIEModule and RIEVersion pin the emulator; mk/functions.mk uses the same.
@@ -162,7 +164,7 @@ type RIE struct {
 	Started time.Time
 
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	client *http.Client
 	done   chan struct{}
 }
@@ -211,7 +213,7 @@ func startRIEOnce(t testing.TB, bin, bootstrap string, env map[string]string) (*
 		bootstrap)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = baseEnv(env)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = emulatorProcAttr()
 	r := &RIE{Addr: rieAddr, cmd: cmd, logs: logs, done: make(chan struct{}),
@@ -378,24 +380,4 @@ func freeAddr() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
