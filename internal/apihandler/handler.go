@@ -155,7 +155,11 @@ func (d deciders) spend(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
+		// Not wrapped again: the Runtime's error already names the route
+		// (app.RouteName, clipped), and the middleware's line names it once
+		// more. A caller chooses the path; each copy of it in a log line is
+		// one more place for a token in it to land.
+		return ratelimit.Verdict{}, err
 	}
 	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
 }
@@ -175,7 +179,8 @@ func (d deciders) peek(r *http.Request) (ratelimit.Verdict, error) {
 	}
 	out, err := d.rt.Quota(r.Context(), req.Request)
 	if err != nil {
-		return ratelimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
+		// Not wrapped again with the route: see spend.
+		return ratelimit.Verdict{}, err
 	}
 	return ratelimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
 }

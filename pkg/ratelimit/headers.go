@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Header names written by SetHeaders.
+// Header names written by SetHeaders, spelled as docs/contract.md
+// ("Headers") spells them.
 const (
 	HeaderRateLimitPolicy    = "RateLimit-Policy"
 	HeaderRateLimit          = "RateLimit"
@@ -125,7 +126,8 @@ func resetUnix(d Decision, resetSeconds int64) int64 {
 	return unix + resetSeconds
 }
 
-// Error codes of the JSON bodies.
+// Error codes of the JSON bodies, whose bytes docs/contract.md ("Bodies")
+// gives.
 const (
 	CodeTooManyRequests    = "TOO_MANY_REQUESTS"
 	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
