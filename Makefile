@@ -34,7 +34,7 @@ test: ensure-redis ensure-valkey vet staticcheck
 	$(MAKE) --no-print-directory fuzz
 
 ## test-valkey: the Redis-facing tests (those that start a server through
-## internal/redistest) with REDIS_SERVER=valkey-server
+## internal/testkit/redistest) with REDIS_SERVER=valkey-server
 test-valkey:
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
 

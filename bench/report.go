@@ -271,7 +271,7 @@ func lambdaSection(l lambdaInfo) string {
 			l.WarmP50us, l.WarmP99us, l.RedisP50us, l.WarmOverheadP50us)
 		w("  The emulator's HTTP hop (client to emulator, emulator to the runtime API the bootstrap polls) is inside that figure and is not part of a real Lambda invocation's billed time; this benchmark has no way to separate it. The last answer was:\n\n  ```json\n  %s\n  ```\n", strings.TrimSpace(l.Answer))
 	} else {
-		w("- **Cold start and warm overhead not measured in this run**: %s. They are measured with the functions (issue 3, `internal/lambdatest`).\n", l.Note)
+		w("- **Cold start and warm overhead not measured in this run**: %s. They are measured with the functions (issue 3, `internal/testkit/lambdatest`).\n", l.Note)
 	}
 	w("\n")
 	return b.String()

@@ -87,7 +87,7 @@ invoke: $(RIE)
 	@mkdir -p $(BIN)/invoke/$(FUNCTION)
 	@$(CGO_ENABLED_BUILD) GOOS=$(HOST_GOOS) GOARCH=$(HOST_GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/invoke/$(FUNCTION)/bootstrap ./functions/$(FUNCTION)
 	@set -u; \
-	 port=; for p in $$(seq 20 60); do cand=$$(( 20000 + ($$$$ * 7 + p * 389) % 40000 )); \
+	 port=; for p in $$(seq 20 60); do cand=$$(( 20000 + ($$$$ * 7 + p * 389) % 12000 )); \
 	   if ! (exec 3<>/dev/tcp/127.0.0.1/$$cand) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$$((cand+1))) 2>/dev/null; then port=$$cand; break; fi; done; \
 	 test -n "$$port" || { echo "no free port" >&2; exit 1; }; \
 	 log=$$(mktemp); rie=; \

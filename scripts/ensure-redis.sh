@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure redis-server and redis-cli are installed, for the integration
-# tests (internal/redistest starts its own servers on free ports; this script
-# starts nothing).
+# tests (internal/testkit/redistest starts its own servers on free ports; this
+# script starts nothing).
 #
 # Exits 0 when both are present (printing their versions), installs Debian's
 # redis-server package when run as root on a system with apt-get, and exits 1

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Makes sure valkey-server and valkey-cli are installed, for the Valkey half of
-# `make test` (internal/redistest starts its own servers on free ports; this
-# script starts nothing, and leaves any redis-server on the machine alone).
+# `make test` (internal/testkit/redistest starts its own servers on free ports;
+# this script starts nothing, and leaves any redis-server on the machine alone).
 #
 # Exits 0 and prints the server's version when Valkey is there: already, or
 # after installing Debian's valkey-server as root on a system with apt-get (on
-# bookworm from bookworm-backports, whose source this script adds).
+# bookworm from bookworm-backports, whose source this script adds). A valkey it
+# installs is for its binaries only: the package's service, which would listen
+# on 6379 at every boot, is stopped and disabled.
 #
 # Exits 3 and prints a line starting "Valkey half NOT run:" when Valkey is
 # missing and cannot be installed here, so that the caller can skip the Valkey
@@ -13,6 +15,10 @@
 set -euo pipefail
 
 not_run=3
+# root is where the system's files are: "" (the real system), or a scratch
+# tree for tests/ensure_valkey_test.go, which also puts stub apt-get,
+# apt-cache and systemctl first on PATH.
+root=${ENSURE_VALKEY_ROOT:-}
 
 have_valkey() {
 	command -v valkey-server >/dev/null 2>&1 && command -v valkey-cli >/dev/null 2>&1
@@ -36,9 +42,9 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 
 codename=""
-if [[ -r /etc/os-release ]]; then
+if [[ -r ${root}/etc/os-release ]]; then
 	# shellcheck disable=SC1091
-	codename=$(. /etc/os-release && echo "${ID:-}:${VERSION_CODENAME:-}")
+	codename=$(. "${root}/etc/os-release" && echo "${ID:-}:${VERSION_CODENAME:-}")
 fi
 
 export DEBIAN_FRONTEND=noninteractive
@@ -46,7 +52,7 @@ export DEBIAN_FRONTEND=noninteractive
 # to start services, so the package's own valkey (configured for 6379, where
 # this machine may already run a redis-server) stays stopped. Remove our copy
 # only; never touch one that was already there.
-policy=/usr/sbin/policy-rc.d
+policy=${root}/usr/sbin/policy-rc.d
 if [[ ! -e ${policy} ]]; then
 	printf '#!/bin/sh\nexit 101\n' >"${policy}"
 	chmod +x "${policy}"
@@ -60,8 +66,10 @@ install_args=(-y --no-install-recommends)
 case ${codename} in
 debian:bookworm)
 	# Valkey reached Debian after bookworm; its backports carry 8.0.
-	backports=/etc/apt/sources.list.d/bookworm-backports.list
-	if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	backports=${root}/etc/apt/sources.list.d/bookworm-backports.list
+	# A commented-out line ("# deb ... bookworm-backports main") is no
+	# source; deb822 files name it in "Suites:".
+	if ! grep -rqsE '^[^#]*bookworm-backports' "${root}/etc/apt/sources.list" "${root}/etc/apt/sources.list.d/"; then
 		echo "ensure-valkey: adding ${backports}" >&2
 		echo 'deb http://deb.debian.org/debian bookworm-backports main' >"${backports}"
 	fi
@@ -79,6 +87,21 @@ fi
 if ! apt-get install "${install_args[@]}" valkey-server; then
 	skip "apt-get install valkey-server failed"
 fi
+# The package enables its service, which listens on 6379, where this machine
+# may run the redis-server it tests too: policy-rc.d kept it from starting
+# now, but at the next boot it would start, and take 6379 from that redis or
+# fail over and over. This script installed it for its binaries only, so its
+# service is stopped (a policy-rc.d already there may have let it start) and
+# disabled, on systemd and on sysv-rc alike.
+if command -v systemctl >/dev/null 2>&1; then
+	systemctl disable valkey-server.service >/dev/null 2>&1 || true
+	systemctl stop valkey-server.service >/dev/null 2>&1 || true
+fi
+if command -v update-rc.d >/dev/null 2>&1 && [[ -e ${root}/etc/init.d/valkey-server ]]; then
+	service valkey-server stop >/dev/null 2>&1 || true
+	update-rc.d valkey-server disable >/dev/null 2>&1 || true
+fi
+echo "ensure-valkey: installed valkey-server for its binaries; its service (port 6379) is stopped and disabled" >&2
 if ! have_valkey; then
 	echo "ensure-valkey: apt-get finished but valkey-server or valkey-cli is still missing" >&2
 	exit 1

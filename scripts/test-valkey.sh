@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Valkey half of `make test`: every Redis-facing test (each Test and Fuzz
-# function that starts a server through internal/redistest, as listed by
-# internal/cmd/redisfacing) run again with REDIS_SERVER=valkey-server.
+# function that starts a server through internal/testkit/redistest, as listed
+# by internal/cmd/redisfacing) run again with REDIS_SERVER=valkey-server.
 #
 # VALKEY chooses what happens when valkey-server is missing and cannot be
 # installed here (scripts/ensure-valkey.sh tries as root with apt-get):

@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/wire"
 )
 

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // fakeAPIGateway answers GetApiKeys (GET /apikeys), GetUsagePlans

@@ -16,7 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 )
 
 // Test credentials of the authorizer tests. The JWT secret is made at run

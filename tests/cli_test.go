@@ -23,8 +23,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // cliHashKey is the identity hash key the functions and the command share
@@ -358,6 +358,7 @@ func TestSlidegateCheck(t *testing.T) {
 		{"fallback share larger than the limit", map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "100"}, nil, 0, []string{`warning: fallback share of "anonymous" (30/1m) is larger than the limit`}},
 		{"stage variable that overrides nothing", nil, []string{"--stage-var", "rateLimitAnon=3/1m"}, 0, []string{"warning: stage variable rateLimitAnon (--stage-var) overrides nothing"}},
 		{"environment variable that overrides nothing", map[string]string{"RATE_LIMIT_ANONYMUS": "3/1m"}, nil, 0, []string{"warning: environment variable RATE_LIMIT_ANONYMUS overrides nothing"}},
+		{"stage samconfig.toml does not name", nil, []string{"--stage", "prdo"}, 0, []string{`warning: samconfig.toml has no environment "prdo": the settings shown are the template's defaults`, "0 errors, 1 warnings"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

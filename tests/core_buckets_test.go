@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -57,7 +58,7 @@ func bucketsBase(lim ratelimit.Limit) time.Time {
 // limiter, stepping clock to each attempt's instant. It returns the instant
 // of every admitted unit (a request of cost n counts n times) and how many
 // requests were denied.
-func bucketsReplay(t *testing.T, limiter *ratelimit.Limiter, clock *fakeClock, check ratelimit.Check, sched []bucketsAttempt) (admitted []time.Time, denied int) {
+func bucketsReplay(t *testing.T, limiter *ratelimit.Limiter, clock *testkit.Clock, check ratelimit.Check, sched []bucketsAttempt) (admitted []time.Time, denied int) {
 	t.Helper()
 	ctx := context.Background()
 	for i, a := range sched {
@@ -246,7 +247,7 @@ func testSlidingBucketsBound(t *testing.T, client redis.UniversalClient) {
 		for si, s := range bucketsSchedules {
 			t.Run(fmt.Sprintf("%d per %s/%s", lim.Count, lim.Window, s.name), func(t *testing.T) {
 				base := bucketsBase(lim)
-				clock := newFakeClock(base)
+				clock := testkit.NewClock(base)
 				limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 				sched := s.build(rand.New(rand.NewPCG(uint64(li), uint64(si))), base, lim)
 				check := ratelimit.Check{Identity: t.Name(), Limit: lim}
@@ -281,7 +282,7 @@ func testSlidingBucketsBoundIsReached(t *testing.T, client redis.UniversalClient
 		lim.Name, lim.Algorithm = "tight", ratelimit.SlidingBuckets
 		t.Run(fmt.Sprintf("%d per %s", lim.Count, lim.Window), func(t *testing.T) {
 			base := bucketsBase(lim)
-			clock := newFakeClock(base)
+			clock := testkit.NewClock(base)
 			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 			check := ratelimit.Check{Identity: t.Name(), Limit: lim}
 
@@ -320,7 +321,7 @@ func testSlidingBucketsRetryAfterIsExact(t *testing.T, client redis.UniversalCli
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			clock := newFakeClock(base)
+			clock := testkit.NewClock(base)
 			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 			check := ratelimit.Check{Identity: t.Name(), Limit: lim}
 			if _, denied := bucketsReplay(t, limiter, clock, check, tc.fill); denied != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -94,82 +95,6 @@ func warmPool(t testing.TB, c redis.UniversalClient, n int) {
 	wg.Wait()
 }
 
-// TestScriptFlushMidRunReachesNoCaller flushes the script cache of every
-// node again and again while decisions run: EVALSHA's NOSCRIPT must be
-// repaired underneath, and the admitted count must stay exact.
-func TestScriptFlushMidRunReachesNoCaller(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			lim := ratelimit.Limit{Name: "user", Count: 300, Window: time.Hour}
-			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "flush"})
-			nodes := topo.nodes(t)
-
-			stop := make(chan struct{})
-			var flushes atomic.Int64
-			var flusher sync.WaitGroup
-			flusher.Add(1)
-			go func() {
-				defer flusher.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					for _, n := range nodes {
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						if n.ScriptFlush(ctx).Err() == nil {
-							flushes.Add(1)
-						}
-						cancel()
-					}
-					time.Sleep(2 * time.Millisecond)
-				}
-			}()
-
-			const workers, perWorker = 8, 250
-			var admitted, failures atomic.Int64
-			var firstErr atomic.Value
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range perWorker {
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						// Many identities, so every node's cache is exercised.
-						id := fmt.Sprintf("user-%d", (w*perWorker+i)%40)
-						d, err := limiter.Allow(ctx, id, lim)
-						cancel()
-						if err != nil {
-							failures.Add(1)
-							firstErr.CompareAndSwap(nil, err)
-							continue
-						}
-						if d.Allowed {
-							admitted.Add(1)
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(stop)
-			flusher.Wait()
-			if failures.Load() > 0 {
-				t.Fatalf("%d of %d decisions failed during SCRIPT FLUSH; first: %v", failures.Load(), workers*perWorker, firstErr.Load())
-			}
-			if flushes.Load() < 10 {
-				t.Fatalf("only %d flushes happened; the test did not exercise NOSCRIPT", flushes.Load())
-			}
-			// 40 identities x 50 requests each, all under a limit of 300.
-			if admitted.Load() != workers*perWorker {
-				t.Fatalf("admitted %d of %d", admitted.Load(), workers*perWorker)
-			}
-			t.Logf("%d decisions, %d script flushes, no errors", workers*perWorker, flushes.Load())
-		})
-	}
-}
-
 // TestTenThousandIdentitiesSpreadAndExpire checks the key layout on a real
 // cluster: keys of 10,000 identities land on every master, a tier limit
 // and a route limit of one identity are decided in one call (no
@@ -181,7 +106,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			// A frozen clock at a window's start, so no window ends during
 			// the test and every key's remaining life is known.
 			window := 10 * time.Minute
-			clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
+			clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
 			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "spread", Now: clock.Now})
 			const identities = 10000
 			sem := make(chan struct{}, 64)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -79,7 +80,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 					return n
 				}
 				t.Run(string(a.alg)+"/same window", func(t *testing.T) {
-					clock := newFakeClock(base.Add(10 * time.Second))
+					clock := testkit.NewClock(base.Add(10 * time.Second))
 					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll1", Now: clock.Now})
 					id := "caller-same-" + a.code
 					for range 4 {
@@ -107,7 +108,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 					continue
 				}
 				t.Run(string(a.alg)+"/previous window", func(t *testing.T) {
-					clock := newFakeClock(base.Add(10 * time.Second))
+					clock := testkit.NewClock(base.Add(10 * time.Second))
 					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll2", Now: clock.Now})
 					id := "caller-prev-" + a.code
 					for range 10 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -21,7 +22,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
-					clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+					clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "spend", Now: clock.Now})
 					id := "caller-" + string(alg)
 					tier := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 600, Window: time.Minute, Algorithm: alg}}
@@ -69,7 +70,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 func TestCostIsAllOrNothing(t *testing.T) {
 	topo := startTopologies(t)[1]
 	ctx := context.Background()
-	clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "cost", Now: clock.Now})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.SlidingLog, ratelimit.TokenBucket, ratelimit.FixedWindow} {
 		check := ratelimit.Check{Identity: "batch-" + string(alg), Limit: ratelimit.Limit{Name: "org", Count: 10, Window: time.Minute, Algorithm: alg}}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -26,7 +27,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 				}{{10, 10 * time.Second}, {7, 3 * time.Second}, {100, time.Minute}, {3, 1001 * time.Millisecond}} {
 					name := fmt.Sprintf("%s/%d per %s", alg, shape.count, shape.window)
 					t.Run(name, func(t *testing.T) {
-						clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+						clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 						limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "retry", Now: clock.Now})
 						lim := ratelimit.Limit{Name: "user", Count: shape.count, Window: shape.window, Algorithm: alg}
 						check := ratelimit.Check{Identity: name, Limit: lim}
@@ -49,7 +50,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 									t.Fatalf("step %d: denied with RetryAfter %s", step, r)
 								}
 								probe := func(at time.Duration) bool {
-									saved := clock.now
+									saved := clock.Now()
 									clock.Advance(at)
 									defer clock.Set(saved)
 									p, err := limiter.Peek(ctx, cost, check)
@@ -97,7 +98,7 @@ func TestBoundaryAttack(t *testing.T) {
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC) // a multiple of the window
-					clock := newFakeClock(edge.Add(-100 * time.Millisecond))
+					clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
 					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "edge", Now: clock.Now})
 					lim := ratelimit.Limit{Name: "anonymous", Count: limit, Window: window, Algorithm: alg}
 					var admittedAt []time.Time
@@ -149,7 +150,7 @@ func maxInRollingWindow(times []time.Time, window time.Duration) int {
 // with random traffic for several windows and checks every rolling window.
 func TestSlidingLogNeverExceedsTheLimitInAnyRollingWindow(t *testing.T) {
 	for _, topo := range startTopologies(t)[:1] {
-		clock := newFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+		clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "log", Now: clock.Now})
 		lim := ratelimit.Limit{Name: "login", Count: 20, Window: 10 * time.Second, Algorithm: ratelimit.SlidingLog}
 		rng := rand.New(rand.NewPCG(7, 9))

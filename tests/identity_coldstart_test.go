@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // TestIdentityLoadsOnFirstUse: NewRuntime does not wait for what only

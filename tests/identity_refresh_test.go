@@ -11,7 +11,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // TestIdentityKeysOfThisAPIOnly: through the real SDK against the local API
@@ -153,7 +154,7 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	srv := redistest.StartServer(t)
 	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
-	clock := &syncClock{now: time.Unix(1_800_000_000, 0)}
+	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
 	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
 	known := map[string]string{"x-api-key": "gw-key-page-1-a"}
 	created := map[string]string{"x-api-key": "gw-key-created-later"}
@@ -202,7 +203,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	srv := redistest.StartServer(t)
 	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
-	clock := &syncClock{now: time.Unix(1_800_000_000, 0)}
+	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
 	env := idEnv(srv.URL(), jwks.url)
 	env["RATE_LIMIT_ANONYMOUS"] = "100000/1m"
 	rt, _ := idRuntime(t, env, app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -11,47 +10,21 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/holdgate"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/holdgate"
 )
 
-// holdGate is the shared test gate (internal/holdgate).
+// holdGate is the shared test gate (internal/testkit/holdgate).
 type holdGate = holdgate.Gate
 
 func newHoldGate() *holdGate { return holdgate.New() }
-
-// syncClock is an injected clock that tests step by hand, safe for the
-// background loads that read it.
-type syncClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *syncClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *syncClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *syncClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // idAPIGatewayClient is the real SDK client pointed at a local endpoint.
 func idAPIGatewayClient(url string) *apigateway.Client {
@@ -97,9 +70,9 @@ func startIDJWKS(t testing.TB) *idJWKS {
 
 // idRuntime builds a runtime in-process; its JSON log goes to the returned
 // buffer.
-func idRuntime(t testing.TB, env map[string]string, opts app.Options) (*app.Runtime, *syncBuffer) {
+func idRuntime(t testing.TB, env map[string]string, opts app.Options) (*app.Runtime, *testkit.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, opts)
 	if err != nil {
@@ -107,22 +80,4 @@ func idRuntime(t testing.TB, env map[string]string, opts app.Options) (*app.Runt
 	}
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt, logs
-}
-
-// syncBuffer is a bytes.Buffer for a log written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +18,8 @@ import (
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -41,7 +40,7 @@ type localAPI struct {
 	srv    *server.Server
 	base   string
 	client *http.Client
-	log    *lockedBuffer
+	log    *testkit.Buffer
 }
 
 // startLocalAPI serves stage of template.yaml on 127.0.0.1:0. redisURL ""
@@ -66,7 +65,7 @@ func startLocalAPIWith(t *testing.T, stage, redisURL string, httpAPI bool, extra
 	for k, v := range extra {
 		env[k] = v
 	}
-	log := &lockedBuffer{}
+	log := &testkit.Buffer{}
 	srv, err := server.Start(context.Background(), server.Config{
 		Addr:           "127.0.0.1:0",
 		Stage:          stage,
@@ -439,22 +438,4 @@ func stageLimit(t *testing.T, stage, param string) int64 {
 		t.Fatalf("samconfig.toml [%s]: %s=%q: %v", stage, param, v, err)
 	}
 	return count
-}
-
-// lockedBuffer is a log destination safe for concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

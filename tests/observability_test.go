@@ -19,8 +19,9 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // The observability tests run real decisions (a real redis-server, the
@@ -33,8 +34,8 @@ import (
 // the functions' mains build them, with standard output captured and the
 // log budget's clock in the test's hands.
 type obsFunction struct {
-	stdout     *syncBuffer
-	clock      *syncClock
+	stdout     *testkit.Buffer
+	clock      *testkit.Clock
 	authorizer *authorizer.Handler
 	api        *apihandler.LambdaHandler
 	invocation int
@@ -45,7 +46,7 @@ type obsFunction struct {
 func obsStart(t *testing.T, env map[string]string) *obsFunction {
 	t.Helper()
 	getenv := func(k string) string { return env[k] }
-	f := &obsFunction{stdout: &syncBuffer{}, clock: &syncClock{now: time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC)}}
+	f := &obsFunction{stdout: &testkit.Buffer{}, clock: testkit.NewClock(time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC))}
 	ctx := context.Background()
 	logger := app.NewLogger(ctx, f.stdout, getenv)
 	rt, err := app.NewRuntime(ctx, getenv, app.Options{

@@ -16,7 +16,8 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/iamauth"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -114,7 +115,7 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 	iamCfg := iamauth.Config{UserID: cfg.RedisIAM.User, CacheName: cfg.RedisIAM.CacheName, Serverless: cfg.RedisIAM.Serverless, Region: iamRegion}
 
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := &syncClock{now: t0}
+	clock := testkit.NewClock(t0)
 	provider, err := iamauth.NewProvider(iamCfg, credentials.NewStaticCredentialsProvider(iamAccessKey, iamSecretKey, ""), iamauth.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

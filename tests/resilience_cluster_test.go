@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -33,6 +33,11 @@ func clusterURL(addrs []string) string {
 	}
 	return b.String()
 }
+
+// settleLimit bounds each wait for a load to meet a change of topology.
+// It is long only for a loaded machine: the waits poll, and return as soon
+// as the load has made its decisions.
+const settleLimit = 10 * time.Second
 
 // steadyLoad runs decisions from several workers, over many identities and
 // thus every shard, until stop is called.
@@ -120,8 +125,18 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 			}
 		}()
 
-		migrateSlot(t, cluster, slot, source, target)
-		time.Sleep(300 * time.Millisecond)
+		// Each step of the move stands until the mover has met it: the
+		// slot MIGRATING, then ASK once its keys have moved, then MOVED.
+		meet := func() {
+			if !moverLog.settle(moverLog.counted(), 50, settleLimit) {
+				t.Logf("the mover made no 50 decisions in a row on Redis within %v", settleLimit)
+			}
+		}
+		migrateSlot(t, cluster, slot, source, target, meet)
+		meet()
+		if !load.log.settle(load.log.counted(), 50, settleLimit) {
+			t.Logf("the load made no 50 decisions in a row on Redis within %v of the move", settleLimit)
+		}
 		moverDone.Store(true)
 		moverWG.Wait()
 		load.stop()
@@ -145,9 +160,13 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 	t.Run("planned failover", func(t *testing.T) {
 		masters := cluster.MasterAddrs(ctx)
 		load := startLoad(gate, 4, ratelimit.FailOpen, manyIdentities)
-		time.Sleep(300 * time.Millisecond)
+		load.log.settle(0, 100, settleLimit)
 		cluster.Failover(t, masters[len(masters)-1])
-		time.Sleep(time.Second)
+		// Keep the load on until it has met the new master and decided on
+		// Redis for a while.
+		if !load.log.settle(load.log.counted(), 300, settleLimit) {
+			t.Logf("no 300 decisions in a row on Redis within %v of the failover", settleLimit)
+		}
 		load.stop()
 		for _, err := range load.log.errs {
 			t.Errorf("decision error during a planned failover: %v", err)
@@ -161,18 +180,22 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		masters := cluster.MasterAddrs(ctx)
 		victim := masters[0]
 		load := startLoad(gate, 4, ratelimit.FailOpen, manyIdentities)
-		time.Sleep(500 * time.Millisecond)
+		load.log.settle(0, 100, settleLimit)
 		killedAt := time.Now()
 		cluster.Node(victim).Kill()
 		// Let the cluster notice on its own (node timeout 2 s) and promote
-		// the replica, as ElastiCache's automatic failover would; Failover
-		// then only confirms, or forces it if the election has not happened.
-		time.Sleep(3 * time.Second)
+		// the replica, as ElastiCache's automatic failover would, for up to
+		// 3 s; Failover then only confirms, or forces it if the election
+		// has not happened.
+		ownFailover := cluster.AwaitOwnFailover(ctx, victim, 3*time.Second)
 		cluster.Failover(t, victim)
 		promoted := time.Since(killedAt)
+		t.Logf("the cluster replaced the killed master by itself: %v", ownFailover)
 		// Keep the load on until decisions have been on Redis again for a
 		// while.
-		time.Sleep(3 * time.Second)
+		if !load.log.settle(load.log.counted(), 500, settleLimit) {
+			t.Logf("no 500 decisions in a row on Redis within %v of the failover", settleLimit)
+		}
 		load.stop()
 
 		for _, err := range load.log.errs {
@@ -235,8 +258,9 @@ func otherMaster(t *testing.T, cluster *redistest.Cluster, addr string) string {
 // migrateSlot moves slot from source to target the way redis-cli
 // --cluster reshard does: IMPORTING on the target, MIGRATING on the
 // source, MIGRATE of every key, then NODE on every master. Between the
-// steps it pauses so that the load meets ASK and then MOVED.
-func migrateSlot(t *testing.T, cluster *redistest.Cluster, slot int64, source, target string) {
+// steps it calls pause, which returns once the load has met the step (ASK,
+// then MOVED).
+func migrateSlot(t *testing.T, cluster *redistest.Cluster, slot int64, source, target string, pause func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -260,7 +284,7 @@ func migrateSlot(t *testing.T, cluster *redistest.Cluster, slot int64, source, t
 	}
 	must(dst, "CLUSTER", "SETSLOT", slot, "IMPORTING", srcID)
 	must(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", dstID)
-	time.Sleep(300 * time.Millisecond)
+	pause()
 	host, port, _ := net.SplitHostPort(target)
 	for {
 		keys, err := src.ClusterGetKeysInSlot(ctx, int(slot), 100).Result()
@@ -275,7 +299,7 @@ func migrateSlot(t *testing.T, cluster *redistest.Cluster, slot int64, source, t
 			args = append(args, k)
 		}
 		must(src, args...)
-		time.Sleep(100 * time.Millisecond) // ASK territory: some keys moved
+		pause() // ASK territory: some keys moved
 	}
 	must(dst, "CLUSTER", "SETSLOT", slot, "NODE", dstID)
 	must(src, "CLUSTER", "SETSLOT", slot, "NODE", dstID)

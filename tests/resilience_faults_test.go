@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

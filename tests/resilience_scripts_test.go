@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -22,9 +22,9 @@ import (
 // fail-closed and count every error.
 const generousBudget = 2 * time.Second
 
-// flushLoop runs SCRIPT FLUSH on every node every few milliseconds until
-// stop is called, and reports how many flushes succeeded.
-func flushLoop(nodes []string) (stop func() int64) {
+// flushLoop runs SCRIPT FLUSH on every node, pausing every between rounds,
+// until stop is called, and reports how many flushes succeeded.
+func flushLoop(nodes []string, every time.Duration) (stop func() int64) {
 	var done atomic.Bool
 	var flushes atomic.Int64
 	var wg sync.WaitGroup
@@ -44,7 +44,7 @@ func flushLoop(nodes []string) (stop func() int64) {
 				}
 				cancel()
 			}
-			time.Sleep(3 * time.Millisecond)
+			time.Sleep(every)
 		}
 	}()
 	return func() int64 { done.Store(true); wg.Wait(); return flushes.Load() }
@@ -93,53 +93,131 @@ func countNoScript(errs []error) int {
 	return n
 }
 
+// exactLoad makes workers*perWorker limiter decisions over 40 identities,
+// all under lim, and reports how many were admitted and how many failed
+// (with the first error).
+func exactLoad(limiter *ratelimit.Limiter, lim ratelimit.Limit, workers, perWorker int) (admitted, failures int64, firstErr error) {
+	var admittedN, failuresN atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range perWorker {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				// Many identities, so every node's cache is exercised.
+				id := fmt.Sprintf("user-%d", (w*perWorker+i)%40)
+				d, err := limiter.Allow(ctx, id, lim)
+				cancel()
+				if err != nil {
+					failuresN.Add(1)
+					first.CompareAndSwap(nil, err)
+					continue
+				}
+				if d.Allowed {
+					admittedN.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	firstErr, _ = first.Load().(error)
+	return admittedN.Load(), failuresN.Load(), firstErr
+}
+
 // TestScriptCacheLossReachesNoCaller flushes every node's script cache
-// again and again under fail-closed load, on a single server that is also
-// restarted empty mid-run and on a cluster: not one NOSCRIPT reaches a
-// caller. On the cluster no decision fails at all; on the single server
-// the only failures are the restart's refused connections (ErrUnavailable),
+// again and again while decisions run, on a single server and on a
+// cluster: EVALSHA's NOSCRIPT is repaired underneath and reaches no caller.
+//
+// Under limiter load ("exact") no decision fails and the admitted count
+// stays exact. Under fail-closed gate load, whose errors reach the caller
+// (nothing falls back), not one NOSCRIPT reaches a caller: on the cluster no
+// decision fails at all; the single server is also restarted empty mid-run,
+// its only failures are the restart's refused connections (ErrUnavailable),
 // and decisions succeed again after it.
 func TestScriptCacheLossReachesNoCaller(t *testing.T) {
-	t.Run("single server restarted", func(t *testing.T) {
-		server := redistest.StartServer(t)
-		client := clientWithBudget(t, server.URL(), false, generousBudget)
-		gate := productionGateWithin(t, client, "noscript", generousBudget, ratelimit.GateOptions{Breaker: ratelimit.BreakerOptions{Cooldown: 200 * time.Millisecond}})
-		stopFlush := flushLoop([]string{server.Addr()})
-		stopLoad := failClosedLoad(gate, 3)
-		time.Sleep(500 * time.Millisecond)
-		server.Restart(t)
-		time.Sleep(1500 * time.Millisecond)
-		ok, errs := stopLoad()
-		flushes := stopFlush()
-		t.Logf("%d decisions made, %d rejected (restart), %d script flushes; gate %+v", ok, len(errs), flushes, gate.Stats())
-		if n := countNoScript(errs); n > 0 {
-			t.Errorf("%d NOSCRIPT errors reached callers", n)
-		}
-		for _, err := range errs {
-			if !isUnavailable(err) {
-				t.Errorf("unexpected error kind: %v", err)
+	single := redistest.StartServer(t)
+	cluster := redistest.StartCluster(t, 3, 1)
+	const exact, failClosed = "exact", "fail-closed"
+	cases := []struct {
+		name       string
+		load       string
+		cluster    bool
+		restart    bool          // restart the server empty mid-run
+		flushEvery time.Duration // the pause between rounds of SCRIPT FLUSH
+	}{
+		{name: "exact/single", load: exact, flushEvery: 2 * time.Millisecond},
+		{name: "exact/cluster", load: exact, cluster: true, flushEvery: 2 * time.Millisecond},
+		{name: "fail-closed/cluster", load: failClosed, cluster: true, flushEvery: 3 * time.Millisecond},
+		// Last: the restart empties the server the rows above used.
+		{name: "fail-closed/single restarted", load: failClosed, restart: true, flushEvery: 3 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, url := []string{single.Addr()}, single.URL()
+			if tc.cluster {
+				nodes, url = cluster.Addrs(), clusterURL(cluster.Addrs())
 			}
-		}
-		if res, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, ratelimit.Check{Identity: "after", Limit: ratelimit.Limit{Name: "login", Count: 5, Window: time.Minute}}); err != nil || !res.Allowed {
-			t.Fatalf("fail-closed decision after the restart: allowed=%v err=%v", res.Allowed, err)
-		}
-	})
+			switch tc.load {
+			case exact:
+				var client redis.UniversalClient = single.Client(t)
+				if tc.cluster {
+					client = cluster.Client(t)
+				}
+				lim := ratelimit.Limit{Name: "user", Count: 300, Window: time.Hour}
+				limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "flush"})
+				const workers, perWorker = 8, 250
+				stopFlush := flushLoop(nodes, tc.flushEvery)
+				admitted, failures, firstErr := exactLoad(limiter, lim, workers, perWorker)
+				flushes := stopFlush()
+				if failures > 0 {
+					t.Fatalf("%d of %d decisions failed during SCRIPT FLUSH; first: %v", failures, workers*perWorker, firstErr)
+				}
+				if flushes < 10 {
+					t.Fatalf("only %d flushes happened; the test did not exercise NOSCRIPT", flushes)
+				}
+				// 40 identities x 50 requests each, all under a limit of 300.
+				if admitted != workers*perWorker {
+					t.Fatalf("admitted %d of %d", admitted, workers*perWorker)
+				}
+				t.Logf("%d decisions, %d script flushes, no errors", workers*perWorker, flushes)
 
-	t.Run("cluster", func(t *testing.T) {
-		cluster := redistest.StartCluster(t, 3, 1)
-		client := clientWithBudget(t, clusterURL(cluster.Addrs()), true, generousBudget)
-		gate := productionGateWithin(t, client, "noscript", generousBudget, ratelimit.GateOptions{})
-		stopFlush := flushLoop(cluster.Addrs())
-		stopLoad := failClosedLoad(gate, 3)
-		time.Sleep(1500 * time.Millisecond)
-		ok, errs := stopLoad()
-		flushes := stopFlush()
-		t.Logf("%d decisions made, %d script flushes; gate %+v", ok, flushes, gate.Stats())
-		for _, err := range errs {
-			t.Errorf("decision error while scripts were flushed: %v", err)
-		}
-		if flushes == 0 || ok == 0 {
-			t.Fatalf("nothing happened: %d flushes, %d decisions", flushes, ok)
-		}
-	})
+			case failClosed:
+				client := clientWithBudget(t, url, tc.cluster, generousBudget)
+				opts := ratelimit.GateOptions{}
+				if tc.restart {
+					opts.Breaker = ratelimit.BreakerOptions{Cooldown: 200 * time.Millisecond}
+				}
+				gate := productionGateWithin(t, client, "noscript", generousBudget, opts)
+				stopFlush := flushLoop(nodes, tc.flushEvery)
+				stopLoad := failClosedLoad(gate, 3)
+				if tc.restart {
+					time.Sleep(500 * time.Millisecond)
+					single.Restart(t)
+				}
+				time.Sleep(1500 * time.Millisecond)
+				ok, errs := stopLoad()
+				flushes := stopFlush()
+				t.Logf("%d decisions made, %d rejected, %d script flushes; gate %+v", ok, len(errs), flushes, gate.Stats())
+				if n := countNoScript(errs); n > 0 {
+					t.Errorf("%d NOSCRIPT errors reached callers", n)
+				}
+				for _, err := range errs {
+					switch {
+					case !tc.restart:
+						t.Errorf("decision error while scripts were flushed: %v", err)
+					case !isUnavailable(err):
+						t.Errorf("unexpected error kind: %v", err)
+					}
+				}
+				if flushes == 0 || ok == 0 {
+					t.Fatalf("nothing happened: %d flushes, %d decisions", flushes, ok)
+				}
+				if tc.restart {
+					if res, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, ratelimit.Check{Identity: "after", Limit: ratelimit.Limit{Name: "login", Count: 5, Window: time.Minute}}); err != nil || !res.Allowed {
+						t.Fatalf("fail-closed decision after the restart: allowed=%v err=%v", res.Allowed, err)
+					}
+				}
+			}
+		})
+	}
 }

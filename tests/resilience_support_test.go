@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -17,10 +17,12 @@ import (
 const decisionBudget = ratelimit.DefaultTimeout
 
 // budgetSlack is how far past the budget a decision may run before a test
-// fails. The contract (docs/contract.md) promises "a few milliseconds"; the tests allow far more so
-// that a noisy shared machine does not make them flaky, and log the
-// measured worst case instead (the benchmarks hold the real figure).
-const budgetSlack = 250 * time.Millisecond
+// fails. The contract (docs/contract.md) promises the budget plus the time
+// to notice it has passed; the tests allow far more so that a noisy shared
+// machine does not make them flaky (357 ms was seen at a load average of
+// 14 on 2 cores), and log the measured worst case instead: what they pin
+// down is that a hanging Redis never holds a decision for long.
+const budgetSlack = 400 * time.Millisecond
 
 // startProxy puts a fault-injection proxy in front of addr for the test.
 func startProxy(t testing.TB, addr string) *faultproxy.Proxy {
@@ -89,6 +91,9 @@ type decisionLog struct {
 	slowest  time.Duration
 	firstDeg time.Time
 	lastDeg  time.Time
+	// onRedis is how many decisions in a row, up to the last, were made
+	// on Redis: neither failed nor degraded.
+	onRedis int
 }
 
 // decide runs one decision through gate, timing it, and records the answer.
@@ -100,20 +105,50 @@ func (l *decisionLog) decide(gate *ratelimit.Gate, policy ratelimit.FailurePolic
 	defer l.mu.Unlock()
 	l.count++
 	l.slowest = max(l.slowest, took)
+	l.onRedis++
 	switch {
 	case err != nil:
 		l.errs = append(l.errs, err)
+		l.onRedis = 0
 	case res.Degraded:
 		l.degraded++
 		if l.firstDeg.IsZero() {
 			l.firstDeg = start
 		}
 		l.lastDeg = start.Add(took)
+		l.onRedis = 0
 	}
 	if err == nil && res.Allowed {
 		l.allowed++
 	}
 	return res, err
+}
+
+// counted returns how many decisions l has recorded, a mark for settle.
+func (l *decisionLog) counted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.count
+}
+
+// settle waits, for at most limit, until l has recorded n decisions since
+// it had counted from and its last n were all made on Redis: the load has
+// met whatever changed at from, and is past it. It reports whether that
+// happened in time; if not, the caller's checks of the log judge why.
+func (l *decisionLog) settle(from, n int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		l.mu.Lock()
+		done := l.count-from >= n && l.onRedis >= n
+		l.mu.Unlock()
+		if done {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // degradedFor is how long decisions were degraded, first to last.

@@ -3,13 +3,14 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -39,8 +40,9 @@ func TestWarmConnectionsThatDiedCostNoError(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = admin.ConfigSet(ctx, "timeout", "0").Err() })
 			// The server checks idle clients about every 100 ms (hz 10)
-			// once the timeout has passed.
-			time.Sleep(2500 * time.Millisecond)
+			// once the timeout has passed: wait until it has closed every
+			// connection but the one asking.
+			waitIdleClosed(t, admin, 10*time.Second)
 		}},
 	}
 	for i, tc := range cases {
@@ -75,6 +77,33 @@ func TestWarmConnectionsThatDiedCostNoError(t *testing.T) {
 				t.Logf("%d dead pooled connections discarded on Get", stale)
 			}
 		})
+	}
+}
+
+// waitIdleClosed polls the server, on one connection of admin, until that
+// connection is the only client left, for at most limit (the test's own
+// checks then judge what the server closed).
+func waitIdleClosed(t *testing.T, admin *redis.Client, limit time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	conn := admin.Conn()
+	defer conn.Close()
+	deadline := time.Now().Add(limit)
+	for {
+		list, err := conn.ClientList(ctx).Result()
+		if err != nil {
+			t.Fatalf("CLIENT LIST: %v", err)
+		}
+		// CLIENT LIST ends every client's line with a newline.
+		others := strings.Count(list, "\n") - 1
+		if others == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("%d idle connections still open %v after CONFIG SET timeout 1:\n%s", others, limit, list)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

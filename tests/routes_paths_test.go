@@ -12,8 +12,9 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -370,7 +371,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 	for _, topo := range startTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)
-			clock := newFakeClock(edge.Add(-100 * time.Millisecond))
+			clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
 			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
 			login := config.RoutesFor(cfg.Routes, "POST", "/auth/login")
 			if len(login) != 1 {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -74,14 +74,6 @@ func newLimiter(t testing.TB, client redis.UniversalClient, opts ratelimit.Optio
 	}
 	return l
 }
-
-// fakeClock is an injected clock that tests step by hand.
-type fakeClock struct{ now time.Time }
-
-func (c *fakeClock) Now() time.Time           { return c.now }
-func (c *fakeClock) Advance(d time.Duration)  { c.now = c.now.Add(d) }
-func (c *fakeClock) Set(t time.Time)          { c.now = t }
-func newFakeClock(start time.Time) *fakeClock { return &fakeClock{now: start} }
 
 // expectedBurst is how many requests of cost 1 an algorithm admits at one
 // instant for a limit of count per window.

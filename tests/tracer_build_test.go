@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/slidegate/slidegate/internal/lambdatest"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // Modules only the X-Ray build may link: the X-Ray SDK and what it pulls in

@@ -100,6 +100,9 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 		}
 	}
 
+	for _, msg := range api.warnings {
+		warn("%s", msg)
+	}
 	checkOverrides(api.spec, filepath.Base(sf.samconfig), addError)
 	// What the functions would log as a bad value and replace by its
 	// default: refused, so an error.

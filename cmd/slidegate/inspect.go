@@ -113,6 +113,9 @@ func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, ident
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
 	}
+	for _, msg := range sc.warnings {
+		fmt.Fprintln(e.stderr, "warning:", msg)
+	}
 	// Bad values are used as the functions use them (replaced by their
 	// default); say so, as their log would.
 	for _, msg := range append(errorList(sc.cfgErr), errorList(sc.stageErr)...) {

@@ -73,6 +73,9 @@ type stageConfig struct {
 	// limits and stageErr are the stage's limits over cfg.
 	limits   *config.Limits
 	stageErr error
+	// warnings are what the command must tell about where the
+	// configuration came from (a stage samconfig.toml does not name).
+	warnings []string
 }
 
 // loadStage reads the configuration of the function functionID on the
@@ -93,6 +96,17 @@ func loadStage(f stageFlags, getenv func(string) string, functionID string, requ
 			return nil, err
 		}
 		sc.spec, sc.samconfig = spec, samconfig
+		if samconfig != "" {
+			known, err := deployconfig.HasEnvironment(samconfig, f.stage)
+			if err != nil {
+				return nil, err
+			}
+			if !known {
+				// A mistyped --stage would otherwise show the template's
+				// defaults as if they were the stage's.
+				sc.warnings = append(sc.warnings, fmt.Sprintf("%s has no environment %q: the settings shown are the template's defaults, not a deployed stage's", filepath.Base(samconfig), f.stage))
+			}
+		}
 		sc.settings = deployconfig.ApplyEnvironment(spec, getenv, filepath.Base(f.samconfig))
 		maps.Copy(sc.stageVars, spec.StageVariables)
 		template := spec.EnvironmentOf(functionID)

@@ -156,7 +156,11 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
-		return httplimit.Verdict{}, fmt.Errorf("decide %s: %w", app.RouteName(req.Request), err)
+		// Not wrapped again: the Runtime's error already names the route
+		// (app.RouteName, clipped), and the middleware's line names it once
+		// more. A caller chooses the path; each copy of it in a log line is
+		// one more place for a token in it to land.
+		return httplimit.Verdict{}, err
 	}
 	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
 }
@@ -176,7 +180,8 @@ func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 	}
 	out, err := d.rt.Quota(r.Context(), req.Request)
 	if err != nil {
-		return httplimit.Verdict{}, fmt.Errorf("quota %s: %w", app.RouteName(req.Request), err)
+		// Not wrapped again with the route: see spend.
+		return httplimit.Verdict{}, err
 	}
 	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
 }

@@ -152,7 +152,7 @@ func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGate
 }
 
 // respell renames the rate-limit headers of a proxy response from Go's
-// canonical form (Ratelimit-Policy) to the contract's (RateLimit-Policy): API
+// canonical form (Ratelimit-Policy) to docs/contract.md's (RateLimit-Policy): API
 // Gateway passes names through as the function spells them, and clients
 // read the JSON map exactly.
 func respell[V any](headers map[string]V) map[string]V {

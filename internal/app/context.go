@@ -13,7 +13,8 @@ import (
 
 // Authorizer context keys: the contract between the authorizer, the API
 // function and template.yaml's gateway responses
-// ($context.authorizer.<key>).
+// ($context.authorizer.<key>), listed with their types in docs/contract.md
+// ("Context keys").
 const (
 	CtxTier       = "tier"       // caller's tier
 	CtxLimit      = "limit"      // count of the closest limit
@@ -31,7 +32,7 @@ const (
 	// fail-closed route Redis could not decide. An HTTP API answers an
 	// authorizer error with a bare 500, so the authorizer authorizes the
 	// request with this flag (and tier and retryAfter only: there is no
-	// decision) and the API function answers the contract's 503 with
+	// decision) and the API function answers docs/contract.md's 503 with
 	// Retry-After and code SERVICE_UNAVAILABLE without asking Redis again
 	// (its Retry-After is the function's own UnavailableRetryAfter, 1 s by
 	// default like the authorizer's and template.yaml's). The REST

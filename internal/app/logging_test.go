@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 func TestLogLevel(t *testing.T) {
@@ -77,14 +79,15 @@ func TestNewLoggerReportsABadLevel(t *testing.T) {
 	}
 }
 
-// stepClock is a clock tests move by hand.
-type stepClock struct{ t time.Time }
+// stepStart is where the clocks that tests move by hand start.
+var stepStart = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
-func (c *stepClock) now() time.Time       { return c.t }
-func (c *stepClock) step(d time.Duration) { c.t = c.t.Add(d) }
-func newStepClock() *stepClock            { return &stepClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
-func (c *stepClock) sampling(perSecond float64, burst int) LogSampling {
-	return LogSampling{PerSecond: perSecond, Burst: burst, Now: c.now}
+// newStepClock returns a clock tests move by hand.
+func newStepClock() *testkit.Clock { return testkit.NewClock(stepStart) }
+
+// stepSampling is a log sampling of perSecond and burst on clock.
+func stepSampling(clock *testkit.Clock, perSecond float64, burst int) LogSampling {
+	return LogSampling{PerSecond: perSecond, Burst: burst, Now: clock.Now}
 }
 
 func TestLogBudget(t *testing.T) {
@@ -128,12 +131,12 @@ func TestLogBudget(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newStepClock()
-			b := newLogBudget(clock.sampling(tc.perSecond, tc.burst))
+			b := newLogBudget(stepSampling(clock, tc.perSecond, tc.burst))
 			if (b == nil) != tc.unlimitedBudget {
 				t.Fatalf("budget %v, want nil: %v", b, tc.unlimitedBudget)
 			}
 			for i, l := range tc.lines {
-				clock.step(l.step)
+				clock.Advance(l.step)
 				ok, suppressed := b.admit(l.kind)
 				if ok != l.wantOK || suppressed != l.wantSuppressed {
 					t.Fatalf("line %d (%s): admitted %v with %d suppressed, want %v with %d", i+1, l.kind, ok, suppressed, l.wantOK, l.wantSuppressed)
@@ -145,7 +148,7 @@ func TestLogBudget(t *testing.T) {
 
 func TestLogBudgetDefaultsAndBound(t *testing.T) {
 	clock := newStepClock()
-	b := newLogBudget(LogSampling{Now: clock.now})
+	b := newLogBudget(LogSampling{Now: clock.Now})
 	admitted := 0
 	for range 1000 {
 		if ok, _ := b.admit("denied"); ok {
@@ -155,7 +158,7 @@ func TestLogBudgetDefaultsAndBound(t *testing.T) {
 	if admitted != DefaultLogBurst {
 		t.Fatalf("default budget admitted %d of a flood, want the burst %d", admitted, DefaultLogBurst)
 	}
-	clock.step(time.Second)
+	clock.Advance(time.Second)
 	admitted = 0
 	for range 1000 {
 		if ok, _ := b.admit("denied"); ok {
@@ -177,12 +180,12 @@ func TestLogBudgetDefaultsAndBound(t *testing.T) {
 func TestSampledHandler(t *testing.T) {
 	clock := newStepClock()
 	var out bytes.Buffer
-	logger := slog.New(SampledHandler(slog.NewJSONHandler(&out, nil), clock.sampling(1, 2))).With("function", "test")
+	logger := slog.New(SampledHandler(slog.NewJSONHandler(&out, nil), stepSampling(clock, 1, 2))).With("function", "test")
 	for range 5 {
 		logger.Error("malformed event")
 	}
 	logger.Error("another message")
-	clock.step(time.Second)
+	clock.Advance(time.Second)
 	logger.Error("malformed event")
 
 	var lines []map[string]any

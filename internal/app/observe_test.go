@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -197,7 +198,7 @@ func merge(maps ...map[string]any) map[string]any {
 // and the next line written says how many were dropped.
 func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	clock := newStepClock()
-	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.now})
+	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.Now})
 	ctx := context.Background()
 	const flood = 500
 	for range flood {
@@ -212,7 +213,7 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 		t.Fatalf("%d metrics records for %d decisions", got, flood+1)
 	}
 	c.logs.Reset()
-	clock.step(time.Second)
+	clock.Advance(time.Second)
 	o.observe(ctx, record(OutcomeDenied))
 	logs := c.lines(t, &c.logs)
 	if len(logs) != 1 || logs[0]["suppressed"] != float64(flood-DefaultLogBurst) {
@@ -241,7 +242,7 @@ func TestDecisionObserverBudgetsEachReasonApart(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newStepClock()
-			o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.now})
+			o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.Now})
 			ctx := context.Background()
 			for range 10 * DefaultLogBurst {
 				o.observe(ctx, record(tc.flood))
@@ -328,7 +329,7 @@ func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 // to one decision (Redis not included): nothing at all, metrics alone, and
 // the production setups.
 func BenchmarkDecisionObservability(b *testing.B) {
-	frozen := newStepClock()
+	frozen := func() time.Time { return stepStart }
 	cases := []struct {
 		name     string
 		logger   *slog.Logger
@@ -340,7 +341,7 @@ func BenchmarkDecisionObservability(b *testing.B) {
 		{"metrics-only", slog.New(slog.DiscardHandler), discardWriter{}, LogSampling{}, OutcomeAllowed},
 		{"info/allowed", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{}, OutcomeAllowed},
 		{"info/denied", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDenied},
-		{"info/denied-sampled-out", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{Now: frozen.now}, OutcomeDenied},
+		{"info/denied-sampled-out", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{Now: frozen}, OutcomeDenied},
 		{"info/degraded", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDegraded},
 		{"debug/allowed", jsonLogger(slog.LevelDebug), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeAllowed},
 	}
@@ -361,23 +362,11 @@ func jsonLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 }
 
-// lockedBuffer is a bytes.Buffer written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // TestDecisionObserverConcurrentUse: decisions observed at once (the local
 // API serves requests concurrently) each write one whole record line, and
 // breaker changes are counted exactly once.
 func TestDecisionObserverConcurrentUse(t *testing.T) {
-	out := &lockedBuffer{}
+	out := &testkit.Buffer{}
 	o := newDecisionObserver(slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), out, LogSampling{PerSecond: -1})
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
@@ -394,7 +383,7 @@ func TestDecisionObserverConcurrentUse(t *testing.T) {
 	wg.Wait()
 	var records, decisions int
 	var changes float64
-	for _, line := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("torn line: %v: %q", err, line)

@@ -220,7 +220,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 //     its context (retryAfter present), and a fail-closed route Redis
 //     cannot decide is authorized with unavailable: true and retryAfter
 //     (app.AuthorizerUnavailableContext). The API function's middleware
-//     reads them and answers the contract's 429 or 503 without counting the
+//     reads them and answers docs/contract.md's 429 or 503 without counting the
 //     request again. Only for integrations that honour that context: any
 //     other backend behind the same authorizer would serve the request.
 //

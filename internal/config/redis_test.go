@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

@@ -188,3 +188,26 @@ func splitWords(s string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// HasEnvironment reports whether the samconfig.toml at path has a table of
+// the environment env ("[env.deploy.parameters]", "[env.global.parameters]"
+// or any other "[env.<command>.parameters]"): `sam deploy --config-env env`
+// and ParameterOverrides read nothing for an environment it lacks.
+func HasEnvironment(path, env string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("read samconfig: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.ReplaceAll(strings.TrimSpace(sc.Text()), " ", "")
+		if strings.HasPrefix(line, "["+env+".") && strings.HasSuffix(line, "]") {
+			return true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, fmt.Errorf("read samconfig %s: %w", path, err)
+	}
+	return false, nil
+}

@@ -161,9 +161,13 @@ func VerdictFromContext(ctx context.Context) (v Verdict, ok bool) {
 
 type verdictKey struct{}
 
+// maxLoggedError bounds the error text of a failure line: a decide
+// function's error may quote what a caller sent.
+const maxLoggedError = 512
+
 // logFailure logs a request that could not be decided, named by
 // routeName when set; otherwise the path is clipped, since a caller chooses
-// it.
+// it. The error is clipped too.
 func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *http.Request, msg string, err error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -171,13 +175,13 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 	if routeName != nil {
 		logger.LogAttrs(r.Context(), slog.LevelError, msg,
 			slog.String("route", truncate(routeName(r), 16+1+256)),
-			slog.String("error", err.Error()))
+			slog.String("error", truncate(err.Error(), maxLoggedError)))
 		return
 	}
 	logger.LogAttrs(r.Context(), slog.LevelError, msg,
 		slog.String("method", truncate(r.Method, 16)),
 		slog.String("path", truncate(r.URL.Path, 256)),
-		slog.String("error", err.Error()))
+		slog.String("error", truncate(err.Error(), maxLoggedError)))
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -357,5 +358,35 @@ func TestMiddlewareDecideErrorIsWrappedNotReplaced(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/auth/login", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status = %d, want 503", rec.Code)
+	}
+}
+
+// TestMiddlewareClipsLoggedError: a decide function's error may quote what
+// a caller sent (a 64 KiB path); the failure line carries at most
+// maxLoggedError bytes of it, with or without RouteName.
+func TestMiddlewareClipsLoggedError(t *testing.T) {
+	long := strings.Repeat("p", 64<<10)
+	for _, tt := range []struct {
+		name      string
+		err       error
+		routeName func(*http.Request) string
+	}{
+		{"500, path", errors.New("decide " + long), nil},
+		{"503, route", fmt.Errorf("decide %s: %w", long, ratelimit.ErrUnavailable), func(*http.Request) string { return "POST /auth/{proxy+}" }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			h := Middleware(func(*http.Request) (Verdict, error) { return Verdict{}, tt.err },
+				Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RouteName: tt.routeName})(http.NotFoundHandler())
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/auth/x", nil))
+			var rec map[string]any
+			if err := json.Unmarshal(logs.Bytes(), &rec); err != nil {
+				t.Fatalf("one JSON line: %v\n%s", err, logs.String())
+			}
+			msg, _ := rec["error"].(string)
+			if len(msg) > maxLoggedError+len("...") || !strings.HasPrefix(msg, "decide ppp") {
+				t.Errorf("logged error of %d bytes: %.80s...", len(msg), msg)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package iamauth_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,26 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/iamauth"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// fakeClock is a clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
 
 // countingCreds counts how often credentials are retrieved from a real
 // static provider.
@@ -73,7 +55,7 @@ func TestProviderRenewsBeforeExpiry(t *testing.T) {
 		{"long after expiry a new one is signed", t0.Add(3 * time.Hour), t0.Add(3 * time.Hour)},
 		{"a clock that went back gets a token it has not outrun", t0.Add(2 * time.Hour), t0.Add(2 * time.Hour)},
 	}
-	clock := &fakeClock{now: t0}
+	clock := testkit.NewClock(t0)
 	creds := &countingCreds{CredentialsProvider: credentials.NewStaticCredentialsProvider(testAccessKey, testSecretKey, "")}
 	p, err := iamauth.NewProvider(providerCfg, creds, iamauth.Options{Now: clock.Now})
 	if err != nil {
@@ -209,7 +191,7 @@ func TestProviderKeepsTokenWhileResigning(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t0 := testTime
-			clock := &fakeClock{now: t0}
+			clock := testkit.NewClock(t0)
 			creds := newSwitchableCreds(t)
 			p, err := iamauth.NewProvider(providerCfg, creds, iamauth.Options{Now: clock.Now})
 			if err != nil {
@@ -244,9 +226,9 @@ func TestProviderKeepsTokenWhileResigning(t *testing.T) {
 // later call.
 func TestProviderRefreshesInBackground(t *testing.T) {
 	t0 := testTime
-	clock := &fakeClock{now: t0}
+	clock := testkit.NewClock(t0)
 	creds := newSwitchableCreds(t)
-	var logs syncBuffer
+	var logs testkit.Buffer
 	p, err := iamauth.NewProvider(providerCfg, creds, iamauth.Options{Now: clock.Now, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -314,24 +296,6 @@ func TestProviderRefreshesInBackground(t *testing.T) {
 			t.Errorf("log quotes %q", secret)
 		}
 	}
-}
-
-// syncBuffer is a log buffer written from the signing goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestProviderWaitIsBoundedByContext: a credential source that hangs costs

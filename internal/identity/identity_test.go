@@ -21,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
@@ -68,7 +69,7 @@ func TestVerifier(t *testing.T) {
 	defer hs.Close()
 
 	hsSecret := []byte("hs256-secret-for-tests-0123456789")
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256Secret: hsSecret, JWKSURL: hs.URL, Now: clk.Now})
 	if err := v.Prefetch(context.Background()); err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestVerifierNeverWaitsForJWKS(t *testing.T) {
 		}
 	}))
 	defer hs.Close()
-	clk := &clock{now: time.Now()}
+	clk := testkit.NewClock(time.Now())
 	v := identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", JWKSURL: hs.URL, Now: clk.Now})
 	unsigned := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": "iss", "aud": "aud", "sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
 	unsigned.Header["kid"] = "rsa-1"

@@ -1,9 +1,11 @@
 // Package tracing is slidegate's one seam to a tracer: today AWS X-Ray,
 // through aws-xray-sdk-go, which no other package imports.
 //
-// The whole surface is four functions: Configure, once per process, and
-// Handler, around the Lambda handler, both in main; Instrument, on the
-// Redis client; WithTier, on the context of a decision. Each Redis call of
+// The whole surface is four functions: Configure, once per process, from
+// app.NewFunctionRuntime (which each function's main calls first);
+// Handler, around the Lambda handler, in each function's main; Instrument,
+// on the Runtime's Redis client (app.NewRuntime); WithTier, on the context
+// of a decision (app.Runtime's Decide, Peek and Quota). Each Redis call of
 // an instrumented client (a command, or a pipeline as a whole) then becomes
 // one X-Ray subsegment named "redis", in the "remote" namespace, annotated
 // with the caller's tier and the call's outcome ("allowed" or "denied" for

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/faultproxy"
-	"github.com/slidegate/slidegate/internal/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 // refusedClient returns a client for a loopback port nothing listens on:

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Header names written by SetHeaders, spelled as the IETF draft and the
-// older conventions spell them.
+// Header names written by SetHeaders, spelled as docs/contract.md
+// ("Headers") spells them.
 const (
 	headerRateLimitPolicy    = "RateLimit-Policy"
 	headerRateLimit          = "RateLimit"

@@ -1,7 +1,7 @@
 // Command redisfacing lists the Redis-facing tests of the module: the Test
-// and Fuzz functions that start a server through internal/redistest, directly
-// or through any chain of functions of their own package. `make test` runs
-// these a second time on Valkey.
+// and Fuzz functions that start a server through internal/testkit/redistest,
+// directly or through any chain of functions of their own package. `make
+// test` runs these a second time on Valkey.
 //
 // It prints a -run pattern matching the tests' names on its first line and
 // the packages that hold them, one a line, after it:
@@ -35,11 +35,11 @@ import (
 	"strings"
 )
 
-// harnessPackage is internal/redistest's path inside the module, and
-// startFunc the function in it that every way of starting a server goes
+// harnessPackage is internal/testkit/redistest's path inside the module,
+// and startFunc the function in it that every way of starting a server goes
 // through (it finds the binary).
 const (
-	harnessPackage = "internal/redistest"
+	harnessPackage = "internal/testkit/redistest"
 	startFunc      = "serverBinary"
 )
 
@@ -90,7 +90,7 @@ type testFunc struct {
 }
 
 // find parses every package under root and selects the tests from which
-// internal/redistest's startFunc can be reached.
+// internal/testkit/redistest's startFunc can be reached.
 func find(root string) (selection, error) {
 	module, err := modulePath(filepath.Join(root, "go.mod"))
 	if err != nil {

@@ -25,8 +25,8 @@ func writeModule(t *testing.T, files map[string]string) string {
 	return root
 }
 
-// harness is a stand-in internal/redistest: Start reaches serverBinary, the
-// entry point, and Pool does not.
+// harness is a stand-in internal/testkit/redistest: Start reaches
+// serverBinary, the entry point, and Pool does not.
 const harness = `package redistest
 
 func serverBinary() string { return "redis-server" }
@@ -40,8 +40,8 @@ func (CA) Pool() {}
 
 func TestFindSelectsTestsThatReachTheHarness(t *testing.T) {
 	root := writeModule(t, map[string]string{
-		"internal/redistest/redistest.go": harness,
-		"internal/redistest/redistest_test.go": `package redistest
+		"internal/testkit/redistest/redistest.go": harness,
+		"internal/testkit/redistest/redistest_test.go": `package redistest
 
 import "testing"
 
@@ -55,7 +55,7 @@ func TestMain(m *testing.M) { Start() }
 import (
 	"testing"
 
-	rt "example.com/m/internal/redistest"
+	rt "example.com/m/internal/testkit/redistest"
 )
 
 type fixture struct{}
@@ -86,7 +86,7 @@ func TestNothingToDoWithRedis(t *testing.T) {}
 import (
 	"testing"
 
-	"example.com/m/internal/redistest"
+	"example.com/m/internal/testkit/redistest"
 )
 
 func TestInTestdata(t *testing.T) { redistest.Start() }
@@ -101,7 +101,7 @@ func TestInTestdata(t *testing.T) { redistest.Start() }
 	if !slices.Equal(got.tests, wantTests) {
 		t.Errorf("tests = %q\nwant    %q", got.tests, wantTests)
 	}
-	wantPackages := []string{"./a", "./internal/redistest"}
+	wantPackages := []string{"./a", "./internal/testkit/redistest"}
 	if !slices.Equal(got.packages, wantPackages) {
 		t.Errorf("packages = %q, want %q", got.packages, wantPackages)
 	}
@@ -153,8 +153,8 @@ func TestFindOnThisModule(t *testing.T) {
 		"TestTemplateIamUserAccessString",                  // the template's ACL
 		"TestClusterCallIsOneSubsegmentEvenWhenRedirected", // internal/tracing
 		"TestReplyOutcomeReadsRealScriptReplies",           // pkg/ratelimit
-		"TestClusterSpreadsKeysAndFailsOver",               // internal/redistest
-		"TestStartedServerIsTheNamedEngine",                // internal/redistest
+		"TestClusterSpreadsKeysAndFailsOver",               // internal/testkit/redistest
+		"TestStartedServerIsTheNamedEngine",                // internal/testkit/redistest
 	} {
 		if !slices.Contains(got.tests, name) {
 			t.Errorf("%s not selected", name)
@@ -165,7 +165,7 @@ func TestFindOnThisModule(t *testing.T) {
 			t.Errorf("%s selected but starts no server", name)
 		}
 	}
-	for _, pkg := range []string{"./tests", "./pkg/ratelimit", "./internal/redistest", "./internal/tracing"} {
+	for _, pkg := range []string{"./tests", "./pkg/ratelimit", "./internal/testkit/redistest", "./internal/tracing"} {
 		if !slices.Contains(got.packages, pkg) {
 			t.Errorf("package %s not selected", pkg)
 		}

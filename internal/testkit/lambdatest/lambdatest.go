@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 // RIEModule and RIEVersion pin the emulator; mk/functions.mk uses the same.
@@ -161,7 +164,7 @@ type RIE struct {
 	Started time.Time
 
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	client *http.Client
 	done   chan struct{}
 }
@@ -175,6 +178,26 @@ type RIE struct {
 func StartRIE(t testing.TB, bootstrap string, env map[string]string) *RIE {
 	t.Helper()
 	bin := RIEBinary(t)
+	// A port free when picked can be taken before the emulator binds it
+	// (another test's server, or an outgoing connection's local port): the
+	// emulator then exits at once, and another pair of ports is tried.
+	const attempts = 5
+	for attempt := 1; ; attempt++ {
+		r, err := startRIEOnce(t, bin, bootstrap, env)
+		if err == nil {
+			return r
+		}
+		if attempt == attempts || !strings.Contains(r.Logs(), "address already in use") {
+			t.Fatalf("start RIE: %v\n%s", err, r.Logs())
+		}
+		r.Stop()
+	}
+}
+
+// startRIEOnce starts the emulator on two freshly picked ports and waits
+// until it listens. On error the returned RIE holds the emulator's log.
+func startRIEOnce(t testing.TB, bin, bootstrap string, env map[string]string) (*RIE, error) {
+	t.Helper()
 	rieAddr, err := freeAddr()
 	if err != nil {
 		t.Fatalf("start RIE: %v", err)
@@ -190,7 +213,7 @@ func StartRIE(t testing.TB, bootstrap string, env map[string]string) *RIE {
 		bootstrap)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = baseEnv(env)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = emulatorProcAttr()
 	r := &RIE{Addr: rieAddr, cmd: cmd, logs: logs, done: make(chan struct{}),
@@ -207,9 +230,9 @@ func StartRIE(t testing.TB, bootstrap string, env map[string]string) *RIE {
 		}
 	})
 	if err := r.waitListening(10 * time.Second); err != nil {
-		t.Fatalf("start RIE: %v\n%s", err, r.Logs())
+		return r, err
 	}
-	return r
+	return r, nil
 }
 
 func baseEnv(env map[string]string) []string {
@@ -335,32 +358,26 @@ func (r *RIE) Stop() {
 	}
 }
 
-// freeAddr returns a loopback address with a port free right now.
+// freeAddr returns a loopback address with a port free right now. It is
+// picked below the kernel's ephemeral range (32768 and up on Linux), where
+// the local ports of outgoing connections, which the tests open by the
+// thousand, cannot take it before the emulator binds it; the kernel's own
+// choice is the fallback.
 func freeAddr() (string, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		return addr, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("find a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// String returns everything written so far.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

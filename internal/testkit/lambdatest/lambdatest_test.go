@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/slidegate/slidegate/internal/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 )
 
 // TestConcurrentEmulators runs several emulators at once, each on its own
@@ -18,11 +18,11 @@ func TestConcurrentEmulators(t *testing.T) {
 	if again := lambdatest.BuildBootstrap(t, "./functions/authorizer"); again != bootstrap {
 		t.Errorf("second build at %s, want the cached %s", again, bootstrap)
 	}
-	anonymous, err := os.ReadFile("../../events/authorizer-anonymous.json")
+	anonymous, err := os.ReadFile("../../../events/authorizer-anonymous.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	malformed, err := os.ReadFile("../../events/authorizer-malformed.json")
+	malformed, err := os.ReadFile("../../../events/authorizer-malformed.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,6 +185,27 @@ func (c *Cluster) Failover(t testing.TB, masterAddr string) {
 	c.mu.Unlock()
 }
 
+// AwaitOwnFailover waits, for at most limit, until the cluster has replaced
+// the master at masterAddr by itself (a running node's view shows it owning
+// no slots), as it does node-timeout (2 s) and an election after noticing a
+// master gone, and reports whether it has. Running out of time is no error:
+// Failover then forces what the cluster has not done.
+func (c *Cluster) AwaitOwnFailover(ctx context.Context, masterAddr string, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := poll(ctx, "the cluster to replace "+masterAddr, func() error {
+		view, err := c.anyView(ctx)
+		if err != nil {
+			return err
+		}
+		if m, ok := view.byAddr(masterAddr); ok && len(m.slots) > 0 {
+			return fmt.Errorf("%s still owns slots", masterAddr)
+		}
+		return nil
+	})
+	return err == nil
+}
+
 // waitVoteCooldown sleeps until the masters will vote about replacing the
 // master at addr again, if Failover replaced it recently: asking earlier
 // costs a failed election, and Redis lets a replica try again only 8 s after

@@ -1,0 +1,69 @@
+// Package testkit holds the helpers that tests across the module share: a
+// clock that tests move by hand and a buffer that several goroutines may
+// write at once. Its subpackages start real Redis servers (redistest), run
+// built functions under the Lambda emulator (lambdatest), put faults between
+// a client and a server (faultproxy) and hold a call until a test lets it go
+// (holdgate).
+//
+// Everything under internal/testkit is test support: no code that ships
+// imports it.
+package testkit
+
+import (
+	"bytes"
+	"sync"
+	"time"
+)
+
+// Clock is an injected clock that moves only when a test moves it. It is
+// safe for concurrent use, so background work may read it while a test
+// steps it. Pass its Now method where code takes a func() time.Time.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock standing at start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d (back, if d is negative).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// Set puts the clock at t.
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Buffer is a bytes.Buffer that several goroutines may write at once, such
+// as a log written by concurrent requests. Its zero value is ready to use.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write implements io.Writer.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
