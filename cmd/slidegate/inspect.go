@@ -201,26 +201,48 @@ func algorithmName(a ratelimit.Algorithm) string {
 	return string(a)
 }
 
-func runInspect(ctx context.Context, args []string, e env) error {
-	c, err := parseCallerCommand("inspect", args, e, true, false)
+// session is one caller command after its flags are parsed: the stage's
+// configuration, the caller, a connection to Redis and the caller's limits
+// as they stand.
+type session struct {
+	cmd    *callerCommand
+	stage  *stageConfig
+	caller identity.Caller
+	op     *app.Operator
+	now    inspection
+}
+
+// openSession parses a caller command's flags, connects and peeks at the
+// caller's limits. The caller closes the session.
+func openSession(ctx context.Context, name string, args []string, e env, withJSON, withYes bool) (*session, error) {
+	c, err := parseCallerCommand(name, args, e, withJSON, withYes)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sc, caller, op, err := c.connect(ctx, e)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer op.Close()
-	in, err := peekCaller(ctx, op, sc, caller)
+	now, err := peekCaller(ctx, op, sc, caller)
+	if err != nil {
+		op.Close()
+		return nil, err
+	}
+	return &session{cmd: c, stage: sc, caller: caller, op: op, now: now}, nil
+}
+
+func runInspect(ctx context.Context, args []string, e env) error {
+	s, err := openSession(ctx, "inspect", args, e, true, false)
 	if err != nil {
 		return err
 	}
-	if c.json {
+	defer s.op.Close()
+	if s.cmd.json {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(in)
+		return enc.Encode(s.now)
 	}
-	printInspection(e.stdout, in)
+	printInspection(e.stdout, s.now)
 	return nil
 }
 
@@ -239,19 +261,12 @@ func printInspection(w io.Writer, in inspection) {
 }
 
 func runReset(ctx context.Context, args []string, e env) error {
-	c, err := parseCallerCommand("reset", args, e, false, true)
+	s, err := openSession(ctx, "reset", args, e, false, true)
 	if err != nil {
 		return err
 	}
-	sc, caller, op, err := c.connect(ctx, e)
-	if err != nil {
-		return err
-	}
-	defer op.Close()
-	before, err := peekCaller(ctx, op, sc, caller)
-	if err != nil {
-		return err
-	}
+	defer s.op.Close()
+	c, sc, caller, op, before := s.cmd, s.stage, s.caller, s.op, s.now
 	if !c.yes {
 		fmt.Fprintf(e.stderr, "Clear the counters of %s (%s) on stage %s (%d limits)? [y/N] ", caller.Identity, caller.Tier, sc.stage, len(before.Limits))
 		answer, err := bufio.NewReader(e.stdin).ReadString('\n')

@@ -89,13 +89,7 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	}
 	out.Result = spent
 	out.QuotaDenied = err == nil && !spent.Allowed
-	rt.observer.observe(ctx, decisionRecord{
-		req:        r.req,
-		out:        out,
-		credential: r.who.Reason,
-		err:        err,
-		latency:    time.Since(r.start),
-	})
+	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
 		return out, err
 	}
@@ -190,15 +184,21 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend 
 		err = fmt.Errorf("decide %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
 	}
 	if spend {
-		rt.observer.observe(ctx, decisionRecord{
-			req:        r.req,
-			out:        out,
-			credential: r.who.Reason,
-			err:        err,
-			latency:    time.Since(r.start),
-		})
+		rt.observe(ctx, r, out, err)
 	}
 	return out, err
+}
+
+// observe records a decision that spent: one EMF record and, within the
+// log budget and level, one log line.
+func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out Outcome, err error) {
+	rt.observer.observe(ctx, decisionRecord{
+		req:        r.req,
+		out:        out,
+		credential: r.who.Reason,
+		err:        err,
+		latency:    time.Since(r.start),
+	})
 }
 
 // checksFor are the limits of a request on a stage, all for the caller's

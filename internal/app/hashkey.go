@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"time"
 
@@ -151,7 +150,7 @@ func (rt *Runtime) pendingGate() (*hashedGate, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("random fallback hash key: %w", err)
 	}
-	gate, err := rt.newGate(keylessClient(), key)
+	gate, err := rt.newGate(failingClient("identity-hash-key-unavailable:0", ErrHashKeyUnavailable), key)
 	if err != nil {
 		return nil, err
 	}
@@ -166,20 +165,4 @@ func (rt *Runtime) currentGate(ctx context.Context) *hashedGate {
 		rt.hashKeySecret.due(ctx)
 	}
 	return g
-}
-
-// keylessClient is a Redis client whose every command fails at dial with
-// ErrHashKeyUnavailable.
-func keylessClient() redis.UniversalClient {
-	return redis.NewClient(&redis.Options{
-		Addr:       "identity-hash-key-unavailable:0",
-		MaxRetries: -1,
-		Dialer: func(context.Context, string, string) (net.Conn, error) {
-			return nil, ErrHashKeyUnavailable
-		},
-		DialerRetries:         1,
-		DisableIdentity:       true,
-		Protocol:              2,
-		ContextTimeoutEnabled: true,
-	})
 }

@@ -29,7 +29,7 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 	cc := rt.cfg.Redis
 	if cc.URL == "" {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL is not set: every decision will find Redis unavailable (fail-open routes use the local fallback limit, fail-closed routes fail)")
-		return unconfiguredClient()
+		return failingClient("redis-unconfigured:0", errRedisUnconfigured)
 	}
 	// How connections authenticate, for the log: "iam", "secret",
 	// "secret-pending" (the secret is read again when a connection needs
@@ -61,7 +61,7 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 	client, err := ratelimit.NewClient(cc)
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL does not parse: every decision will find Redis unavailable", slog.String("error", err.Error()))
-		return unconfiguredClient()
+		return failingClient("redis-unconfigured:0", errRedisUnconfigured)
 	}
 	rt.logger.LogAttrs(ctx, slog.LevelInfo, "redis client configured",
 		slog.String("auth", auth),
@@ -230,14 +230,16 @@ func (s *authSecret) readInBackground(ctx context.Context, r *secretRead) {
 // fails with.
 var errRedisUnconfigured = errors.New("REDIS_URL is not set or does not parse")
 
-// unconfiguredClient is a client whose every command fails at dial, so that
-// a function without Redis still answers by its failure policy.
-func unconfiguredClient() redis.UniversalClient {
+// failingClient is a client whose every command fails at dial with err:
+// a function without a usable Redis (REDIS_URL unset, or the identity hash
+// key not read) still answers every request by its failure policy. addr
+// only names the client in errors and logs.
+func failingClient(addr string, err error) redis.UniversalClient {
 	return redis.NewClient(&redis.Options{
-		Addr:       "redis-unconfigured:0",
+		Addr:       addr,
 		MaxRetries: -1,
 		Dialer: func(context.Context, string, string) (net.Conn, error) {
-			return nil, errRedisUnconfigured
+			return nil, err
 		},
 		DialerRetries:         1,
 		DisableIdentity:       true,
