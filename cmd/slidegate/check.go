@@ -177,7 +177,7 @@ func checkNames(sc *stageConfig, sf stageFlags, e env, warn func(string, ...any)
 	known := deployconfig.StageVariableNames()
 	check := func(where string, vars map[string]string) {
 		for _, name := range sortedKeys(vars) {
-			if !slices.Contains(known, name) {
+			if !slices.Contains(known, name) && !strings.HasPrefix(name, config.StageVarPlanPrefix) {
 				warn("stage variable %s (%s) overrides nothing: the functions read only %s", name, where, strings.Join(known, ", "))
 			}
 		}
@@ -209,10 +209,17 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	tiers := limits.Tiers
 	v6 := fmt.Sprintf("per source IP (IPv6 per /%d)", limits.IPv6Prefix)
 	out := []limitReport{
-		{Name: config.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: algorithmName(tiers.Anonymous.Algorithm), Per: v6, Failure: "per route"},
-		{Name: config.TierUser, Limit: tiers.User.String(), Algorithm: algorithmName(tiers.User.Algorithm), Per: "per verified JWT subject", Failure: "per route"},
-		{Name: config.TierOrg, Limit: tiers.Org.String(), Algorithm: algorithmName(tiers.Org.Algorithm), Per: "per API key", Failure: "per route"},
+		{Name: config.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: listAlgorithms(tiers.Anonymous), Per: v6, Failure: "per route"},
+		{Name: config.TierUser, Limit: tiers.User.String(), Algorithm: listAlgorithms(tiers.User), Per: "per verified JWT subject", Failure: "per route"},
+		{Name: config.TierOrg, Limit: tiers.Org.String(), Algorithm: listAlgorithms(tiers.Org), Per: "per API key", Failure: "per route"},
 		{Name: config.QuotaLimitName, Limit: limits.Quota.String(), Algorithm: algorithmName(limits.Quota.Algorithm), Per: "per caller, each GET /v1/quota", Failure: "fails open"},
+	}
+	for _, name := range limits.Plans.Names() {
+		p := limits.Plans[name]
+		out = append(out, limitReport{
+			Name: "plan " + name, Limit: p.String(), Algorithm: listAlgorithms(p),
+			Per: "per caller of the plan, instead of its tier's", Failure: "per route",
+		})
 	}
 	for _, r := range limits.Routes {
 		failure := "fails open"
@@ -220,11 +227,23 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 			failure = "fails closed"
 		}
 		out = append(out, limitReport{
-			Name: r.Limit.Name, Limit: r.Limit.String(), Algorithm: algorithmName(r.Limit.Algorithm),
+			Name: r.Name(), Limit: r.Limits.String(), Algorithm: listAlgorithms(r.Limits),
 			Per: "per caller, each matching request", Failure: failure,
 		})
 	}
 	return out
+}
+
+// listAlgorithms names the algorithms of a limit list, each once, in
+// order.
+func listAlgorithms(list config.LimitList) string {
+	var names []string
+	for _, l := range list {
+		if a := algorithmName(l.Algorithm); !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // routesOf lists the template's routes with the limits that count them.
@@ -238,7 +257,7 @@ func routesOf(spec *deployconfig.Spec, cfg *config.Config, limits *config.Limits
 			rr.Limits = append(rr.Limits, "tier")
 		}
 		for _, l := range routeLimitsOf(limits, r.Method, path) {
-			rr.Limits = append(rr.Limits, l.Limit.Name)
+			rr.Limits = append(rr.Limits, l.Name())
 		}
 		out = append(out, rr)
 	}
@@ -293,10 +312,12 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 			continue
 		}
 		if !config.IsFailClosed(cfg.FailClosed, samplePath(l.Path.Text)) {
-			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Limit.Name)
+			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Name())
 		}
-		if alg := algorithmName(l.Limit.Algorithm); alg != string(ratelimit.SlidingLog) {
-			warn("login route limit %q is %s, an approximate algorithm: some rolling window admits more than %s; sliding-log is exact (%s=%s:sliding-log)", l.Limit.Name, alg, l.Limit, l.Limit.Name, l.Limit)
+		for _, x := range l.Limits {
+			if alg := algorithmName(x.Algorithm); alg != string(ratelimit.SlidingLog) {
+				warn("login route limit %q is %s, an approximate algorithm: some rolling window admits more than %s; sliding-log is exact (%s=%s:sliding-log)", x.Name, alg, x.Limit, l.Name(), x.Limit)
+			}
 		}
 	}
 }
@@ -306,10 +327,16 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 // divided by RATE_LIMIT_FALLBACK_INSTANCES, rounded up, at least one.
 func checkFallback(cfg *config.Config, limits *config.Limits, warn func(string, ...any)) {
 	n := cfg.FallbackInstances
-	failOpen := []ratelimit.Limit{limits.Tiers.Anonymous, limits.Tiers.User, limits.Tiers.Org, limits.Quota}
+	failOpen := []ratelimit.Limit{limits.Quota}
+	for _, list := range []config.LimitList{limits.Tiers.Anonymous, limits.Tiers.User, limits.Tiers.Org} {
+		failOpen = append(failOpen, list.Limits()...)
+	}
+	for _, name := range limits.Plans.Names() {
+		failOpen = append(failOpen, limits.Plans[name].Limits()...)
+	}
 	for _, r := range limits.Routes {
 		if !config.IsFailClosed(cfg.FailClosed, samplePath(r.Path.Text)) {
-			failOpen = append(failOpen, r.Limit)
+			failOpen = append(failOpen, r.Limits.Limits()...)
 		}
 	}
 	for _, l := range failOpen {

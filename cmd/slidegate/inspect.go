@@ -62,13 +62,19 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	}
 }
 
-// callerChecks are every limit that counts the caller: its tier, every
-// route limit (a request counts against those its route matches) and the
-// quota route's limit.
+// callerChecks are every limit that counts the caller: its plan's or
+// tier's, every route limit (a request counts against those its route
+// matches) and the quota route's limit.
 func callerChecks(limits *config.Limits, c identity.Caller) []ratelimit.Check {
-	checks := []ratelimit.Check{{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)}}
+	own, _, _ := limits.CallerLimits(c.Tier, c.Plan)
+	var checks []ratelimit.Check
+	for _, l := range own {
+		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
+	}
 	for _, r := range limits.Routes {
-		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
+		for _, l := range r.Limits {
+			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
+		}
 	}
 	return append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Quota})
 }

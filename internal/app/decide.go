@@ -206,14 +206,7 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out Outcome, 
 // and path. Limits of different algorithms are decided by one script call
 // per algorithm (see ratelimit.Limiter.Decide).
 func checksFor(limits *config.Limits, c Caller, method string, path config.RequestPath) []ratelimit.Check {
-	checks := make([]ratelimit.Check, 0, 2)
-	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
-	for _, r := range limits.Routes {
-		if r.MatchesRequest(method, path) {
-			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
-		}
-	}
-	return checks
+	return limits.ForRequest(c.Tier, "", method, path).Checks(c.Identity)
 }
 
 // OutcomeName is how an outcome is logged and counted.

@@ -42,6 +42,11 @@ type Caller struct {
 	Identity string
 	// APIKey is the raw key of an org caller; never logged.
 	APIKey string
+	// Plan is the caller's plan (NormalizePlan's form), "" for none: from
+	// its API key (API_KEY_HASHES "hash:plan", or the key's usage plan) or
+	// its verified JWT's plan claim. Whether the plan is configured is
+	// for the caller of Resolve to decide.
+	Plan string
 }
 
 // Resolution is the answer of Resolve.
