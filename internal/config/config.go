@@ -563,7 +563,7 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 
 // makeLimit parses rate into a validated limit of the given name.
 func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	count, window, err := ratelimit.ParseRate(rate)
+	count, window, err := ratelimit.ParseRate(inHours(rate))
 	if err != nil {
 		return ratelimit.Limit{}, err
 	}
@@ -572,6 +572,25 @@ func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, err
 		return ratelimit.Limit{}, err
 	}
 	return l, nil
+}
+
+// inHours rewrites a window in days ("10000/1d", "5/7d", "1/d"), which Go
+// durations lack, in hours; any other rate is returned as it is.
+func inHours(rate string) string {
+	num, per, ok := strings.Cut(rate, "/")
+	per = strings.TrimSpace(per)
+	days, isDays := strings.CutSuffix(per, "d")
+	if !ok || !isDays || len(days) > 3 {
+		return rate
+	}
+	n := 1
+	if days != "" {
+		var err error
+		if n, err = strconv.Atoi(days); err != nil || n < 1 || days[0] == '+' {
+			return rate
+		}
+	}
+	return num + "/" + strconv.Itoa(24*n) + "h"
 }
 
 // parseKeyHashes parses API_KEY_HASHES: comma-separated SHA-256 hex

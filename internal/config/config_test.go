@@ -357,15 +357,15 @@ func FuzzRoutes(f *testing.F) {
 }
 
 func FuzzStageVariables(f *testing.F) {
-	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m", "64")
-	f.Add("", "", "", "", "", "")
-	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0", "31")
-	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d", "/48")
-	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window", "5/1m:sliding-log", "129")
-	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "", ":", "-1")
-	cfg, _ := config.FromEnv(envOf(nil))
+	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m", "64", "10/1s,100/1m", "pro")
+	f.Add("", "", "", "", "", "", "", "")
+	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0", "31", "1/1m,1/60s", "pro-1m,user")
+	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d", "/48", ",", "nothing")
+	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window", "5/1m:sliding-log", "129", "1/1d:leaky-bucket", "POST /auth/*")
+	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "", ":", "-1", "5/1m,", "none")
+	cfg, _ := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_PLANS": "pro=20/1s,600/1m", "RATE_LIMIT_COSTS": "POST /r=5"}))
 	cache := config.NewStageCache(cfg, nil)
-	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota, ipv6Prefix string) {
+	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota, ipv6Prefix, plan, shadow string) {
 		l := cache.For(map[string]string{
 			"rateLimitAnonymous":  anonymous,
 			"rateLimitUser":       user,
@@ -373,7 +373,19 @@ func FuzzStageVariables(f *testing.F) {
 			"rateLimitAlgorithm":  algorithm,
 			"rateLimitQuota":      quota,
 			"rateLimitIpv6Prefix": ipv6Prefix,
+			"rateLimitPlan_pro":   plan,
+			"rateLimitShadow":     shadow,
 		})
+		for _, list := range append([]config.LimitList{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org}, l.Plans["pro"]) {
+			for _, lim := range list {
+				if err := lim.Validate(); err != nil {
+					t.Fatalf("stage variables gave an unusable limit: %v", err)
+				}
+				if lim.Burst() < 5 {
+					t.Fatalf("stage variables gave limit %s below the cost 5 of POST /r", lim.Name)
+				}
+			}
+		}
 		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous[0].Limit, l.Tiers.User[0].Limit, l.Tiers.Org[0].Limit, l.Quota} {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)

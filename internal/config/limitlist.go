@@ -3,7 +3,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -46,7 +48,7 @@ func (l LimitList) Limits() []ratelimit.Limit {
 func (l LimitList) String() string {
 	parts := make([]string, len(l))
 	for i, x := range l {
-		parts[i] = x.Limit.String()
+		parts[i] = rateText(x.Limit)
 	}
 	return strings.Join(parts, ",")
 }
@@ -64,10 +66,20 @@ func (l LimitList) withAlgorithm(alg ratelimit.Algorithm) LimitList {
 	return out
 }
 
-// windowText is the window of l as the configuration writes it ("1m").
+// windowText is the window of l as the configuration writes it: "1m",
+// "10s", and whole days in days ("1d").
 func windowText(l ratelimit.Limit) string {
+	if day := 24 * time.Hour; l.Window%day == 0 {
+		return strconv.FormatInt(int64(l.Window/day), 10) + "d"
+	}
 	_, w, _ := strings.Cut(l.String(), "/")
 	return w
+}
+
+// rateText renders a limit's rate as the configuration writes it
+// ("10000/1d").
+func rateText(l ratelimit.Limit) string {
+	return strconv.FormatInt(l.Count, 10) + "/" + windowText(l)
 }
 
 // ParseLimitList parses a list of limits owned by owner (a tier, a plan or
