@@ -217,8 +217,8 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	for _, name := range limits.Plans.Names() {
 		p := limits.Plans[name]
 		out = append(out, limitReport{
-			Name: "plan " + name, Limit: p.String(), Algorithm: listAlgorithms(p),
-			Per: "per caller of the plan, instead of its tier's", Failure: "per route",
+			Name: name, Limit: p.String(), Algorithm: listAlgorithms(p),
+			Per: "plan: per caller on it, instead of its tier", Failure: "per route",
 		})
 	}
 	for _, r := range limits.Routes {
