@@ -24,12 +24,18 @@ type Decision struct {
 	// Degraded is true when the decision was made without Redis, by a local
 	// fallback limit.
 	Degraded bool
+	// Shadow is true for the decision of a shadow check (Check.Shadow): it
+	// is reported, Allowed and RetryAfter included, but it did not take
+	// part in Result.Allowed.
+	Shadow bool
 }
 
 // Result is the outcome of one request against all of its limits.
 type Result struct {
-	// Allowed is true when every limit admitted the request and its cost
-	// was spent on all of them; when false, nothing was spent.
+	// Allowed is true when every enforced limit (every check but the
+	// shadow ones) admitted the request and its cost was spent on them, and
+	// on each shadow limit that admitted it too; when false, nothing was
+	// spent.
 	Allowed bool
 	// Decisions holds one Decision per Check, in the order given.
 	Decisions []Decision
@@ -52,12 +58,13 @@ type Result struct {
 }
 
 // RetryAfter is how long a denied request should wait: the longest
-// RetryAfter of the limits that denied it, after which all of them admit it
-// (each limit's state only improves with time). Zero when allowed.
+// RetryAfter of the enforced limits that denied it, after which all of them
+// admit it (each limit's state only improves with time). Shadow decisions
+// are left out: they deny nothing. Zero when allowed.
 func (r Result) RetryAfter() time.Duration {
 	var longest time.Duration
 	for _, d := range r.Decisions {
-		if !d.Allowed && d.RetryAfter > longest {
+		if !d.Allowed && !d.Shadow && d.RetryAfter > longest {
 			longest = d.RetryAfter
 		}
 	}
@@ -68,13 +75,22 @@ func (r Result) RetryAfter() time.Duration {
 // response headers describe: for a denied request the denying limit with the
 // longest RetryAfter; otherwise the limit with the fewest units remaining
 // (ties go to the one that resets later).
+//
+// Shadow decisions are passed over, so the headers describe the limits that
+// are enforced, whatever a shadow limit would have said. Only when every
+// decision is a shadow one is the closest of them returned, with its own
+// answer (which may be a denial of a request that was admitted).
 func (r Result) Closest() Decision {
 	if len(r.Decisions) == 0 {
 		return Decision{}
 	}
-	best := r.Decisions[0]
+	best, found := r.Decisions[0], !r.Decisions[0].Shadow
 	for _, d := range r.Decisions[1:] {
-		if closer(d, best) {
+		switch {
+		case d.Shadow && found:
+		case !d.Shadow && !found:
+			best, found = d, true
+		case closer(d, best):
 			best = d
 		}
 	}

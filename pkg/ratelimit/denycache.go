@@ -64,6 +64,11 @@ func newDenyKey(cost int64, checks []Check) denyKey {
 		writeInt(c.Limit.Count)
 		writeInt(int64(c.Limit.Window))
 		writeString(string(c.Limit.Algorithm.orDefault()))
+		if c.Shadow {
+			writeInt(1)
+		} else {
+			writeInt(0)
+		}
 	}
 	var k denyKey
 	h.Sum(k[:0])

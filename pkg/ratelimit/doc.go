@@ -39,6 +39,12 @@
 // microseconds on the Redis clock). [Decision.ResetAfter] is when the limit
 // would be entirely unused again.
 //
+// A [Check] marked Shadow is decided and reported but not enforced: the
+// request is admitted iff every other check admits it, and the shadow check
+// then spends only if it admits the request on its own, so its state is what
+// enforcing it would have left. Its Decision says what it would have
+// answered; [Result.RetryAfter] and [Result.Closest] look past it.
+//
 // # Keys
 //
 // Identities are hashed (SHA-256, truncated to 128 bits, or HMAC-SHA-256 when

@@ -73,8 +73,10 @@ func (f *fallbackLimiter) localLimit(l Limit) Limit {
 	return l
 }
 
-// decide applies the same all-or-nothing rule as the scripts: cost is spent
-// on every limit or on none.
+// decide applies the same rules as the scripts: the request is admitted iff
+// every enforced check admits it; cost is then spent on every enforced
+// check and on each shadow check that admits it on its own, and otherwise
+// on none.
 func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result {
 	now := f.now()
 	f.mu.Lock()
@@ -98,7 +100,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		n := min(cost, burst)
 		newTAT := tat.Add(time.Duration(n) * interval)
 		allowAt := newTAT.Add(-time.Duration(burst) * interval)
-		d := Decision{Limit: c.Limit, Allowed: cost <= burst && !allowAt.After(now), At: now, Degraded: true}
+		d := Decision{Limit: c.Limit, Allowed: cost <= burst && !allowAt.After(now), At: now, Degraded: true, Shadow: c.Shadow}
 		after := tat
 		if d.Allowed {
 			if spend {
@@ -106,7 +108,7 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 			}
 		} else {
 			d.RetryAfter = max(allowAt.Sub(now), time.Microsecond)
-			res.Allowed = false
+			res.Allowed = res.Allowed && c.Shadow
 		}
 		d.Remaining = max(int64(burst)-int64((after.Sub(now)+interval-1)/interval), 0)
 		d.ResetAfter = after.Sub(now)
@@ -114,8 +116,10 @@ func (f *fallbackLimiter) decide(cost int64, spend bool, checks []Check) Result 
 		next[i] = fallbackBucket{tat: newTAT, share: time.Duration(burst) * interval}
 	}
 	if res.Allowed && spend {
-		for i := range checks {
-			f.buckets[keys[i]] = next[i]
+		for i, d := range res.Decisions {
+			if d.Allowed {
+				f.buckets[keys[i]] = next[i]
+			}
 		}
 	}
 	return res

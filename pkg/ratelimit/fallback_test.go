@@ -86,3 +86,47 @@ func TestFallbackEvictsLeastSpent(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbackShadowChecks: the fallback treats a shadow check as the
+// scripts do. It never denies; it spends only on an admitted request that
+// it admits on its own; a denied request spends nothing on it.
+func TestFallbackShadowChecks(t *testing.T) {
+	tier := Limit{Name: "tier", Count: 100, Window: time.Minute}
+	trial := Limit{Name: "trial", Count: 3, Window: time.Minute}
+	strict := Limit{Name: "strict", Count: 2, Window: time.Minute}
+	cases := []struct {
+		name   string
+		checks []Check
+		// allowed and shadowAllowed are what each of 6 requests at one
+		// instant answers: the result, and the shadow check's decision.
+		allowed, shadowAllowed string
+		// shadowLeft is what the shadow limit has left afterwards, peeked
+		// as an enforced check.
+		shadowLeft int64
+	}{
+		{"a lone shadow check", []Check{{Identity: "a", Limit: trial, Shadow: true}}, "++++++", "+++---", 0},
+		{"a shadow check next to an enforced one", []Check{{Identity: "b", Limit: tier}, {Identity: "b", Limit: trial, Shadow: true}}, "++++++", "+++---", 0},
+		{"an enforced denial spends nothing on the shadow", []Check{{Identity: "c", Limit: strict}, {Identity: "c", Limit: trial, Shadow: true}}, "++----", "++++++", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_800_000_000, 0)
+			f := newFallbackLimiter(1, 100, func() time.Time { return now })
+			shadowAt := len(tc.checks) - 1
+			for i := range 6 {
+				res := f.decide(1, true, tc.checks)
+				d := res.Decisions[shadowAt]
+				if res.Allowed != (tc.allowed[i] == '+') || d.Allowed != (tc.shadowAllowed[i] == '+') || !d.Shadow {
+					t.Fatalf("request %d: allowed=%v, shadow decision %+v; want %c %c", i+1, res.Allowed, d, tc.allowed[i], tc.shadowAllowed[i])
+				}
+				if !d.Allowed && d.RetryAfter <= 0 {
+					t.Fatalf("request %d: a shadow denial without RetryAfter", i+1)
+				}
+			}
+			peek := f.decide(1, false, []Check{{Identity: tc.checks[shadowAt].Identity, Limit: trial}})
+			if got := peek.Decisions[0].Remaining; got != tc.shadowLeft {
+				t.Fatalf("the shadow limit has %d left, want %d", got, tc.shadowLeft)
+			}
+		})
+	}
+}

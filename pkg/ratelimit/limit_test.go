@@ -109,14 +109,14 @@ func TestValidateRejectsUnenforceableRequests(t *testing.T) {
 		checks []Check
 	}{
 		{"no checks", 1, nil},
-		{"zero cost", 0, []Check{{"a", ok}}},
-		{"negative cost", -3, []Check{{"a", ok}}},
-		{"cost above count", 11, []Check{{"a", ok}}},
-		{"cost above leaky burst", 2, []Check{{"a", Limit{Name: "x", Count: 10, Window: time.Minute, Algorithm: LeakyBucket}}}},
-		{"zero count", 1, []Check{{"a", Limit{Name: "x", Window: time.Minute}}}},
-		{"zero window", 1, []Check{{"a", Limit{Name: "x", Count: 1}}}},
-		{"sub-millisecond window", 1, []Check{{"a", Limit{Name: "x", Count: 1, Window: time.Millisecond + 1}}}},
-		{"unknown algorithm", 1, []Check{{"a", Limit{Name: "x", Count: 1, Window: time.Second, Algorithm: "magic"}}}},
+		{"zero cost", 0, []Check{{Identity: "a", Limit: ok}}},
+		{"negative cost", -3, []Check{{Identity: "a", Limit: ok}}},
+		{"cost above count", 11, []Check{{Identity: "a", Limit: ok}}},
+		{"cost above leaky burst", 2, []Check{{Identity: "a", Limit: Limit{Name: "x", Count: 10, Window: time.Minute, Algorithm: LeakyBucket}}}},
+		{"zero count", 1, []Check{{Identity: "a", Limit: Limit{Name: "x", Window: time.Minute}}}},
+		{"zero window", 1, []Check{{Identity: "a", Limit: Limit{Name: "x", Count: 1}}}},
+		{"sub-millisecond window", 1, []Check{{Identity: "a", Limit: Limit{Name: "x", Count: 1, Window: time.Millisecond + 1}}}},
+		{"unknown algorithm", 1, []Check{{Identity: "a", Limit: Limit{Name: "x", Count: 1, Window: time.Second, Algorithm: "magic"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,7 +125,7 @@ func TestValidateRejectsUnenforceableRequests(t *testing.T) {
 			}
 		})
 	}
-	if err := validate(10, []Check{{"a", ok}}); err != nil {
+	if err := validate(10, []Check{{Identity: "a", Limit: ok}}); err != nil {
 		t.Fatalf("cost equal to count rejected: %v", err)
 	}
 }

@@ -39,6 +39,14 @@ type Check struct {
 	Identity string
 	// Limit is the budget to spend from.
 	Limit Limit
+	// Shadow makes the check report-only: it is decided and its Decision
+	// reported like any other, but it never denies the request. A request
+	// is admitted iff every check that is not a shadow admits it. When it
+	// is, a shadow check spends its cost only if it admits it on its own,
+	// so its state is exactly what enforcing it would have left; when the
+	// request is denied, nothing is spent on any check. A shadow check and
+	// an enforced one of the same identity and limit share their state.
+	Shadow bool
 }
 
 // Limiter makes rate-limit decisions on Redis. It is safe for concurrent
@@ -261,7 +269,12 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	}
 	cmd = append(cmd, costArg(cost, spend))
 	for _, ci := range g.indexes {
-		cmd = append(cmd, l.limits.get(checks[ci].Limit).args[:stride]...)
+		c := checks[ci]
+		args := &l.limits.get(c.Limit).args
+		if c.Shadow {
+			args = &l.limits.get(c.Limit).shadowArgs
+		}
+		cmd = append(cmd, args[:stride]...)
 	}
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
@@ -288,6 +301,7 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 			ResetAfter: time.Duration(f[2].(int64)) * time.Microsecond,
 			RetryAfter: time.Duration(f[3].(int64)) * time.Microsecond,
 			At:         at,
+			Shadow:     checks[ci].Shadow,
 		}
 	}
 	return vals[0].(int64) == 1, nil
@@ -322,6 +336,9 @@ func costArg(cost int64, spend bool) any {
 type limitEntry struct {
 	suffix string
 	args   [3]any // count, window in microseconds, burst
+	// shadowArgs are args for a shadow check: the count negated, which is
+	// how the scripts tell a shadow limit.
+	shadowArgs [3]any
 }
 
 // limitCache keeps the entries of recently used limits: a process uses a
@@ -349,6 +366,8 @@ func (c *limitCache) get(l Limit) *limitEntry {
 			strconv.FormatInt(l.Burst(), 10),
 		},
 	}
+	e.shadowArgs = e.args
+	e.shadowArgs[0] = strconv.FormatInt(-l.Count, 10)
 	c.mu.Lock()
 	if c.entries == nil {
 		c.entries = make(map[Limit]*limitEntry)

@@ -16,13 +16,19 @@
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]
---           limit i: count, window in microseconds, burst.
+--           limit i: count, window in microseconds, burst. A negative
+--           count -c marks a shadow limit of count c: decided and reported,
+--           never enforced (see the shadow rule below).
 -- ARGV[3n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
 --           reset_after_us, retry_after_us }.
 -- reset_after: time until the bucket is full again (TAT reached).
--- Nothing is written unless every limit admits and the cost is positive.
+-- allowed (the first value) follows the enforced limits only.
+-- Shadow rule: the request is admitted iff every enforced limit admits it.
+-- Nothing is written unless it is admitted and the cost is positive; then
+-- every enforced limit spends, and every shadow limit that admits the cost on
+-- its own spends too (its state is what enforcing it would have left).
 --
 -- Complexity: O(number of limits).
 
@@ -44,6 +50,8 @@ local all_ok = true
 
 for i = 1, #KEYS do
   local count = tonumber(ARGV[3 * i - 1])
+  local shadow = count < 0
+  if shadow then count = -count end
   local window = tonumber(ARGV[3 * i])
   local burst = tonumber(ARGV[3 * i + 1])
 
@@ -67,7 +75,7 @@ for i = 1, #KEYS do
   local retry = 0
   if not ok then
     retry = math.ceil((next_backlog - tolerance) / count)
-    all_ok = false
+    if not shadow then all_ok = false end
   end
 
   local after = backlog
@@ -79,18 +87,20 @@ for i = 1, #KEYS do
   result[#result + 1] = remaining
   result[#result + 1] = math.ceil(after / count)
   result[#result + 1] = retry
-  pending[i] = { count, next_backlog }
+  pending[i] = ok and { count, next_backlog }
 end
 
 if not all_ok then
   result[1] = 0
 elseif spend then
   for i = 1, #KEYS do
-    local count, backlog = pending[i][1], pending[i][2]
-    local whole = math.floor(backlog / count)
-    local fraction = backlog - whole * count
-    local ttl_ms = math.ceil((whole + 1) / 1000)
-    redis.call('SET', KEYS[i], string.format('%d:%d', now + whole, fraction), 'PX', ttl_ms)
+    if pending[i] then
+      local count, backlog = pending[i][1], pending[i][2]
+      local whole = math.floor(backlog / count)
+      local fraction = backlog - whole * count
+      local ttl_ms = math.ceil((whole + 1) / 1000)
+      redis.call('SET', KEYS[i], string.format('%d:%d', now + whole, fraction), 'PX', ttl_ms)
+    end
   end
 end
 return result

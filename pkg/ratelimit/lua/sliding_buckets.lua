@@ -31,7 +31,9 @@
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
 -- ARGV[2i], ARGV[2i+1]
---           limit i: count, window in microseconds.
+--           limit i: count, window in microseconds. A negative count
+--           -c marks a shadow limit of count c: decided and reported, never
+--           enforced (see the shadow rule below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
@@ -39,7 +41,11 @@
 -- reset_after: time until every admitted unit has left check (A).
 -- retry_after: for a limit that does not admit the cost now, the wait until
 --              the first bucket edge at which it would (0 otherwise).
--- Nothing is written unless every limit admits and the cost is positive.
+-- allowed (the first value) follows the enforced limits only.
+-- Shadow rule: the request is admitted iff every enforced limit admits it.
+-- Nothing is written unless it is admitted and the cost is positive; then
+-- every enforced limit spends, and every shadow limit that admits the cost on
+-- its own spends too (its state is what enforcing it would have left).
 --
 -- Complexity: O(K * number of limits); one GET per limit, one SET per limit
 -- on a spend. Memory: one string of at most K+1 small counters per limit.
@@ -89,6 +95,8 @@ local all_ok = true
 
 for i = 1, #KEYS do
   local limit = tonumber(ARGV[2 * i])
+  local shadow = limit < 0
+  if shadow then limit = -limit end
   local window = tonumber(ARGV[2 * i + 1])
   local cap_a = math.floor(limit * (K + 1) / K)
 
@@ -126,7 +134,7 @@ for i = 1, #KEYS do
   local ok = sum_a + cost <= cap_a and fits_b(sum_b, counts[K + 1], cost, limit, len, left)
   local retry = 0
   if not ok then
-    all_ok = false
+    if not shadow then all_ok = false end
     -- In bucket b+j (j >= 0), (A) sees buckets b-K+j .. b of what is
     -- stored, (B) sees b-K+1+j .. b in full and b-K+j weighted.
     for j = 0, K + 1 do
@@ -173,7 +181,7 @@ for i = 1, #KEYS do
   result[#result + 1] = remaining
   result[#result + 1] = reset
   result[#result + 1] = retry
-  pending[i] = { b, counts, last, reset }
+  pending[i] = ok and { b, counts, last, reset }
 end
 
 if not all_ok then
@@ -181,11 +189,13 @@ if not all_ok then
 elseif spend then
   for i = 1, #KEYS do
     local p = pending[i]
-    local parts = {}
-    for d = 1, p[3] do parts[d] = string.format('%d', p[2][d]) end
-    local ttl_ms = math.ceil(p[4] / 1000)
-    if ttl_ms < 1 then ttl_ms = 1 end
-    redis.call('SET', KEYS[i], string.format('%d', p[1]) .. ':' .. table.concat(parts, ','), 'PX', ttl_ms)
+    if p then
+      local parts = {}
+      for d = 1, p[3] do parts[d] = string.format('%d', p[2][d]) end
+      local ttl_ms = math.ceil(p[4] / 1000)
+      if ttl_ms < 1 then ttl_ms = 1 end
+      redis.call('SET', KEYS[i], string.format('%d', p[1]) .. ':' .. table.concat(parts, ','), 'PX', ttl_ms)
+    end
   end
 end
 return result

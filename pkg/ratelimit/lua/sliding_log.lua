@@ -9,14 +9,20 @@
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
 -- ARGV[2i], ARGV[2i+1]
---           limit i: count, window in microseconds.
+--           limit i: count, window in microseconds. A negative count
+--           -c marks a shadow limit of count c: decided and reported, never
+--           enforced (see the shadow rule below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
 --           reset_after_us, retry_after_us }.
 -- retry_after is when enough of the oldest live units have aged out for
 -- this cost to fit; reset_after is when the newest one has.
--- Nothing is written unless every limit admits and the cost is positive.
+-- allowed (the first value) follows the enforced limits only.
+-- Shadow rule: the request is admitted iff every enforced limit admits it.
+-- Nothing is written unless it is admitted and the cost is positive; then
+-- every enforced limit spends, and every shadow limit that admits the cost on
+-- its own spends too (its state is what enforcing it would have left).
 --
 -- Complexity: O(log n) per limit to count, plus O(cost log n) to add and
 -- O(k log n) to trim k expired members on a spend.
@@ -35,9 +41,12 @@ if not spend then cost = -cost end
 
 local result = { 1, now }
 local all_ok = true
+local oks = {}
 
 for i = 1, #KEYS do
   local limit = tonumber(ARGV[2 * i])
+  local shadow = limit < 0
+  if shadow then limit = -limit end
   local window = tonumber(ARGV[2 * i + 1])
   local oldest_live = '(' .. string.format('%d', now - window)
 
@@ -49,7 +58,7 @@ for i = 1, #KEYS do
     local k = count + cost - limit
     local hit = redis.call('ZRANGEBYSCORE', KEYS[i], oldest_live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
     retry = tonumber(hit[2]) + window - now
-    all_ok = false
+    if not shadow then all_ok = false end
   end
 
   local after = count
@@ -69,31 +78,34 @@ for i = 1, #KEYS do
   result[#result + 1] = remaining
   result[#result + 1] = reset
   result[#result + 1] = retry
+  oks[i] = ok
 end
 
 if not all_ok then
   result[1] = 0
 elseif spend then
   for i = 1, #KEYS do
-    local window = tonumber(ARGV[2 * i + 1])
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
-    -- Members are "<now>:<n>"; n continues after any member already at now,
-    -- so units admitted in the same microsecond stay distinct.
-    local stamp = string.format('%d', now)
-    local seq = redis.call('ZCOUNT', KEYS[i], stamp, stamp)
-    local batch = {}
-    for n = seq, seq + cost - 1 do
-      batch[#batch + 1] = stamp
-      batch[#batch + 1] = stamp .. ':' .. n
-      if #batch >= 200 then
-        redis.call('ZADD', KEYS[i], unpack(batch))
-        batch = {}
+    if oks[i] then
+      local window = tonumber(ARGV[2 * i + 1])
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
+      -- Members are "<now>:<n>"; n continues after any member already at now,
+      -- so units admitted in the same microsecond stay distinct.
+      local stamp = string.format('%d', now)
+      local seq = redis.call('ZCOUNT', KEYS[i], stamp, stamp)
+      local batch = {}
+      for n = seq, seq + cost - 1 do
+        batch[#batch + 1] = stamp
+        batch[#batch + 1] = stamp .. ':' .. n
+        if #batch >= 200 then
+          redis.call('ZADD', KEYS[i], unpack(batch))
+          batch = {}
+        end
       end
+      if #batch > 0 then
+        redis.call('ZADD', KEYS[i], unpack(batch))
+      end
+      redis.call('PEXPIRE', KEYS[i], math.ceil(window / 1000))
     end
-    if #batch > 0 then
-      redis.call('ZADD', KEYS[i], unpack(batch))
-    end
-    redis.call('PEXPIRE', KEYS[i], math.ceil(window / 1000))
   end
 end
 return result

@@ -32,7 +32,9 @@
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
 -- ARGV[2i], ARGV[2i+1]
---           limit i: count, window in microseconds.
+--           limit i: count, window in microseconds. A negative count
+--           -c marks a shadow limit of count c: decided and reported, never
+--           enforced (see the shadow rule below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
@@ -40,7 +42,11 @@
 -- reset_after: time until the counter would be empty with no more traffic.
 -- retry_after: for a limit that does not admit the cost now, the smallest
 --              wait after which it would (0 otherwise).
--- Nothing is changed unless every limit admits and the cost is positive.
+-- allowed (the first value) follows the enforced limits only.
+-- Shadow rule: the request is admitted iff every enforced limit admits it.
+-- Nothing is changed unless it is admitted and the cost is positive; then
+-- every enforced limit spends, and every shadow limit that admits the cost on
+-- its own spends too (its state is what enforcing it would have left).
 --
 -- Complexity: O(number of limits); one INCRBY per limit on a spend (a GET on
 -- a peek), plus a SET when a limit's window changed and an undo on a denial.
@@ -63,6 +69,8 @@ if not spend then cost = -cost end
 -- INCRBY already holds it).
 local function decide(i)
   local limit = tonumber(ARGV[2 * i])
+  local shadow = limit < 0
+  if shadow then limit = -limit end
   local window = tonumber(ARGV[2 * i + 1])
   local index = math.floor(now / window)
   local elapsed = now - index * window
@@ -166,7 +174,7 @@ local function decide(i)
     rewrite = ((index % period) * p + previous) * m + new_current
     ttl = math.ceil((left + window) / 1000)
   end
-  return ok, remaining, reset, retry, s, rewrite, ttl
+  return ok, remaining, reset, retry, s, rewrite, ttl, shadow
 end
 
 -- undo puts key i back as it was before this call's INCRBY.
@@ -179,10 +187,10 @@ local function undo(i, s)
 end
 
 if n == 1 then
-  local ok, remaining, reset, retry, s, rewrite, ttl = decide(1)
+  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(1)
   if not ok then
     if spend then undo(1, s) end
-    return { 0, now, 0, remaining, reset, retry }
+    return { shadow and 1 or 0, now, 0, remaining, reset, retry }
   end
   if rewrite then
     redis.call('SET', KEYS[1], string.format('%d', rewrite), 'PX', ttl)
@@ -192,10 +200,11 @@ end
 
 local result = { 1, now }
 local all_ok = true
-local olds, rewrites, ttls = {}, {}, {}
+local oks, olds, rewrites, ttls = {}, {}, {}, {}
 for i = 1, n do
-  local ok, remaining, reset, retry, s, rewrite, ttl = decide(i)
-  if not ok then all_ok = false end
+  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(i)
+  if not ok and not shadow then all_ok = false end
+  oks[i] = ok
   result[4 * i - 1] = ok and 1 or 0
   result[4 * i] = remaining
   result[4 * i + 1] = reset
@@ -210,7 +219,9 @@ if not all_ok then
   end
 elseif spend then
   for i = 1, n do
-    if rewrites[i] then
+    if not oks[i] then
+      undo(i, olds[i]) -- a shadow limit that denies on its own spends nothing
+    elseif rewrites[i] then
       redis.call('SET', KEYS[i], string.format('%d', rewrites[i]), 'PX', ttls[i])
     end
   end
