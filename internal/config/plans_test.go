@@ -233,6 +233,9 @@ func TestForRequest(t *testing.T) {
 		t.Errorf("unknown plan: %+v", unknown)
 	}
 	checks := pro.Checks("key:abc")
+	if shadowed := l.ForRequest(config.TierUser, "", "GET", config.ParseRequestPath("/r")); shadowed.Limits[0].Shadow {
+		t.Errorf("nothing is shadowed, yet %+v", shadowed.Limits[0])
+	}
 	if len(checks) != 2 || checks[1].Identity != "key:abc" || checks[1].Limit.Name != "pro-1m" {
 		t.Errorf("checks %+v", checks)
 	}

@@ -27,11 +27,12 @@ type RequestLimits struct {
 	Limits []AppliedLimit
 }
 
-// Checks returns the limits as checks for identity, in order.
+// Checks returns the limits as checks for identity, in order, the shadow
+// limits as shadow checks (ratelimit.Check.Shadow).
 func (r RequestLimits) Checks(identity string) []ratelimit.Check {
 	checks := make([]ratelimit.Check, len(r.Limits))
 	for i, l := range r.Limits {
-		checks[i] = ratelimit.Check{Identity: identity, Limit: l.Limit}
+		checks[i] = ratelimit.Check{Identity: identity, Limit: l.Limit, Shadow: l.Shadow}
 	}
 	return checks
 }
