@@ -22,6 +22,15 @@ const (
 	// unauthorized credential (401) or a fail-closed route Redis could not
 	// decide (503).
 	OutcomeRejected = "rejected"
+	// OutcomeShadowDenied: admitted, though a shadow limit
+	// (RATE_LIMIT_SHADOW) would have denied it.
+	OutcomeShadowDenied = "shadow-denied"
+	// OutcomeBlocked: refused without a Redis call, its source address
+	// being in a blocked network (RATE_LIMIT_NETWORKS).
+	OutcomeBlocked = "blocked"
+	// OutcomeUnlimited: admitted without a Redis call, its source address
+	// being in an unlimited network.
+	OutcomeUnlimited = "unlimited"
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
@@ -81,6 +90,14 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 		Caller:     r.caller(),
 		FailClosed: config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
 	}
+	if network := networkOf(rt.cfg.Networks, r.req.SourceIP); network == config.NetworkUnlimited || network == config.NetworkBlocked {
+		// No limit applies to such a caller, or none it could ever use:
+		// decided without a Redis call, as its other requests are.
+		out.Network = network
+		out.Result = ratelimit.Result{Allowed: network == config.NetworkUnlimited}
+		rt.observe(ctx, r, out, nil)
+		return out, nil
+	}
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
@@ -93,7 +110,9 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	if err != nil || out.QuotaDenied {
 		return out, err
 	}
-	out.Result, err = r.gate.gate.Peek(ctx, 1, checksFor(r.limits, out.Caller, r.req.Method, r.path)...)
+	limits := rt.requestLimits(ctx, r, networkOf(rt.cfg.Networks, r.req.SourceIP))
+	out.Plan = limits.Plan
+	out.Result, err = r.gate.gate.Peek(ctx, 1, limits.Checks(out.Caller.Identity)...)
 	if err != nil {
 		return out, fmt.Errorf("peek %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
 	}
@@ -163,19 +182,31 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend 
 		Unauthorized: r.who.Unauthorized,
 		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
 	}
-	checks := checksFor(r.limits, out.Caller, r.req.Method, r.path)
-	// The Redis calls' trace subsegments carry the tier.
-	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	if r.who.Unauthorized {
 		spend = true
 	}
+	network := networkOf(rt.cfg.Networks, r.req.SourceIP)
+	if network == config.NetworkUnlimited || network == config.NetworkBlocked {
+		// Decided by the source network alone: no Redis call.
+		out.Network = network
+		out.Result = ratelimit.Result{Allowed: network == config.NetworkUnlimited}
+		if spend {
+			rt.observe(ctx, r, out, nil)
+		}
+		return out, nil
+	}
+	req := rt.requestLimits(ctx, r, network)
+	out.Plan = req.Plan
+	checks := req.Checks(out.Caller.Identity)
+	// The Redis calls' trace subsegments carry the tier.
+	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 
 	var (
 		res ratelimit.Result
 		err error
 	)
 	if spend {
-		res, err = r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
+		res, err = r.gate.gate.Decide(ctx, req.Cost, failurePolicy(out.FailClosed), checks...)
 	} else {
 		res, err = r.gate.gate.Peek(ctx, 1, checks...)
 	}
@@ -201,21 +232,38 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out Outcome, 
 	})
 }
 
-// checksFor are the limits of a request on a stage, all for the caller's
-// identity: its tier, and every route limit matching method (upper case)
-// and path. Limits of different algorithms are decided by one script call
-// per algorithm (see ratelimit.Limiter.Decide).
-func checksFor(limits *config.Limits, c Caller, method string, path config.RequestPath) []ratelimit.Check {
-	return limits.ForRequest(c.Tier, "", method, path).Checks(c.Identity)
+// requestLimits are the limits of a request on its stage, all for the
+// caller's identity: its plan's (its own, else its source network's) when
+// that plan is configured, else its tier's, and every route limit
+// matching the request, with the request's cost and each limit's shadow
+// flag. An unconfigured plan is logged once. Limits of different
+// algorithms are decided by one script call per algorithm (see
+// ratelimit.Limiter.Decide).
+func (rt *Runtime) requestLimits(ctx context.Context, r resolvedRequest, network string) config.RequestLimits {
+	plan := r.who.Caller.Plan
+	if plan == "" {
+		plan = network
+	}
+	req := r.limits.ForRequest(r.who.Caller.Tier, plan, r.req.Method, r.path)
+	if req.UnknownPlan != "" {
+		rt.unknownPlans.note(ctx, rt.logger, req.UnknownPlan, r.who.Caller.Tier)
+	}
+	return req
 }
 
 // OutcomeName is how an outcome is logged and counted.
 func OutcomeName(o Outcome, err error) string {
 	switch {
+	case o.Blocked():
+		return OutcomeBlocked
 	case err != nil || o.Unauthorized:
 		return OutcomeRejected
+	case o.Exempt():
+		return OutcomeUnlimited
 	case o.Result.Degraded:
 		return OutcomeDegraded
+	case o.ShadowDenied():
+		return OutcomeShadowDenied
 	case o.Result.Allowed:
 		return OutcomeAllowed
 	default:

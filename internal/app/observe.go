@@ -34,6 +34,9 @@ const (
 	ReasonUnauthorized = "unauthorized credential"
 	ReasonUnavailable  = "redis unavailable on a fail-closed route"
 	ReasonUndecidable  = "limits cannot be decided"
+	ReasonShadowDenied = "over a shadow limit only: admitted"
+	ReasonBlocked      = "blocked network"
+	ReasonUnlimited    = "unlimited network"
 )
 
 // decisionRecord is what is observed of one decision.
@@ -119,9 +122,9 @@ func decisionLevel(outcome string, rec decisionRecord) slog.Level {
 	switch {
 	case rec.err != nil:
 		return slog.LevelError
-	case outcome == OutcomeAllowed:
+	case outcome == OutcomeAllowed || outcome == OutcomeUnlimited:
 		return slog.LevelDebug
-	case outcome == OutcomeDenied:
+	case outcome == OutcomeDenied || outcome == OutcomeShadowDenied || outcome == OutcomeBlocked:
 		return slog.LevelInfo
 	default:
 		return slog.LevelWarn
@@ -135,6 +138,14 @@ func decisionLevel(outcome string, rec decisionRecord) slog.Level {
 // lines an operator must see (a fail-closed route Redis could not decide,
 // rejected at Error), though both are "rejected".
 func decisionReason(outcome string, rec decisionRecord) (reason, budget string) {
+	switch outcome {
+	case OutcomeBlocked:
+		return ReasonBlocked, OutcomeBlocked + ": " + ReasonBlocked
+	case OutcomeUnlimited:
+		return ReasonUnlimited, OutcomeUnlimited + ": " + ReasonUnlimited
+	case OutcomeShadowDenied:
+		return ReasonShadowDenied, OutcomeShadowDenied + ": " + ReasonShadowDenied
+	}
 	switch {
 	case rec.err != nil && errors.Is(rec.err, ratelimit.ErrUnavailable):
 		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
@@ -186,6 +197,12 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 		if !out.Result.Allowed {
 			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
+	}
+	if out.Plan != "" {
+		attrs = append(attrs, slog.String("plan", out.Plan))
+	}
+	if outcome == OutcomeShadowDenied {
+		attrs = append(attrs, slog.String("shadowLimits", shadowDenials(out.Result)))
 	}
 	if out.Unauthorized {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
@@ -264,4 +281,16 @@ func RouteName(req Request) string {
 	}
 	path, _, _ := strings.Cut(req.Path, "?")
 	return clip(req.Method, maxMethodLen) + " " + clip(path, maxPathLen)
+}
+
+// shadowDenials names the shadow limits that denied a request, comma-
+// separated.
+func shadowDenials(res ratelimit.Result) string {
+	var names []string
+	for _, d := range res.Decisions {
+		if d.Shadow && !d.Allowed {
+			names = append(names, d.Limit.Name)
+		}
+	}
+	return clip(strings.Join(names, ","), maxReasonLen)
 }

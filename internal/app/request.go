@@ -12,6 +12,7 @@
 package app
 
 import (
+	"github.com/slidegate/slidegate/internal/config"
 	"context"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -120,4 +121,33 @@ type Outcome struct {
 	// (RATE_LIMIT_QUOTA) denied the call: Result then holds that limit's
 	// decision alone, and the answer is 429.
 	QuotaDenied bool
+	// Network is config.NetworkUnlimited or config.NetworkBlocked when the
+	// source address is in such a network (RATE_LIMIT_NETWORKS): the
+	// request was admitted, or refused, without a Redis call, and Result
+	// holds no decision. Empty otherwise.
+	Network string
+	// Plan is the plan whose limits applied, "" for the tier's.
+	Plan string
+}
+
+// Blocked reports whether the request came from a blocked network: it is
+// refused (403), whatever it presented.
+func (o Outcome) Blocked() bool { return o.Network == config.NetworkBlocked }
+
+// Exempt reports whether the request came from an unlimited network: no
+// limit applies to it.
+func (o Outcome) Exempt() bool { return o.Network == config.NetworkUnlimited }
+
+// ShadowDenied reports whether the request was admitted although a shadow
+// limit (RATE_LIMIT_SHADOW) denied it.
+func (o Outcome) ShadowDenied() bool {
+	if !o.Result.Allowed {
+		return false
+	}
+	for _, d := range o.Result.Decisions {
+		if d.Shadow && !d.Allowed {
+			return true
+		}
+	}
+	return false
 }

@@ -109,6 +109,8 @@ type Runtime struct {
 	resolver      *identity.Resolver
 	logger        *slog.Logger
 	observer      *decisionObserver
+	// unknownPlans logs each unconfigured plan a caller carries, once.
+	unknownPlans unknownPlans
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
