@@ -145,13 +145,16 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	if app.UnavailableFromContext(req.Authorizer) {
 		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
+	if app.BlockedFromContext(req.Authorizer) {
+		return httplimit.Verdict{Blocked: true}, nil
+	}
 	if req.Authorizer != nil {
 		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {
 			return httplimit.Verdict{Result: ratelimit.Result{
 				Allowed:   decision.Allowed,
 				Degraded:  decision.Degraded,
 				Decisions: []ratelimit.Decision{decision},
-			}}, nil
+			}, Policy: app.PolicyFromContext(req.Authorizer)}, nil
 		}
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
@@ -162,7 +165,7 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 		// one more place for a token in it to land.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+	return verdictOf(out), nil
 }
 
 // peek reports the caller's limits without spending them: the
@@ -183,7 +186,14 @@ func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 		// Not wrapped again with the route: see spend.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
+	v := verdictOf(out)
+	v.Enforced = out.QuotaDenied
+	return v, nil
+}
+
+// verdictOf is the middleware's verdict of a decision the function made.
+func verdictOf(out app.Outcome) httplimit.Verdict {
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Blocked: out.Blocked(), Policy: app.PolicyList(out.Result)}
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -440,7 +440,7 @@ func (rt *Runtime) WaitLoaded(ctx context.Context) error {
 // listing is logged and retried later).
 func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func() time.Time, loads *coldStartLoads) identity.KeyStore {
 	if rt.cfg.APIKeyHashes != nil {
-		return identity.StaticKeys(rt.cfg.APIKeyHashes)
+		return identity.StaticKeyPlans{StaticKeys: rt.cfg.APIKeyHashes, Plans: rt.cfg.APIKeyPlans}
 	}
 	api, err := aws.apiGatewayClient(ctx)
 	if err != nil {
@@ -486,6 +486,7 @@ func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads
 		HTTPClient: httpClient,
 		Leeway:     j.Leeway,
 		Logger:     rt.logger,
+		PlanClaim:  rt.cfg.JWTPlanClaim,
 	}
 	if j.HS256SecretARN != "" {
 		vc.HS256SecretPending = true

@@ -180,13 +180,15 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		// bad.
 		return events.APIGatewayCustomAuthorizerResponse{}, failure(err)
 	}
-	if unauthorizedWithinLimit(o) {
+	// A blocked network is refused whatever it presented: a Deny whose
+	// context says blocked.
+	if !o.Blocked() && unauthorizedWithinLimit(o) {
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
 	// An unauthorized request its source IP's anonymous limit denied falls
 	// through to the Deny (429), as in the API function's middleware.
 	effect := "Deny"
-	if o.Result.Allowed {
+	if o.Result.Allowed && !o.Blocked() {
 		effect = "Allow"
 	}
 	resp := events.APIGatewayCustomAuthorizerResponse{
@@ -258,7 +260,7 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 			Context:      app.AuthorizerUnavailableContext(o, httplimit.DefaultUnavailableRetryAfter),
 		}, nil
 	}
-	if unauthorizedWithinLimit(o) || (!o.Result.Allowed && !forward) {
+	if o.Blocked() || unauthorizedWithinLimit(o) || (!o.Result.Allowed && !forward) {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
