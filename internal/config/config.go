@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -26,8 +27,8 @@ const (
 	DefaultOrg               = "10000/1m"
 	DefaultRoutes            = "POST /auth/*=5/1m:sliding-log"
 	DefaultFailClosed        = "/auth/*"
-	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
-	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
+	DefaultFallbackInstances = limitspec.DefaultFallbackInstances
+	DefaultKeyPrefix         = limitspec.DefaultKeyPrefix
 	DefaultAPIKeysRefresh    = 5 * time.Minute
 	DefaultJWTLeeway         = identity.DefaultLeeway
 	// MaxJWTLeeway is the largest JWT_LEEWAY.

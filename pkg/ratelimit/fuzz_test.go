@@ -114,7 +114,7 @@ func FuzzKeys(f *testing.F) {
 	} {
 		f.Add(s[0], s[1])
 	}
-	ks := keyspace{prefix: DefaultKeyPrefix}
+	ks := keyspace{prefix: defaultKeyPrefix}
 	f.Fuzz(func(t *testing.T, identity, name string) {
 		tag := ks.identityTag(identity)
 		if len(tag) != 22 || strings.ContainsAny(tag, "{}") {

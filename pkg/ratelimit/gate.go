@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
-// DefaultFallbackInstances is the number of warm instances the fallback
-// divides every limit by when GateOptions.FallbackInstances is zero.
-const DefaultFallbackInstances = 10
-
-// Default sizes of the Gate's memory, as GateOptions documents them.
+// Defaults of GateOptions, as it documents them.
 const (
+	defaultFallbackInstances  = limitspec.DefaultFallbackInstances
 	defaultFallbackMaxEntries = 50_000
 	defaultDenyCacheEntries   = 10_000
 )
@@ -24,7 +23,7 @@ const (
 type GateOptions struct {
 	// FallbackInstances divides every limit for the local fallback: the
 	// expected number of warm instances, each keeping its own
-	// (RATE_LIMIT_FALLBACK_INSTANCES). DefaultFallbackInstances when zero.
+	// (RATE_LIMIT_FALLBACK_INSTANCES). 10 when zero.
 	FallbackInstances int64
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
 	// pairs; 50,000 when zero.
@@ -93,7 +92,7 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	instances := opts.FallbackInstances
 	if instances <= 0 {
-		instances = DefaultFallbackInstances
+		instances = defaultFallbackInstances
 	}
 	entries := opts.FallbackMaxEntries
 	if entries <= 0 {
@@ -104,7 +103,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	}
 	// One budget per decision: the Limiter's, which the Gate applies
 	// itself around every Redis round trip of the decision.
-	timeout := DefaultTimeout
+	timeout := defaultTimeout
 	if limiter != nil && limiter.timeout > 0 {
 		timeout = limiter.timeout
 	}

@@ -61,7 +61,7 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	}
 	prefix := opts.KeyPrefix
 	if prefix == "" {
-		prefix = DefaultKeyPrefix
+		prefix = defaultKeyPrefix
 	}
 	if err := validatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
