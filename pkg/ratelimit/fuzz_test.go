@@ -42,7 +42,7 @@ func FuzzParseAlgorithm(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		a, err := ParseAlgorithm(s)
+		a, err := parseAlgorithm(s)
 		if err != nil {
 			return
 		}

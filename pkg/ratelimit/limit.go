@@ -30,9 +30,9 @@ func Algorithms() []Algorithm {
 	return []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow, SlidingBuckets}
 }
 
-// ParseAlgorithm returns the algorithm spelled s. An empty s is the default,
-// [SlidingWindow].
-func ParseAlgorithm(s string) (Algorithm, error) {
+// parseAlgorithm returns the algorithm spelled s. An empty s is the
+// default, SlidingWindow.
+func parseAlgorithm(s string) (Algorithm, error) {
 	if s == "" {
 		return SlidingWindow, nil
 	}
@@ -41,7 +41,16 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of sliding-window, sliding-log, token-bucket, leaky-bucket, fixed-window, sliding-buckets)", truncate(s, 64))
+	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of %s)", truncate(s, 64), algorithmNames())
+}
+
+// algorithmNames lists every algorithm, for error messages.
+func algorithmNames() string {
+	names := make([]string, 0, len(Algorithms()))
+	for _, a := range Algorithms() {
+		names = append(names, string(a))
+	}
+	return strings.Join(names, ", ")
 }
 
 // orDefault resolves the zero value.
@@ -116,7 +125,7 @@ func (l Limit) Validate() error {
 	if err := checkScale(l.Count, l.Window); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
-	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
+	if _, err := parseAlgorithm(string(l.Algorithm)); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/scriptclock"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
@@ -26,10 +28,6 @@ type Options struct {
 	// when the Limiter is called directly; a Gate around it then applies
 	// DefaultTimeout. The Gate applies this same budget, once per decision.
 	Timeout time.Duration
-	// Now, when set, replaces the Redis clock (TIME) as the scripts' time.
-	// It exists for tests that must step time precisely; production leaves
-	// it nil so that instances with skewed clocks still agree.
-	Now func() time.Time
 }
 
 // Check asks for one limit to be applied to one identity.
@@ -56,6 +54,9 @@ type Limiter struct {
 // Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
 // back to EVAL on its own if they are missing).
 func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
+	// This module's tests step a clock of their own instead of Redis's
+	// (internal/scriptclock); any other client comes back unchanged.
+	client, now := scriptclock.Unwrap(client)
 	if client == nil {
 		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
 	}
@@ -71,7 +72,7 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
 		scripts: newScriptSet(),
 		timeout: opts.Timeout,
-		now:     opts.Now,
+		now:     now,
 	}, nil
 }
 
