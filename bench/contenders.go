@@ -35,7 +35,7 @@ type decider func(ctx context.Context, identity string) (bool, error)
 // Time control: how a contender learns the time, which decides how
 // precisely the attacks and the replay can place its requests.
 const (
-	clockInjected = "injected (Options.Now / ARGV)"
+	clockInjected = "injected (internal/scriptclock / ARGV)"
 	clockClient   = "client timestamp (ARGV)"
 	clockRedis    = "Redis TIME (not controllable)"
 	clockTTL      = "key TTL in Redis (not controllable)"

@@ -4,7 +4,7 @@
 // the scripts nor the layout of their replies.
 //
 // It is this product's, not the library's: X-Ray annotates every Redis call
-// with an outcome (docs/contract.md, "Tracing"). pkg/ratelimit, which owns
+// with an outcome (docs/observability.md). pkg/ratelimit, which owns
 // the scripts and their reply layout, installs the classifier when it is
 // initialised, so Outcome knows the scripts in every program that imports
 // pkg/ratelimit, which is every program that can send them.

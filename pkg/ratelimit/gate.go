@@ -72,7 +72,7 @@ type GateOptions struct {
 	DenyCacheMaxEntries int
 }
 
-// Gate applies slidegate's failure policy around a Limiter.
+// Gate applies a failure policy around a Limiter.
 //
 // When Redis decides, its answer stands. When it cannot (ErrUnavailable:
 // refused, reset, too slow, or the circuit breaker is open), a fail-open
@@ -85,10 +85,9 @@ type GateOptions struct {
 // call, until T measured on the local clock from the moment the denied
 // request was sent: never later than Redis itself would admit it.
 //
-// One decision takes at most the Limiter's Options.Timeout (REDIS_TIMEOUT;
-// DefaultTimeout when zero) plus the time to notice it has passed; while
-// the breaker is open it takes no Redis time at all. A Gate is safe for
-// concurrent use.
+// One decision takes at most the Limiter's Options.Timeout (100 ms when
+// zero) plus the time to notice it has passed; while the breaker is open it
+// takes no Redis time at all. A Gate is safe for concurrent use.
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
@@ -100,10 +99,10 @@ type Gate struct {
 }
 
 // NewGate wraps limiter in the failure policy. The fallback and the deny
-// cache keep time on the process clock, or on the Limiter's Options.Now
-// when that is set (so that a test stepping the limiter's clock steps the
-// whole gate).
+// cache keep time on the process clock.
 func NewGate(limiter *Limiter, opts GateOptions) *Gate {
+	// A Limiter on a test's clock (internal/scriptclock) puts the whole
+	// gate on it.
 	var now func() time.Time
 	if limiter != nil {
 		now = limiter.now

@@ -22,11 +22,27 @@ const (
 	headerRetryAfter         = "Retry-After"
 )
 
-// SetHeaders writes the rate-limit headers of d, the decision closest to
-// denying (Result.Closest), into h: the IETF draft's RateLimit-Policy and
-// RateLimit, the older RateLimit-Limit/-Remaining/-Reset (seconds) and
-// X-RateLimit-Limit/-Remaining/-Reset (Unix seconds), and Retry-After when
-// d denies.
+// SetHeaders writes the rate-limit headers of d, usually the decision
+// closest to denying (Result.Closest), into h:
+//
+//	RateLimit-Policy: "anonymous";q=30;w=60     (draft-ietf-httpapi-ratelimit-headers-10)
+//	RateLimit: "anonymous";r=12;t=41
+//	RateLimit-Limit: 30
+//	RateLimit-Remaining: 12
+//	RateLimit-Reset: 41                          (seconds)
+//	X-RateLimit-Limit: 30
+//	X-RateLimit-Remaining: 12
+//	X-RateLimit-Reset: 1700000042                (Unix seconds, on d.At's clock)
+//	Retry-After: 41                              (only when d denies)
+//
+// The policy name is a quoted Structured Field string: double quotes and
+// backslashes are escaped and any byte outside printable ASCII becomes an
+// underscore, so no name can split a header. w is the window in seconds,
+// rounded up. t and RateLimit-Reset are, for an admitted request, the
+// seconds until the limit is entirely unused again (ResetAfter, rounded
+// up); for a denied one, the seconds until the request would be admitted
+// (RetryAfter, rounded up, at least 1), the same value as Retry-After, so
+// that a client honouring either header comes back at the same moment.
 func SetHeaders(h http.Header, d Decision) {
 	reset := headervalue.ResetSeconds(d.Allowed, d.RetryAfter, d.ResetAfter)
 	limit := strconv.FormatInt(d.Limit.Count, 10)

@@ -14,8 +14,8 @@ import (
 
 // Options configure a Limiter. The zero value is ready for production.
 type Options struct {
-	// KeyPrefix starts every key; DefaultKeyPrefix ("rl") when empty. It may
-	// not contain braces.
+	// KeyPrefix starts every key; "rl" when empty. It may not contain
+	// braces.
 	KeyPrefix string
 	// IdentityHashKey, when set, turns identity hashing into HMAC-SHA-256
 	// with this key, so that hashed IP addresses cannot be reversed by
@@ -23,10 +23,10 @@ type Options struct {
 	// use the same value; changing it starts every count afresh. A Gate's
 	// in-memory fallback hashes with it too.
 	IdentityHashKey []byte
-	// Timeout bounds one decision, all Redis round trips included: the
-	// REDIS_TIMEOUT budget. Zero leaves the bound to the caller's context
-	// when the Limiter is called directly; a Gate around it then applies
-	// DefaultTimeout. The Gate applies this same budget, once per decision.
+	// Timeout bounds one decision, all Redis round trips included. Zero
+	// leaves the bound to the caller's context when the Limiter is called
+	// directly, and makes a Gate around it apply 100 ms. A Gate applies
+	// this same budget, once per decision.
 	Timeout time.Duration
 }
 
