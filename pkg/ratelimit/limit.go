@@ -10,11 +10,12 @@ import (
 )
 
 // Algorithm names a rate-limiting algorithm. The zero value means
-// [SlidingWindow].
+// [SlidingWindow]. Any other value not among [Algorithms] is invalid:
+// [Limit.Validate] reports it, and a decision on it fails with [ErrInvalid].
 type Algorithm string
 
-// The algorithms, spelled as in RATE_LIMIT_ALGORITHM and the
-// rateLimitAlgorithm stage variable.
+// The algorithms, spelled as slidegate's configuration spells them
+// (RATE_LIMIT_ALGORITHM, the rateLimitAlgorithm stage variable).
 const (
 	SlidingWindow  Algorithm = "sliding-window"
 	SlidingLog     Algorithm = "sliding-log"
