@@ -20,27 +20,26 @@ const (
 )
 
 // GateOptions configure a Gate. The zero value is ready for production.
+//
+// The circuit breaker around Redis opens when the last BreakerFailures
+// decisions in a row could not be made on Redis and at least half of the
+// decisions in the last BreakerWindow failed. Requiring both keeps one dead
+// shard of a cluster (a third of the decisions failing, in runs) from
+// cutting every caller off a healthy majority, while a Redis that is down
+// for everyone trips it within BreakerFailures decisions. While it is open
+// no decision calls Redis: fail-open requests are decided by the fallback,
+// fail-closed ones get ErrUnavailable at once. After BreakerCooldown one
+// decision is let through as a probe; if Redis answers it the breaker
+// closes, otherwise it opens for another BreakerCooldown.
 type GateOptions struct {
 	// FallbackInstances divides every limit for the local fallback: the
 	// expected number of warm instances, each keeping its own; 10 when
-	// zero. Each instance then admits Count/FallbackInstances per Window
-	// (at least 1) while Redis is out of reach.
+	// zero. Each instance then admits Count/FallbackInstances per Window,
+	// rounded up, while Redis is out of reach.
 	FallbackInstances int64
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
 	// pairs; 50,000 when zero.
 	FallbackMaxEntries int
-
-	// The circuit breaker around Redis opens when the last BreakerFailures
-	// decisions in a row could not be made on Redis and at least half of
-	// the decisions in the last BreakerWindow failed. Requiring both keeps
-	// one dead shard of a cluster (a third of the decisions failing, in
-	// runs) from cutting every caller off a healthy majority, while a Redis
-	// that is down for everyone trips it within BreakerFailures decisions.
-	// While it is open no decision calls Redis: fail-open requests are
-	// decided by the fallback, fail-closed ones get ErrUnavailable at once.
-	// After BreakerCooldown one decision is let through as a probe; if
-	// Redis answers it the breaker closes, otherwise it opens for another
-	// BreakerCooldown.
 
 	// BreakerDisabled turns the breaker off: every decision calls Redis.
 	BreakerDisabled bool
