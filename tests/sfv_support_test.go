@@ -239,10 +239,10 @@ func isTChar(c byte) bool {
 func TestSFParser(t *testing.T) {
 	good := map[string]int{
 		`"burst";q=100;w=60, "daily";q=1000;w=86400`: 2,
-		`"default";r=50;t=30`:                          1,
-		`sugar, tea, rum`:                              3,
-		`1;a;b=?0;c=-5;d=4.5;e="x\"y"`:                 1,
-		``:                                             0,
+		`"default";r=50;t=30`:                        1,
+		`sugar, tea, rum`:                            3,
+		`1;a;b=?0;c=-5;d=4.5;e="x\"y"`:               1,
+		``:                                           0,
 	}
 	for field, n := range good {
 		items, err := parseSFList(field)

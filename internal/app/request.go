@@ -12,8 +12,8 @@
 package app
 
 import (
-	"github.com/slidegate/slidegate/internal/config"
 	"context"
+	"github.com/slidegate/slidegate/internal/config"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // MaxCosts bounds RATE_LIMIT_COSTS.
@@ -21,7 +21,7 @@ type RouteCost struct {
 	// Path is the path glob.
 	Path PathGlob
 	// Cost is the units such a request spends, from 1 to
-	// ratelimit.MaxCount.
+	// limitspec.MaxCount.
 	Cost int64
 }
 
@@ -45,8 +45,8 @@ func ParseCosts(s string) ([]RouteCost, error) {
 			return nil, fmt.Errorf("cost %q: %w", clip(entry), err)
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-		if err != nil || n < 1 || n > ratelimit.MaxCount {
-			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), ratelimit.MaxCount)
+		if err != nil || n < 1 || n > limitspec.MaxCount {
+			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), limitspec.MaxCount)
 		}
 		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
 	}
