@@ -445,3 +445,54 @@ func TestPlanHeadersAgree(t *testing.T) {
 		t.Errorf("a second quota call %s: the first spent on the plan", again.Body)
 	}
 }
+
+// TestNetworksThroughTheAPIFunction: the API function deciding on its own
+// (no authorizer in front, REST and HTTP API events) refuses a blocked
+// network with 403 and serves an unlimited one without rate-limit
+// headers, Redis serving no command for either.
+func TestNetworksThroughTheAPIFunction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap and the emulator")
+	}
+	srv := redistest.StartServer(t)
+	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_NETWORKS": "192.0.2.0/24=blocked,2001:db8::/32=unlimited",
+	}))
+	invoke := func(t *testing.T, event []byte) apiResponse {
+		t.Helper()
+		raw, err := api.Invoke(t, event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseAPIResponse(t, raw)
+	}
+	rest := func(ip string) []byte {
+		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.Identity.SourceIP = ip })
+	}
+	httpAPI := func(ip string) []byte {
+		return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.RequestContext.HTTP.SourceIP = ip })
+	}
+	// Warm: scripts loaded, connections up.
+	if resp := invoke(t, rest("203.0.113.44")); resp.StatusCode != http.StatusOK {
+		t.Fatalf("warm-up: %d %s", resp.StatusCode, resp.Body)
+	}
+	calls := func() int64 { return redisCommandCalls(t, srv.Client(t)) }
+	before := calls()
+	for _, event := range [][]byte{rest("192.0.2.9"), httpAPI("192.0.2.10")} {
+		resp := invoke(t, event)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(resp.Body, `"code":"FORBIDDEN"`) || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("blocked: %d %v %s, want 403 FORBIDDEN without rate-limit headers", resp.StatusCode, resp.Header, resp.Body)
+		}
+	}
+	for i := range 20 {
+		for _, event := range [][]byte{rest(fmt.Sprintf("2001:db8::%x", i+1)), httpAPI(fmt.Sprintf("2001:db8:1::%x", i+1))} {
+			resp := invoke(t, event)
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Policy") != "" {
+				t.Fatalf("unlimited request %d: %d %v", i+1, resp.StatusCode, resp.Header)
+			}
+		}
+	}
+	if after := calls(); after != before {
+		t.Fatalf("Redis served %d commands for blocked and unlimited requests, want none", after-before)
+	}
+}
