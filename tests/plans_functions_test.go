@@ -492,6 +492,20 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 			}
 		}
 	}
+	// Behind a REST authorizer, whose context (values as strings) already
+	// says blocked or unlimited: believed, nothing decided again.
+	withContext := func(key string) []byte {
+		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.RequestContext.Identity.SourceIP = "203.0.113.45"
+			e.RequestContext.Authorizer = map[string]any{"tier": "anonymous", key: "true"}
+		})
+	}
+	if resp := invoke(t, withContext("blocked")); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("authorizer context blocked: %d %s", resp.StatusCode, resp.Body)
+	}
+	if resp := invoke(t, withContext("unlimited")); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit") != "" {
+		t.Fatalf("authorizer context unlimited: %d %v", resp.StatusCode, resp.Header)
+	}
 	if after := calls(); after != before {
 		t.Fatalf("Redis served %d commands for blocked and unlimited requests, want none", after-before)
 	}

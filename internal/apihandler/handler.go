@@ -145,8 +145,12 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	if app.UnavailableFromContext(req.Authorizer) {
 		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
-	if app.BlockedFromContext(req.Authorizer) {
+	switch {
+	case app.BlockedFromContext(req.Authorizer):
 		return httplimit.Verdict{Blocked: true}, nil
+	case app.UnlimitedFromContext(req.Authorizer):
+		// Admitted by the authorizer, and counted there: no limit applies.
+		return httplimit.Verdict{}, nil
 	}
 	if req.Authorizer != nil {
 		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {

@@ -146,6 +146,14 @@ func BlockedFromContext(ctx map[string]any) bool {
 	return ok && b
 }
 
+// UnlimitedFromContext reports whether an authorizer context says the
+// request comes from an unlimited network (CtxUnlimited true): it was
+// admitted, and no limit applies.
+func UnlimitedFromContext(ctx map[string]any) bool {
+	b, ok := ctxBool(ctx, CtxUnlimited)
+	return ok && b
+}
+
 // PolicyFromContext is the RateLimit-Policy value an authorizer context
 // carries (CtxPolicy), "" when none or when it is not a printable ASCII
 // string, which a header could not carry.
