@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -163,12 +163,12 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 	switch {
 	case !resp.IsAuthorized:
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
-	case app.UnavailableFromContext(resp.Context):
+	case edge.UnavailableFromContext(resp.Context):
 		return "unavailable", ""
-	case resp.Context[app.CtxRetryAfter] != nil:
-		return "denied", fmt.Sprint(resp.Context[app.CtxName])
+	case resp.Context[edge.CtxRetryAfter] != nil:
+		return "denied", fmt.Sprint(resp.Context[edge.CtxName])
 	}
-	return "admitted", fmt.Sprint(resp.Context[app.CtxName])
+	return "admitted", fmt.Sprint(resp.Context[edge.CtxName])
 }
 
 // TestEncodedLoginPathsReachTheLoginHandler shows, on the API function's

@@ -11,14 +11,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// IdentityHashUnavailable stands for a caller's hashed identity, in logs
-// and principal ids, while the identity hash key is configured but not
-// read: an unkeyed hash is never written instead.
-const IdentityHashUnavailable = "hash-key-unavailable"
 
 // ErrHashKeyUnavailable is why decisions find Redis unavailable while the
 // identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN) has not been read:
@@ -36,10 +32,10 @@ type hashedGate struct {
 }
 
 // hashOf is the identity's hash for logs and principal ids, or
-// IdentityHashUnavailable.
+// edge.IdentityHashUnavailable.
 func (g *hashedGate) hashOf(id string) string {
 	if !g.ready {
-		return IdentityHashUnavailable
+		return edge.IdentityHashUnavailable
 	}
 	return g.hasher.Hash(id)
 }
@@ -122,7 +118,7 @@ func (rt *Runtime) newGate(client redis.UniversalClient, key []byte) (*ratelimit
 	}
 	return ratelimit.NewGate(limiter, ratelimit.GateOptions{
 		FallbackInstances:    rt.cfg.FallbackInstances,
-		OnBreakerStateChange: rt.observer.breaker.changed,
+		OnBreakerStateChange: rt.observer.BreakerChanged,
 	}), nil
 }
 

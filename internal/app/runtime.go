@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -48,9 +48,9 @@ type Options struct {
 	// io.Discard turns metrics off.
 	Metrics io.Writer
 	// DecisionLogSampling bounds the decision log lines per outcome
-	// (LogSampling); the zero value is the default budget. Its clock is
+	// (observe.LogSampling); the zero value is the default budget. Its clock is
 	// Now when its own Now is nil.
-	DecisionLogSampling LogSampling
+	DecisionLogSampling observe.LogSampling
 	// Redis is the client decisions use; when nil it is built from
 	// REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT and REDIS_AUTH_SECRET_ARN, and
 	// closed by Close. A client given here is not closed by Close.
@@ -108,7 +108,7 @@ type Runtime struct {
 	hashKeySecret *hashKeySecret
 	resolver      *identity.Resolver
 	logger        *slog.Logger
-	observer      *decisionObserver
+	observer      *observe.Observer
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -190,7 +190,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
-	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
+	rt := &Runtime{cfg: cfg, logger: logger, observer: observe.New(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
 		coldStartDeadline: deadline, coldStartBudget: budget}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
@@ -321,7 +321,7 @@ func (rt *Runtime) logBudgetSpent(ctx context.Context, loads *coldStartLoads) {
 }
 
 // awaitIdentity waits, for a request that carries an API key or a bearer
-// token (headers with lower-case names), until the cold-start loads of the
+// token (headers with lower-case names, edge.FoldHeaders), until the cold-start loads of the
 // identity sources (API key listing, JWKS, HS256 secret) have ended, the
 // cold-start budget is spent, or ctx ends. Requests without credentials,
 // and every request once the loads have ended, never wait.
@@ -534,13 +534,9 @@ func logConfigErrors(ctx context.Context, logger *slog.Logger, err error) {
 // Logger returns the runtime's logger.
 func (rt *Runtime) Logger() *slog.Logger { return rt.logger }
 
-// Config returns the parsed configuration (shared: do not modify).
-func (rt *Runtime) Config() *config.Config { return rt.cfg }
-
-// FailClosed reports whether a path's route fails closed.
-func (rt *Runtime) FailClosed(path string) bool {
-	return config.IsFailClosed(rt.cfg.FailClosed, path)
-}
+// HTTPAPIDenials is what the HTTP API authorizer does with a request it
+// cannot admit (HTTP_API_DENIALS).
+func (rt *Runtime) HTTPAPIDenials() config.Denials { return rt.cfg.HTTPAPIDenials }
 
 // Close releases the Redis client if the runtime built it.
 func (rt *Runtime) Close() error {
@@ -550,29 +546,4 @@ func (rt *Runtime) Close() error {
 		}
 	}
 	return nil
-}
-
-// lowerHeaders returns h with lower-case names, copying only when needed.
-// When names differ only in case, the exactly lower-case one wins, else the
-// first in byte order: the same headers always give the same answer, which
-// a map's iteration order would not.
-func lowerHeaders(h map[string]string) map[string]string {
-	for k := range h {
-		if strings.ToLower(k) != k {
-			return foldHeaderNames(h)
-		}
-	}
-	return h
-}
-
-func foldHeaderNames(h map[string]string) map[string]string {
-	out := make(map[string]string, len(h))
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		lk := strings.ToLower(k)
-		if _, dup := out[lk]; dup && k != lk {
-			continue
-		}
-		out[lk] = h[k]
-	}
-	return out
 }
