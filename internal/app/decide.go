@@ -32,21 +32,7 @@ import (
 // req must be normalised as the edge package builds it (upper-case method,
 // lower-case header names).
 func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, error) {
-	return rt.decide(ctx, req, true)
-}
-
-// Peek is Decide without spending anything: the caller's quota as it
-// stands (GET /v1/quota). A Redis outage gives the local fallback's view,
-// marked degraded, on every route.
-//
-// Only a caller with a verified identity (or none at all) peeks for free.
-// An unknown API key or a bearer token that does not verify is decided
-// exactly as Decide would: counted against the source IP's anonymous limit
-// (and every route limit of the request), logged, and subject to the
-// route's failure policy. Otherwise the quota would be a free, unlogged
-// oracle for guessing keys and tokens.
-func (rt *Runtime) Peek(ctx context.Context, req edge.Request) (edge.Outcome, error) {
-	return rt.decide(ctx, req, false)
+	return rt.decideResolved(ctx, rt.resolve(ctx, req))
 }
 
 // Quota answers GET /v1/quota: it spends one call from the caller's
@@ -66,12 +52,16 @@ func (rt *Runtime) Peek(ctx context.Context, req edge.Request) (edge.Outcome, er
 //
 // The quota limit is fail-open, like the route: when Redis cannot decide
 // it, the local fallback does, and the peek shows the fallback's view,
-// marked degraded. An unknown API key or a bearer token that does not
-// verify is decided exactly as Decide would, as for Peek.
+// marked degraded. Only a caller with a verified identity (or none at all)
+// peeks: an unknown API key or a bearer token that does not verify is
+// decided exactly as Decide would (counted against the source IP's
+// anonymous limit and every route limit of the request, logged, and
+// subject to the route's failure policy), or the quota would be a free,
+// unlogged oracle for guessing keys and tokens.
 func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, error) {
 	r := rt.resolve(ctx, req)
 	if r.who.Unauthorized {
-		return rt.decideResolved(ctx, r, true)
+		return rt.decideResolved(ctx, r)
 	}
 	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
@@ -138,42 +128,22 @@ func (r resolvedRequest) outcome(failClosed bool) edge.Outcome {
 	}
 }
 
-// decide resolves the caller and decides. spend is false for Peek, and is
-// overridden for an unauthorized caller, who never peeks for free. Every
-// decision that spends is observed: one EMF record and, within the log
-// budget and level, one log line. A peek is neither: it changes nothing,
-// and counting it would make a caller checking its quota look like one
-// being allowed or denied.
-func (rt *Runtime) decide(ctx context.Context, req edge.Request, spend bool) (edge.Outcome, error) {
-	return rt.decideResolved(ctx, rt.resolve(ctx, req), spend)
-}
-
-// decideResolved is decide once the caller is known.
-func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend bool) (edge.Outcome, error) {
+// decideResolved decides a request whose caller is known, spending on
+// every limit that applies or none, and observes the decision: one EMF
+// record and, within the log budget and level, one log line. (A peek, in
+// Quota, is not observed: it changes nothing, and counting it would make
+// a caller checking its quota look like one being allowed or denied.)
+func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.Outcome, error) {
 	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
 	checks := checksFor(r.limits, out.Caller, r.req.Method, r.path)
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
-	if r.who.Unauthorized {
-		spend = true
-	}
-
-	var (
-		res ratelimit.Result
-		err error
-	)
-	if spend {
-		res, err = r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
-	} else {
-		res, err = r.gate.gate.Peek(ctx, 1, checks...)
-	}
+	res, err := r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
 	out.Result, out.Kind = res, edge.KindOf(res, r.who.Unauthorized, err)
-	if spend {
-		rt.observe(ctx, r, out, err)
-	}
+	rt.observe(ctx, r, out, err)
 	return out, err
 }
 

@@ -16,10 +16,10 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// ErrHashKeyUnavailable is why decisions find Redis unavailable while the
+// errHashKeyUnavailable is why decisions find Redis unavailable while the
 // identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN) has not been read:
 // counting under another hash would split every caller's count in two.
-var ErrHashKeyUnavailable = errors.New("identity hash key not read (RATE_LIMIT_HASH_KEY_SECRET_ARN); Redis is not used until it is")
+var errHashKeyUnavailable = errors.New("identity hash key not read (RATE_LIMIT_HASH_KEY_SECRET_ARN); Redis is not used until it is")
 
 // hashedGate is a gate together with the hasher its limiter's keys are
 // made with.
@@ -138,7 +138,7 @@ func (rt *Runtime) installKey(key []byte) error {
 
 // pendingGate is the gate of a runtime whose identity hash key is
 // configured but not read: every decision finds Redis unavailable
-// (ErrHashKeyUnavailable), so fail-open routes use the local fallback
+// (errHashKeyUnavailable), so fail-open routes use the local fallback
 // limit and fail-closed routes fail, and nothing reaches Redis. The
 // fallback's in-memory counts are keyed with a random per-process key.
 func (rt *Runtime) pendingGate() (*hashedGate, error) {
@@ -146,7 +146,7 @@ func (rt *Runtime) pendingGate() (*hashedGate, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("random fallback hash key: %w", err)
 	}
-	gate, err := rt.newGate(failingClient("identity-hash-key-unavailable:0", ErrHashKeyUnavailable), key)
+	gate, err := rt.newGate(failingClient("identity-hash-key-unavailable:0", errHashKeyUnavailable), key)
 	if err != nil {
 		return nil, err
 	}

@@ -24,11 +24,6 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// APIGatewayClient reads API Gateway API keys and usage plans:
-// *apigateway.Client, or anything answering GetApiKeys, GetUsagePlans and
-// GetUsagePlanKeys the same way (a test server behind the real SDK).
-type APIGatewayClient = identity.GatewayAPI
-
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
 type SecretReader interface {
 	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
@@ -58,9 +53,10 @@ type Options struct {
 	// HTTPClient fetches the JWKS; a client with a short timeout when nil.
 	HTTPClient *http.Client
 	// APIGateway lists the API keys and usage plans when API_KEY_HASHES is
-	// unset; the aws-sdk-go-v2 API Gateway client of the default AWS
+	// unset (*apigateway.Client, or a test server behind the real SDK);
+	// the aws-sdk-go-v2 API Gateway client of the default AWS
 	// configuration when nil.
-	APIGateway APIGatewayClient
+	APIGateway identity.GatewayAPI
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
 	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
 	SecretsManager SecretReader
