@@ -71,7 +71,7 @@ const (
 //     quota route's own limit per caller (RATE_LIMIT_QUOTA), and is
 //     answered 429 with that limit's headers once it is spent
 //     (Runtime.Quota); an unknown API key or bad token is counted and
-//     answered as on any route (401, then 429);
+//     answered as on any route (edge.Unauthorized, UnauthorizedOverLimit);
 //   - GET /v1/items is an ordinary limited route;
 //   - POST /auth/login is a demo login, limited by its route limit
 //     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
@@ -172,9 +172,8 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 // asks Redis (unless an authorizer in front of it could not decide a
 // fail-closed route). It spends one call from the quota route's own limit,
 // whose denial is Enforced (429 under ReportOnly). An unknown key or bad
-// token is not a peek: Runtime.Quota counts it against the source IP's
-// anonymous limit, and the middleware answers 401, or 429 once that limit
-// denies.
+// token is not a peek: Runtime.Quota counts it, and the middleware answers
+// it by its edge.Kind.
 func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 	req := readRequest(r)
 	if edge.UnavailableFromContext(req.Authorizer) {

@@ -9,7 +9,7 @@ import (
 )
 
 // gatewayRequest is what one HTTP request tells slidegate, read once: the
-// app.Request, and the authorizer's context when API Gateway ran the
+// edge.Request, and the authorizer's context when API Gateway ran the
 // slidegate authorizer before the function.
 type gatewayRequest struct {
 	edge.Request

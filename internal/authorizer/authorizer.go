@@ -214,9 +214,9 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 //     request again. Only for integrations that honour that context: any
 //     other backend behind the same authorizer would serve the request.
 //
-// Either way, an unknown key or bad token within its source IP's anonymous
-// limit is not authorized (403); one that limit denied is a denial like any
-// other; a request whose limits can never be decided is an error (500).
+// Either way, an edge.Unauthorized outcome is not authorized (403), an
+// UnauthorizedOverLimit one is a denial like any other, and an Undecidable
+// one is an error (500).
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
 	rc := ev.RequestContext
 	// rawPath first, as the API function's proxy library reads it.

@@ -40,8 +40,8 @@ const (
 	OutcomeDenied   = "denied"
 	OutcomeDegraded = "degraded"
 	// OutcomeRejected: refused for another reason than the limit: an
-	// unauthorized credential (401, or 429 once the source IP's limit
-	// denies) or a request that could not be decided (503, 500).
+	// unauthorized credential (either Kind) or a request that could not
+	// be decided (Unavailable, Undecidable).
 	OutcomeRejected = "rejected"
 )
 
