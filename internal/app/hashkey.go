@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,69 +37,25 @@ func (g *hashedGate) hashOf(id string) string {
 	return g.hasher.Hash(id)
 }
 
-// hashKeySecret reads the identity hash key of RATE_LIMIT_HASH_KEY_SECRET_ARN
-// after its cold-start read failed: a decision that finds the key missing
-// starts a read in the background, unless one is under way or the last one
-// ended less than interval ago, and is itself decided without the key (as
-// if Redis were unavailable). It is safe for concurrent use.
-type hashKeySecret struct {
-	arn      string
-	read     func(ctx context.Context, arn string) (string, error)
-	interval time.Duration
-	logger   *slog.Logger
-	// install builds and installs the gate of a key that was read.
-	install func(key []byte) error
-
-	mu       sync.Mutex
-	done     bool
-	reading  bool
-	failedAt time.Time
-}
-
-// due starts a read in the background if one may start now.
-func (s *hashKeySecret) due(ctx context.Context) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done || s.reading {
-		return
+// hashKeySecret is the pacedSecret of RATE_LIMIT_HASH_KEY_SECRET_ARN: read
+// at cold start and, after a failed read, again when a decision finds the
+// key missing (that decision is itself decided without the key, as if
+// Redis were unavailable). A key read is installed at once (install).
+func (rt *Runtime) hashKeySecret(arn string, read func(context.Context, string) (string, error)) *pacedSecret {
+	return &pacedSecret{
+		arn:      arn,
+		read:     read,
+		interval: retryInterval(rt.secretRetryInterval),
+		use: func(secret string) error {
+			if len(secret) < identity.MinHashKeyLen {
+				return fmt.Errorf("read secret %s: %d bytes; want at least %d", arn, len(secret), identity.MinHashKeyLen)
+			}
+			return rt.installKey([]byte(secret))
+		},
+		logger:    rt.logger,
+		failedLog: "read RATE_LIMIT_HASH_KEY_SECRET_ARN failed; decisions behave as if Redis were unavailable (fail-open routes use the local fallback limit, fail-closed routes fail) until a later read succeeds",
+		readLog:   "read RATE_LIMIT_HASH_KEY_SECRET_ARN: identities are hashed with its key and decided on Redis",
 	}
-	if since := time.Since(s.failedAt); !s.failedAt.IsZero() && since >= 0 && since < s.interval {
-		return
-	}
-	s.reading = true
-	go s.readOnce(context.WithoutCancel(ctx))
-}
-
-// readOnce reads the secret (within secretReadTimeout) and installs the
-// key, or notes the failure; either is logged, never the key.
-func (s *hashKeySecret) readOnce(ctx context.Context) {
-	err := s.load(ctx)
-	s.mu.Lock()
-	s.reading = false
-	if err == nil {
-		s.done = true
-	} else {
-		s.failedAt = time.Now()
-	}
-	s.mu.Unlock()
-	if err != nil {
-		s.logger.LogAttrs(ctx, slog.LevelError, "read RATE_LIMIT_HASH_KEY_SECRET_ARN failed; decisions behave as if Redis were unavailable (fail-open routes use the local fallback limit, fail-closed routes fail) until a later read succeeds",
-			slog.String("error", err.Error()),
-			slog.Duration("retryInterval", s.interval))
-		return
-	}
-	s.logger.LogAttrs(ctx, slog.LevelInfo, "read RATE_LIMIT_HASH_KEY_SECRET_ARN: identities are hashed with its key and decided on Redis")
-}
-
-func (s *hashKeySecret) load(ctx context.Context) error {
-	secret, err := s.read(ctx, s.arn)
-	if err != nil {
-		return err
-	}
-	if len(secret) < identity.MinHashKeyLen {
-		return fmt.Errorf("read secret %s: %d bytes; want at least %d", s.arn, len(secret), identity.MinHashKeyLen)
-	}
-	return s.install([]byte(secret))
 }
 
 // newGate is the gate deciding on the runtime's Redis client with
@@ -157,8 +110,8 @@ func (rt *Runtime) pendingGate() (*hashedGate, error) {
 // starts a paced re-read of the secret.
 func (rt *Runtime) currentGate(ctx context.Context) *hashedGate {
 	g := rt.hashed.Load()
-	if !g.ready && rt.hashKeySecret != nil {
-		rt.hashKeySecret.due(ctx)
+	if !g.ready && rt.hashKey != nil {
+		rt.hashKey.start(ctx)
 	}
 	return g
 }

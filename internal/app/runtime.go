@@ -99,12 +99,12 @@ type Runtime struct {
 	// keys; it changes once, when an identity hash key read after cold
 	// start arrives.
 	hashed atomic.Pointer[hashedGate]
-	// hashKeySecret re-reads RATE_LIMIT_HASH_KEY_SECRET_ARN while its key
-	// is missing; nil when no secret is configured.
-	hashKeySecret *hashKeySecret
-	resolver      *identity.Resolver
-	logger        *slog.Logger
-	observer      *observe.Observer
+	// hashKey re-reads RATE_LIMIT_HASH_KEY_SECRET_ARN while its key is
+	// missing; nil when no secret is configured.
+	hashKey  *pacedSecret
+	resolver *identity.Resolver
+	logger   *slog.Logger
+	observer *observe.Observer
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -128,8 +128,8 @@ type Runtime struct {
 	// scriptsLoaded is closed when the script preload, which runs in the
 	// background, has ended.
 	scriptsLoaded chan struct{}
-	// secretRetryInterval paces re-reads of a Redis AUTH secret that could
-	// not be read at cold start (Options.SecretRetryInterval).
+	// secretRetryInterval paces re-reads of a secret that could not be read
+	// at cold start (Options.SecretRetryInterval).
 	secretRetryInterval time.Duration
 }
 
@@ -290,20 +290,13 @@ func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsClients, loads *col
 		// configuration errors); nothing will ever make it usable.
 		return nil
 	}
-	interval := rt.secretRetryInterval
-	if interval <= 0 {
-		interval = secretRetryInterval
-	}
-	s := &hashKeySecret{
-		arn:      hk.SecretARN,
-		read:     aws.readSecret,
-		interval: interval,
-		logger:   rt.logger,
-		install:  rt.installKey,
-		reading:  true,
-	}
-	rt.hashKeySecret = s
-	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", s.readOnce)
+	s := rt.hashKeySecret(hk.SecretARN, aws.readSecret)
+	rt.hashKey = s
+	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", func(ctx context.Context) {
+		if r, _, _ := s.start(ctx); r != nil {
+			<-r.done
+		}
+	})
 	return nil
 }
 

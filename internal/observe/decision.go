@@ -162,21 +162,23 @@ func level(k edge.Kind) slog.Level {
 	}
 }
 
-// reason says why a decision's outcome is what it is.
-func reason(k edge.Kind) string {
+// reason says why a decision's outcome is what it is, and names the log
+// budget its line spends (a constant: building it would cost an
+// allocation on every decision).
+func reason(k edge.Kind) (reason, budget string) {
 	switch k {
 	case edge.Unavailable:
-		return ReasonUnavailable
+		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
 	case edge.Undecidable:
-		return ReasonUndecidable
+		return ReasonUndecidable, OutcomeRejected + ": " + ReasonUndecidable
 	case edge.Unauthorized, edge.UnauthorizedOverLimit:
-		return ReasonUnauthorized
+		return ReasonUnauthorized, OutcomeRejected + ": " + ReasonUnauthorized
 	case edge.Degraded:
-		return ReasonFallback
+		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
 	case edge.Allowed:
-		return ReasonWithinLimit
+		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
 	default:
-		return ReasonOverLimit
+		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
 	}
 }
 
@@ -196,8 +198,8 @@ func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, break
 	if !o.logger.Enabled(ctx, lvl) {
 		return
 	}
-	why := reason(kind)
-	ok, suppressed := o.budget.admit(outcome + ": " + why)
+	why, budget := reason(kind)
+	ok, suppressed := o.budget.admit(budget)
 	if !ok {
 		return
 	}
