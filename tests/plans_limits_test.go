@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"github.com/slidegate/slidegate/internal/identity"
 	"testing"
 	"time"
 
@@ -77,7 +78,7 @@ func TestLimitListDecision(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
 					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "lists"})
 					env := map[string]string{"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=2/1s,5/1m", "RATE_LIMIT_ROUTES": "none"}
-					req := planLimits(t, env, config.TierOrg, "pro", "GET", "/v1/items")
+					req := planLimits(t, env, identity.TierOrg, "pro", "GET", "/v1/items")
 					if len(req.Limits) != 2 || req.Plan != "pro" {
 						t.Fatalf("limits of plan pro: %+v", req)
 					}
@@ -132,7 +133,7 @@ func TestLimitListDecision(t *testing.T) {
 					t.Run("Retry-After waits for every limit that denies", func(t *testing.T) {
 						clock.Set(plansStart.Add(2 * time.Hour))
 						req := planLimits(t, map[string]string{"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "both=2/1s,3/1m", "RATE_LIMIT_ROUTES": "none"},
-							config.TierOrg, "both", "GET", "/v1/items")
+							identity.TierOrg, "both", "GET", "/v1/items")
 						checks := req.Checks("key:both")
 						sent := 0
 						for sent < 3 {
@@ -176,7 +177,7 @@ func TestRouteCostAgainstPlan(t *testing.T) {
 						"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=25/1m",
 						"RATE_LIMIT_COSTS": "POST /v1/reports=10", "RATE_LIMIT_ROUTES": "none",
 					}
-					req := planLimits(t, env, config.TierOrg, "pro", "POST", "/v1/reports")
+					req := planLimits(t, env, identity.TierOrg, "pro", "POST", "/v1/reports")
 					if req.Cost != 10 {
 						t.Fatalf("cost %d, want 10", req.Cost)
 					}
@@ -218,7 +219,7 @@ func TestShadowPlanLimits(t *testing.T) {
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					req := planLimits(t, map[string]string{"RATE_LIMIT_PLANS": "trial=3/1m", "RATE_LIMIT_SHADOW": tc.shadow, "RATE_LIMIT_ROUTES": "none"},
-						config.TierUser, "trial", "GET", "/v1/items")
+						identity.TierUser, "trial", "GET", "/v1/items")
 					checks := req.Checks("sub:" + tc.name)
 					for i := range 3 {
 						if res := decideN(t, limiter, 1, checks); !res.Allowed || !res.Decisions[0].Allowed {
@@ -233,7 +234,7 @@ func TestShadowPlanLimits(t *testing.T) {
 			}
 			t.Run("one shadow and one enforced limit", func(t *testing.T) {
 				req := planLimits(t, map[string]string{"RATE_LIMIT_PLANS": "mix=2/1s,3/1m", "RATE_LIMIT_SHADOW": "mix-1s", "RATE_LIMIT_ROUTES": "none"},
-					config.TierUser, "mix", "GET", "/v1/items")
+					identity.TierUser, "mix", "GET", "/v1/items")
 				checks := req.Checks("sub:mix")
 				var got []string
 				for range 4 {

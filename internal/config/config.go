@@ -47,13 +47,6 @@ const (
 // turns the list off (an empty value means "the default").
 const None = "none"
 
-// Tier names, the policy names of the per-caller limits.
-const (
-	TierAnonymous = "anonymous"
-	TierUser      = "user"
-	TierOrg       = "org"
-)
-
 // Tiers are the per-caller limit lists, with the algorithm already
 // applied.
 type Tiers struct {
@@ -75,9 +68,9 @@ type Tiers struct {
 // limits, the smallest promise.
 func (t Tiers) ForTier(tier string) LimitList {
 	switch tier {
-	case TierOrg:
+	case identity.TierOrg:
 		return t.Org
-	case TierUser:
+	case identity.TierUser:
 		return t.User
 	default:
 		return t.Anonymous
@@ -266,11 +259,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
 	report(err)
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, err = parseTierList("RATE_LIMIT_ANONYMOUS", TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
+	tiers.Anonymous, err = parseTierList("RATE_LIMIT_ANONYMOUS", identity.TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
 	report(err)
-	tiers.User, err = parseTierList("RATE_LIMIT_USER", TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
+	tiers.User, err = parseTierList("RATE_LIMIT_USER", identity.TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
 	report(err)
-	tiers.Org, err = parseTierList("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
+	tiers.Org, err = parseTierList("RATE_LIMIT_ORG", identity.TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
 	plans, err := ParsePlans(get("RATE_LIMIT_PLANS"), alg)
 	if err != nil {

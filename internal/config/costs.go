@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/slidegate/slidegate/internal/identity"
 	"strconv"
 	"strings"
 
@@ -92,9 +93,9 @@ func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit
 				}
 			}
 		}
-		over(TierAnonymous, tiers.Anonymous)
-		over(TierUser, tiers.User)
-		over(TierOrg, tiers.Org)
+		over(identity.TierAnonymous, tiers.Anonymous)
+		over(identity.TierUser, tiers.User)
+		over(identity.TierOrg, tiers.Org)
 		for _, name := range plans.Names() {
 			over(name, plans[name])
 		}

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"github.com/slidegate/slidegate/internal/identity"
 	"strings"
 	"testing"
 
@@ -199,7 +200,7 @@ func TestShadow(t *testing.T) {
 		t.Errorf("shadow names %q", got)
 	}
 	cache := config.NewStageCache(cfg, nil)
-	req := cache.For(nil).ForRequest(config.TierOrg, "pro", "POST", config.ParseRequestPath("/auth/login"))
+	req := cache.For(nil).ForRequest(identity.TierOrg, "pro", "POST", config.ParseRequestPath("/auth/login"))
 	var got []string
 	for _, l := range req.Limits {
 		got = append(got, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])
@@ -208,7 +209,7 @@ func TestShadow(t *testing.T) {
 		t.Errorf("limits %s, want %s", strings.Join(got, " "), want)
 	}
 	// The stage variable replaces the list on its stage.
-	req = cache.For(map[string]string{"rateLimitShadow": "pro"}).ForRequest(config.TierOrg, "pro", "GET", config.ParseRequestPath("/x"))
+	req = cache.For(map[string]string{"rateLimitShadow": "pro"}).ForRequest(identity.TierOrg, "pro", "GET", config.ParseRequestPath("/x"))
 	if len(req.Limits) != 2 || !req.Limits[0].Shadow || !req.Limits[1].Shadow {
 		t.Errorf("stage shadow: %+v", req.Limits)
 	}
@@ -224,16 +225,16 @@ func TestForRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := config.NewStageCache(cfg, nil).For(nil)
-	pro := l.ForRequest(config.TierOrg, "pro", "POST", config.ParseRequestPath("/r"))
+	pro := l.ForRequest(identity.TierOrg, "pro", "POST", config.ParseRequestPath("/r"))
 	if pro.Plan != "pro" || pro.UnknownPlan != "" || pro.Cost != 2 || len(pro.Limits) != 2 || pro.Limits[0].Limit.Name != "pro-1s" {
 		t.Errorf("pro: %+v", pro)
 	}
-	unknown := l.ForRequest(config.TierUser, "gold", "GET", config.ParseRequestPath("/r"))
+	unknown := l.ForRequest(identity.TierUser, "gold", "GET", config.ParseRequestPath("/r"))
 	if unknown.Plan != "" || unknown.UnknownPlan != "gold" || unknown.Cost != 1 || len(unknown.Limits) != 1 || unknown.Limits[0].Limit.Name != "user" {
 		t.Errorf("unknown plan: %+v", unknown)
 	}
 	checks := pro.Checks("key:abc")
-	if shadowed := l.ForRequest(config.TierUser, "", "GET", config.ParseRequestPath("/r")); shadowed.Limits[0].Shadow {
+	if shadowed := l.ForRequest(identity.TierUser, "", "GET", config.ParseRequestPath("/r")); shadowed.Limits[0].Shadow {
 		t.Errorf("nothing is shadowed, yet %+v", shadowed.Limits[0])
 	}
 	if len(checks) != 2 || checks[1].Identity != "key:abc" || checks[1].Limit.Name != "pro-1m" {
@@ -331,7 +332,7 @@ func FuzzPlans(f *testing.F) {
 			}
 		}
 		for name := range cfg.Plans {
-			r := l.ForRequest(config.TierUser, name, "POST", config.ParseRequestPath("/v1/reports"))
+			r := l.ForRequest(identity.TierUser, name, "POST", config.ParseRequestPath("/v1/reports"))
 			if r.Cost < 1 || len(r.Limits) == 0 || r.Plan != name {
 				t.Fatalf("plan %s: request limits %+v", name, r)
 			}

@@ -1,6 +1,9 @@
 package config
 
-import "github.com/slidegate/slidegate/pkg/ratelimit"
+import (
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
 
 // AppliedLimit is one limit a request is checked against.
 type AppliedLimit struct {
@@ -49,12 +52,12 @@ func (l *Limits) CallerLimits(tier, plan string) (list LimitList, owner, unknown
 		unknownPlan = plan
 	}
 	switch tier {
-	case TierOrg:
-		return l.Tiers.Org, TierOrg, unknownPlan
-	case TierUser:
-		return l.Tiers.User, TierUser, unknownPlan
+	case identity.TierOrg:
+		return l.Tiers.Org, identity.TierOrg, unknownPlan
+	case identity.TierUser:
+		return l.Tiers.User, identity.TierUser, unknownPlan
 	default:
-		return l.Tiers.Anonymous, TierAnonymous, unknownPlan
+		return l.Tiers.Anonymous, identity.TierAnonymous, unknownPlan
 	}
 }
 

@@ -113,16 +113,16 @@ func (s Shadow) Names() []string {
 // otherwise leave a limit enforced that the operator meant to try first
 // (the safe side, but a silent one).
 func checkShadowNames(s Shadow, tiers Tiers, plans Plans, routes []RouteLimit) error {
-	known := map[string]bool{TierAnonymous: true, TierUser: true, TierOrg: true}
+	known := map[string]bool{identity.TierAnonymous: true, identity.TierUser: true, identity.TierOrg: true}
 	add := func(owner string, list LimitList) {
 		known[owner] = true
 		for _, l := range list {
 			known[strings.ToLower(l.Name)] = true
 		}
 	}
-	add(TierAnonymous, tiers.Anonymous)
-	add(TierUser, tiers.User)
-	add(TierOrg, tiers.Org)
+	add(identity.TierAnonymous, tiers.Anonymous)
+	add(identity.TierUser, tiers.User)
+	add(identity.TierOrg, tiers.Org)
 	for name, list := range plans {
 		add(name, list)
 	}

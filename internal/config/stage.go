@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -139,11 +140,11 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	report(err)
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, err = stageList(StageVarAnonymous, TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, alg)
+	tiers.Anonymous, err = stageList(StageVarAnonymous, identity.TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, alg)
 	report(err)
-	tiers.User, err = stageList(StageVarUser, TierUser, v.User, cfg.Tiers.User, alg)
+	tiers.User, err = stageList(StageVarUser, identity.TierUser, v.User, cfg.Tiers.User, alg)
 	report(err)
-	tiers.Org, err = stageList(StageVarOrg, TierOrg, v.Org, cfg.Tiers.Org, alg)
+	tiers.Org, err = stageList(StageVarOrg, identity.TierOrg, v.Org, cfg.Tiers.Org, alg)
 	report(err)
 	plans, err := stagePlans(cfg.Plans, v.Plans, alg)
 	report(err)

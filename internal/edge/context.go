@@ -1,4 +1,4 @@
-package app
+package edge
 
 import (
 	"encoding/json"
@@ -80,13 +80,13 @@ func UnavailableFromContext(ctx map[string]any) bool {
 func AuthorizerContext(o Outcome) map[string]any {
 	ctx := map[string]any{CtxTier: o.Caller.Tier}
 	switch {
-	case o.Blocked():
+	case o.Kind == Blocked:
 		retry := wire.RetryAfterSeconds(BlockedRetryAfter)
 		ctx[CtxBlocked] = true
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
 		return ctx
-	case o.Exempt():
+	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
 		return ctx
 	}

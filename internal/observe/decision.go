@@ -1,0 +1,323 @@
+package observe
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/wire"
+)
+
+// Bounds of caller-chosen text in a log line or a metric property.
+const (
+	maxRequestIDLen = 128
+	maxReasonLen    = 200
+	maxErrorLen     = 512
+	// maxRedisErrorLen bounds why Redis failed on a degraded line: enough
+	// for a dial or AUTH error, not for a flood of text.
+	maxRedisErrorLen = 200
+)
+
+// DecisionMessage is the message of every decision's log line.
+const DecisionMessage = "rate limit decision"
+
+// Reasons of the decision log line: why the outcome is what it is.
+const (
+	ReasonWithinLimit  = "within limit"
+	ReasonOverLimit    = "over limit"
+	ReasonFallback     = "redis unavailable: the local fallback limit decided"
+	ReasonUnauthorized = "unauthorized credential"
+	ReasonUnavailable  = "redis unavailable on a fail-closed route"
+	ReasonUndecidable  = "limits cannot be decided"
+	ReasonShadowDenied = "over a shadow limit only: admitted"
+	ReasonBlocked      = "blocked network"
+	ReasonUnlimited    = "unlimited network"
+)
+
+// Decision outcomes, as logged and counted in metrics: the Kind of an
+// edge.Outcome, named (Name).
+const (
+	OutcomeAllowed  = "allowed"
+	OutcomeDenied   = "denied"
+	OutcomeDegraded = "degraded"
+	// OutcomeRejected: refused for another reason than the limit: an
+	// unauthorized credential (either Kind) or a request that could not
+	// be decided (Unavailable, Undecidable).
+	OutcomeRejected = "rejected"
+	// OutcomeShadowDenied: admitted, though a shadow limit
+	// (RATE_LIMIT_SHADOW) would have denied it.
+	OutcomeShadowDenied = "shadow-denied"
+	// OutcomeBlocked: refused without a Redis call, its source address
+	// being in a blocked network (RATE_LIMIT_NETWORKS).
+	OutcomeBlocked = "blocked"
+	// OutcomeUnlimited: admitted without a Redis call, its source address
+	// being in an unlimited network.
+	OutcomeUnlimited = "unlimited"
+)
+
+// Name is how an outcome of kind k is logged and counted.
+func Name(k edge.Kind) string {
+	switch k {
+	case edge.Allowed:
+		return OutcomeAllowed
+	case edge.Denied:
+		return OutcomeDenied
+	case edge.Degraded:
+		return OutcomeDegraded
+	case edge.ShadowDenied:
+		return OutcomeShadowDenied
+	case edge.Blocked:
+		return OutcomeBlocked
+	case edge.Unlimited:
+		return OutcomeUnlimited
+	default:
+		return OutcomeRejected
+	}
+}
+
+// Decision is what is observed of one decision that spent.
+type Decision struct {
+	// Request is the request decided: its route and request ids are
+	// logged, never its headers, source address or path parameters.
+	Request edge.Request
+	// Outcome is the decision; its Kind names the outcome, the reason and
+	// the level of the line.
+	Outcome edge.Outcome
+	// Credential is the identity resolver's note on a presented
+	// credential that earned nothing ("unknown api key", "bearer token:
+	// ..."); empty otherwise.
+	Credential string
+	// Err is the decision's error, when Outcome.Kind is Unavailable or
+	// Undecidable.
+	Err error
+	// Latency is how long the decision took, identity and Redis included.
+	Latency time.Duration
+}
+
+// Observer publishes decisions: one EMF record each on the metrics
+// writer, never sampled, and one log line each within the log level and
+// the log budget. It is safe for concurrent use.
+type Observer struct {
+	logger  *slog.Logger
+	budget  *logBudget     // nil: every line within the level is written
+	metrics *metricsWriter // nil: no metrics
+	breaker *breakerWatch
+}
+
+// New returns an observer logging on logger within sampling and writing
+// metrics on w (nothing when w is io.Discard).
+func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
+	return &Observer{
+		logger:  logger,
+		budget:  newLogBudget(sampling),
+		metrics: newMetricsWriter(w),
+		breaker: newBreakerWatch(),
+	}
+}
+
+// BreakerChanged is the ratelimit.GateOptions.OnBreakerStateChange of the
+// gates whose decisions o publishes: the next record carries the change.
+func (o *Observer) BreakerChanged(from, to string) { o.breaker.changed(from, to) }
+
+// Observe publishes one decision: metrics first, whatever the log does.
+func (o *Observer) Observe(ctx context.Context, rec Decision) {
+	outcome := Name(rec.Outcome.Kind)
+	changes, state := o.breaker.take()
+	if changes > 0 {
+		level := slog.LevelWarn
+		if state == breakerClosed {
+			level = slog.LevelInfo
+		}
+		o.logger.LogAttrs(ctx, level, "redis circuit breaker changed state",
+			slog.String("breakerState", state), slog.Int64("breakerStateChanges", changes))
+	}
+	var err error
+	if o.metrics != nil {
+		err = o.metrics.write(metricsRecord{
+			tier:            rec.Outcome.Caller.Tier,
+			outcome:         outcome,
+			decisionLatency: rec.Latency,
+			redisLatency:    rec.Outcome.Result.RedisLatency,
+			requestID:       edge.Clip(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: edge.Clip(rec.Request.LambdaRequestID, maxRequestIDLen),
+			breakerState:    state,
+			breakerChanges:  changes,
+			timestampMillis: time.Now().UnixMilli(),
+		})
+	}
+	if err != nil {
+		// A broken writer fails on every decision: its lines are budgeted
+		// like the decisions'.
+		if ok, suppressed := o.budget.admit("metrics error"); ok {
+			attrs := []slog.Attr{slog.String("error", err.Error())}
+			if suppressed > 0 {
+				attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+			}
+			o.logger.LogAttrs(ctx, slog.LevelError, "write metrics failed", attrs...)
+		}
+	}
+	o.logDecision(ctx, rec, outcome, state)
+}
+
+// level is the level of a decision's log line: allowed Debug (not
+// written at the default level), denied Info (the limiter doing its job),
+// degraded and unauthorized Warn (Redis is failing; a caller presented a
+// bad credential), and Error for a request that could not be decided (a
+// fail-closed route with Redis unavailable, limits that cannot be
+// decided).
+func level(k edge.Kind) slog.Level {
+	switch k {
+	case edge.Unavailable, edge.Undecidable:
+		return slog.LevelError
+	case edge.Allowed, edge.Unlimited:
+		return slog.LevelDebug
+	case edge.Denied, edge.ShadowDenied, edge.Blocked:
+		return slog.LevelInfo
+	default:
+		return slog.LevelWarn
+	}
+}
+
+// reason says why a decision's outcome is what it is, and names the log
+// budget its line spends (a constant: building it would cost an
+// allocation on every decision).
+func reason(k edge.Kind) (reason, budget string) {
+	switch k {
+	case edge.Unavailable:
+		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
+	case edge.Undecidable:
+		return ReasonUndecidable, OutcomeRejected + ": " + ReasonUndecidable
+	case edge.Unauthorized, edge.UnauthorizedOverLimit:
+		return ReasonUnauthorized, OutcomeRejected + ": " + ReasonUnauthorized
+	case edge.Degraded:
+		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
+	case edge.Allowed:
+		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
+	case edge.ShadowDenied:
+		return ReasonShadowDenied, OutcomeShadowDenied + ": " + ReasonShadowDenied
+	case edge.Blocked:
+		return ReasonBlocked, OutcomeBlocked + ": " + ReasonBlocked
+	case edge.Unlimited:
+		return ReasonUnlimited, OutcomeUnlimited + ": " + ReasonUnlimited
+	default:
+		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
+	}
+}
+
+// logDecision writes a decision's line, if its level is enabled and the
+// budget of its outcome and reason allows. Nothing is built for a line
+// that is not written. The line names the caller by tier and hashed
+// identity only: never a key, token, user id or IP.
+//
+// Its log budget is one per outcome and reason, a fixed set of six. Lines
+// any caller can cause at will (a spray of unknown keys or forged tokens,
+// rejected at Warn) then never use up the budget of the lines an operator
+// must see (a fail-closed route Redis could not decide, rejected at
+// Error), though both are "rejected".
+func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, breakerState string) {
+	kind := rec.Outcome.Kind
+	lvl := level(kind)
+	if !o.logger.Enabled(ctx, lvl) {
+		return
+	}
+	why, budget := reason(kind)
+	ok, suppressed := o.budget.admit(budget)
+	if !ok {
+		return
+	}
+	out, req := rec.Outcome, rec.Request
+	var buf [24]slog.Attr
+	attrs := append(buf[:0],
+		slog.String("outcome", outcome),
+		slog.String("reason", why),
+		slog.String("tier", out.Caller.Tier),
+		slog.String("identity", identityHash(out)),
+		slog.String("route", edge.RouteName(req)),
+		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
+	)
+	if len(out.Result.Decisions) > 0 {
+		d := out.Result.Closest()
+		attrs = append(attrs,
+			slog.String("limitName", d.Limit.Name),
+			slog.Int64("limit", d.Limit.Count),
+			slog.Int64("window", wire.CeilSeconds(d.Limit.Window)),
+			slog.Int64("remaining", d.Remaining),
+		)
+		if !out.Result.Allowed {
+			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
+		}
+	}
+	if out.Plan != "" {
+		attrs = append(attrs, slog.String("plan", out.Plan))
+	}
+	if out.Kind == edge.ShadowDenied {
+		attrs = append(attrs, slog.String("shadowLimits", edge.Clip(out.ShadowDenials(), maxReasonLen)))
+	}
+	if out.Unauthorized() {
+		attrs = append(attrs, slog.Bool("unauthorized", true))
+	}
+	if rec.Credential != "" {
+		attrs = append(attrs, slog.String("credential", edge.Clip(rec.Credential, maxReasonLen)))
+	}
+	if out.FailClosed {
+		attrs = append(attrs, slog.Bool("failClosed", true))
+	}
+	attrs = append(attrs, slog.Float64("latencyMs", millis(rec.Latency)))
+	if out.Result.RedisLatency > 0 {
+		attrs = append(attrs, slog.Float64("redisMs", millis(out.Result.RedisLatency)))
+	}
+	if out.Result.Degraded && out.Result.Cause != nil {
+		// The Redis client's own words (refused, timeout, NOAUTH,
+		// WRONGPASS, breaker open): no caller, no credential.
+		attrs = append(attrs, slog.String("redisError", edge.Clip(out.Result.Cause.Error(), maxRedisErrorLen)))
+	}
+	if breakerState != breakerClosed {
+		attrs = append(attrs, slog.String("breakerState", breakerState))
+	}
+	if req.RequestID != "" {
+		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
+	}
+	if req.LambdaRequestID != "" {
+		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	if rec.Err != nil {
+		attrs = append(attrs, slog.String("error", edge.Clip(rec.Err.Error(), maxErrorLen)))
+	}
+	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
+}
+
+// identityHash is how a caller's identity appears in a log line.
+func identityHash(o edge.Outcome) string {
+	if o.IdentityHash == "" {
+		return edge.IdentityHashUnavailable
+	}
+	return o.IdentityHash
+}
+
+// maxInvalidSourceLen bounds how much of a source address that does not
+// parse is quoted in the log.
+const maxInvalidSourceLen = 64
+
+// InvalidSource logs, within its own budget, a source address that does
+// not parse: the request is counted in the one bucket all such addresses
+// share ("ip:invalid"). API Gateway always sends an address; the console's
+// test invocations send "test-invoke-source-ip".
+func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
+	ok, suppressed := o.budget.admit("invalid source ip")
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{slog.String("sourceIp", edge.Clip(sourceIP, maxInvalidSourceLen))}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	o.logger.LogAttrs(ctx, slog.LevelWarn, "source IP is not an IP address; counted in the anonymous bucket every such address shares (ip:invalid)", attrs...)
+}
+
+// millis is d in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
