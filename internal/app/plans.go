@@ -37,7 +37,7 @@ func (u *unknownPlans) note(ctx context.Context, logger *slog.Logger, plan, tier
 	if seen || full {
 		return
 	}
-	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan_<plan>)",
+	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan<Plan>)",
 		slog.String("unknownPlan", plan), slog.String("tier", tier))
 }
 

@@ -123,19 +123,29 @@ func planName(raw string) (string, error) {
 	return name, nil
 }
 
-// StageVarPlanPrefix starts the stage variable of a plan: rateLimitPlan_pro
-// holds the limit list of plan pro on the stage (a plan not in
-// RATE_LIMIT_PLANS may be defined this way too).
-const StageVarPlanPrefix = "rateLimitPlan_"
+// StageVarPlanPrefix starts the stage variable of a plan, named in the
+// scheme of the tiers' (rateLimitAnonymous): rateLimitPlanPro holds the
+// limit list of plan pro on the stage; rateLimitPlan_pro is read the same
+// (plan names are case-insensitive). A plan not in RATE_LIMIT_PLANS may be
+// defined this way too.
+const StageVarPlanPrefix = "rateLimitPlan"
+
+// stageVarPlan is the plan name a stage variable is for, as written
+// (rateLimitPlanPro: "Pro"), and false for any other variable.
+func stageVarPlan(variable string) (string, bool) {
+	rest, ok := strings.CutPrefix(variable, StageVarPlanPrefix)
+	rest = strings.TrimPrefix(rest, "_")
+	return rest, ok && rest != ""
+}
 
 // stagePlansKey collects the plan stage variables into one comparable
-// string (sorted "name=value" lines), the cache key of their parse.
+// string (sorted "variable=value" lines), the cache key of their parse.
 func stagePlansKey(stageVars map[string]string) string {
 	var lines []string
 	for k, v := range stageVars {
-		if name, ok := strings.CutPrefix(k, StageVarPlanPrefix); ok {
+		if _, ok := stageVarPlan(k); ok {
 			if v = strings.TrimSpace(v); v != "" {
-				lines = append(lines, name+"="+v)
+				lines = append(lines, k+"="+v)
 			}
 		}
 	}
@@ -159,14 +169,20 @@ func stagePlans(env Plans, key string, alg ratelimit.Algorithm) (Plans, error) {
 		return plans, nil
 	}
 	var errs []error
+	onStage := make(map[string]string)
 	for _, line := range strings.Split(key, "\n") {
-		rawName, v, _ := strings.Cut(line, "=")
-		variable := StageVarPlanPrefix + rawName
+		variable, v, _ := strings.Cut(line, "=")
+		rawName, _ := stageVarPlan(variable)
 		name, err := planName(rawName)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("stage variable %s: %w; ignored", variable, err))
 			continue
 		}
+		if other, dup := onStage[name]; dup {
+			errs = append(errs, fmt.Errorf("stage variable %s: plan %s is given by %s too; %s is used", variable, name, other, other))
+			continue
+		}
+		onStage[name] = variable
 		if _, known := env[name]; !known && len(plans) >= MaxPlans {
 			errs = append(errs, fmt.Errorf("stage variable %s: more than %d plans; ignored", variable, MaxPlans))
 			continue

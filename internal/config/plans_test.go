@@ -94,8 +94,9 @@ func TestParsePlans(t *testing.T) {
 	}
 }
 
-// TestPlanStageVariables: rateLimitPlan_<name> replaces a plan's limits on
-// a stage, or adds a plan; a bad value keeps the environment's.
+// TestPlanStageVariables: rateLimitPlan<Name> (or rateLimitPlan_<name>)
+// replaces a plan's limits on a stage, or adds a plan; a bad value keeps
+// the environment's; two variables for one plan are reported.
 func TestPlanStageVariables(t *testing.T) {
 	cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_PLANS": "free=5/1m;pro=50/1m"}))
 	if err != nil {
@@ -103,7 +104,7 @@ func TestPlanStageVariables(t *testing.T) {
 	}
 	var reported []error
 	cache := config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
-	l := cache.For(map[string]string{"rateLimitPlan_pro": "10/1s,100/1m", "rateLimitPlan_gold": "1000/1m", "rateLimitPlan_free": "nope"})
+	l := cache.For(map[string]string{"rateLimitPlanPro": "10/1s,100/1m", "rateLimitPlan_gold": "1000/1m", "rateLimitPlanFree": "nope"})
 	got := map[string]string{}
 	for name, list := range l.Plans {
 		got[name] = list.String()
@@ -111,8 +112,12 @@ func TestPlanStageVariables(t *testing.T) {
 	if got["pro"] != "10/1s,100/1m" || got["gold"] != "1000/1m" || got["free"] != "5/1m" || len(got) != 3 {
 		t.Errorf("stage plans %v", got)
 	}
-	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitPlan_free") {
-		t.Errorf("reported %v, want one error naming rateLimitPlan_free", reported)
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitPlanFree") {
+		t.Errorf("reported %v, want one error naming rateLimitPlanFree", reported)
+	}
+	reported = nil
+	if l := cache.For(map[string]string{"rateLimitPlanPro": "1/1s", "rateLimitPlan_pro": "2/1s"}); l.Plans["pro"].String() != "1/1s" || len(reported) != 1 {
+		t.Errorf("two variables for pro: %s, reported %v", l.Plans["pro"], reported)
 	}
 	if env := cache.For(nil); env.Plans["pro"].String() != "50/1m" {
 		t.Errorf("environment changed: %v", env.Plans["pro"])

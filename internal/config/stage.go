@@ -32,7 +32,7 @@ type Limits struct {
 	// Tiers are the per-caller limits of the stage.
 	Tiers Tiers
 	// Plans are the plans' limits of the stage (RATE_LIMIT_PLANS and the
-	// rateLimitPlan_<name> stage variables).
+	// rateLimitPlan<Name> stage variables).
 	Plans Plans
 	// Routes are the per-route limits (RATE_LIMIT_ROUTES), checked for the
 	// caller's identity alongside its tier or plan.
@@ -52,7 +52,7 @@ type Limits struct {
 
 // StageValues are the values of the stage variables a Limits is built
 // from, trimmed; an empty value keeps the environment's. Plans holds the
-// rateLimitPlan_<name> variables as sorted "name=value" lines.
+// rateLimitPlan<Name> variables as sorted "name=value" lines.
 type StageValues struct {
 	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans string
 }
