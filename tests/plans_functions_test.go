@@ -510,3 +510,39 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 		t.Fatalf("Redis served %d commands for blocked and unlimited requests, want none", after-before)
 	}
 }
+
+// TestRouteCostThroughTheAuthorizer: a route of cost 10 against a plan of
+// 25/1m admits two requests and denies the third, with the Retry-After
+// after which the plan admits it again; the denial spent nothing.
+func TestRouteCostThroughTheAuthorizer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap and the emulator")
+	}
+	secret := azSecret(t)
+	for _, topo := range planTopologies(t) {
+		t.Run(topo.name, func(t *testing.T) {
+			// Every tier and plan holds at least 10: a cost no caller
+			// could pay is refused at start.
+			rie := azStart(t, planEnv(topo, secret, map[string]string{
+				"RATE_LIMIT_ANONYMOUS": "30/1m", "RATE_LIMIT_USER": "30/1m", "RATE_LIMIT_ORG": "30/1m",
+				"RATE_LIMIT_PLANS": "bulk=25/1m:sliding-log",
+				"RATE_LIMIT_COSTS": "POST /v1/reports=10",
+			}))
+			r := azRequest{method: "POST", path: "/v1/reports", ip: "203.0.113.46",
+				headers: map[string]string{"Authorization": "Bearer " + planToken(t, secret, "erin", "https://example.com/plan", "bulk")}}
+			n, last := admittedInARow(t, rie, r, 5)
+			retry, _ := last.ctxInt("retryAfter")
+			remaining, _ := last.ctxInt("remaining")
+			// sliding-log: the first report's 10 units leave the window a
+			// minute after it, less the test's own time.
+			if n != 2 || retry < 59 || retry > 60 || remaining != 5 || last.resp.Context["name"] != "bulk" {
+				t.Fatalf("%d admitted, then %v; want 2, then a denial by bulk with 5 left and Retry-After 60", n, last.resp.Context)
+			}
+			// The denial spent nothing: five requests of cost 1 still fit.
+			r.method = "GET"
+			if n, _ := admittedInARow(t, rie, r, 6); n != 5 {
+				t.Fatalf("%d GETs of cost 1 admitted after the denied report, want 5", n)
+			}
+		})
+	}
+}
