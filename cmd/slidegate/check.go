@@ -25,8 +25,13 @@ type report struct {
 	Limits   []limitReport          `json:"limits"`
 	Routes   []routeReport          `json:"routes"`
 	APIKeys  string                 `json:"apiKeys"`
-	Errors   []string               `json:"errors"`
-	Warnings []string               `json:"warnings"`
+	// Costs, Shadow and Networks are RATE_LIMIT_COSTS, the stage's shadow
+	// list and RATE_LIMIT_NETWORKS as the functions read them.
+	Costs    []string `json:"costs"`
+	Shadow   []string `json:"shadow"`
+	Networks []string `json:"networks"`
+	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"`
 }
 
 // limitReport is one limit as the functions resolve it on the stage.
@@ -120,6 +125,13 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 	cfg, limits := api.cfg, api.limits
 	rep.Limits = limitsOf(cfg, limits)
 	rep.Routes = routesOf(api.spec, cfg, limits)
+	rep.Costs, rep.Shadow, rep.Networks = []string{}, limits.Shadow.Names(), []string{}
+	for _, c := range limits.Costs {
+		rep.Costs = append(rep.Costs, c.String())
+	}
+	if n := cfg.Networks.String(); n != "" {
+		rep.Networks = strings.Split(n, ",")
+	}
 	switch {
 	case cfg.APIKeyHashes != nil:
 		rep.APIKeys = fmt.Sprintf("%d known keys from API_KEY_HASHES", len(cfg.APIKeyHashes))
@@ -398,6 +410,14 @@ func printReport(w io.Writer, rep *report) {
 		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%s\n", r.Method, r.Resource, r.Function, limits, failure)
 	}
 	tw.Flush()
+	for _, l := range []struct {
+		name   string
+		values []string
+	}{{"costs", rep.Costs}, {"shadow (evaluated, not enforced)", rep.Shadow}, {"networks", rep.Networks}} {
+		if len(l.values) > 0 {
+			fmt.Fprintf(w, "\n%s: %s\n", l.name, strings.Join(l.values, ", "))
+		}
+	}
 	fmt.Fprintf(w, "\napi keys: %s\n\n", rep.APIKeys)
 	for _, msg := range rep.Warnings {
 		fmt.Fprintln(w, "warning:", msg)
