@@ -57,6 +57,21 @@ type StageValues struct {
 	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans string
 }
 
+// StageValuesOf reads the stage variables a Limits is built from out of
+// an event's stage variables.
+func StageValuesOf(stageVars map[string]string) StageValues {
+	return StageValues{
+		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
+		User:       strings.TrimSpace(stageVars[StageVarUser]),
+		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
+		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
+		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
+		Shadow:     strings.TrimSpace(stageVars[StageVarShadow]),
+		Plans:      stagePlansKey(stageVars),
+	}
+}
+
 // StageCache resolves stage variables over the environment's limits. Each
 // distinct set of values is parsed once and cached (bad values are
 // reported once, when first seen); the cache is bounded, and safe for
@@ -89,16 +104,7 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 // For returns the limits of a stage with the given stage variables. The
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
-	key := StageValues{
-		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
-		User:       strings.TrimSpace(stageVars[StageVarUser]),
-		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
-		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
-		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
-		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
-		Shadow:     strings.TrimSpace(stageVars[StageVarShadow]),
-		Plans:      stagePlansKey(stageVars),
-	}
+	key := StageValuesOf(stageVars)
 	if key == (StageValues{}) {
 		return c.env
 	}
