@@ -57,41 +57,6 @@ end
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- The fast path: one limit, a spend, and a key that already holds this
--- window or an older one. A lone limit spends exactly when it admits, whether it is
--- enforced or a shadow.
-local prefetched
-if n == 1 and cost > 0 then
-  local limit, window = ARGV[2] + 0, ARGV[3] + 0
-  local shadow = limit < 0
-  if shadow then limit = -limit end
-  local m = 2 * limit + 1
-  local period = 9007199254740992 / m
-  local elapsed = now % window
-  local base = ((now - elapsed) / window % (period - period % 1)) * m
-  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  if type(s) == 'number' then
-    s = s - cost
-    if s > 0 then
-      local v = s - base
-      if v >= 0 and v < m then
-        if v + cost <= limit then return { 1, now, v } end
-        redis.call('DECRBY', KEYS[1], ARGV[1])
-        return { shadow and 1 or 0, now, -1 - v }
-      end
-      -- The key holds an older window: this one starts with this request
-      -- (cost never exceeds the limit).
-      redis.call('SET', KEYS[1], base + cost, 'PX', math.ceil((window - elapsed) / 1000))
-      return { 1, now, 0 }
-    end
-    prefetched = s
-  else
-    prefetched = -1 -- not an integer: not ours, replaced below
-  end
-  -- A key this INCRBY created (or a foreign value): the general path takes
-  -- it from here, without a second INCRBY.
-end
-
 -- settle reads s, the value key i held before this call (0 when missing, -1
 -- when not an integer): its count in this window (0 when it holds another
 -- window or nothing), and whether the key must be rewritten.
@@ -105,15 +70,53 @@ local function settle(i, s, window, m, base, index)
     local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
     if legacy then
       local si, sc = string.match(legacy, '^(%d+):(%d+)$')
-      if si and tonumber(si) == index then
-        return tonumber(sc), true
+      if si and si + 0 == index then
+        return sc + 0, true
       end
     end
   end
   return 0, true
 end
 
--- The general path: several limits, a peek, or a key to rewrite.
+-- The fast path: one limit and a spend. A lone limit spends exactly when it
+-- admits, whether it is enforced or a shadow.
+if n == 1 and cost > 0 then
+  local limit, window = ARGV[2] + 0, ARGV[3] + 0
+  local shadow = limit < 0
+  if shadow then limit = -limit end
+  local m = 2 * limit + 1
+  local period = 9007199254740992 / m
+  local elapsed = now % window
+  local index = (now - elapsed) / window
+  local base = (index % (period - period % 1)) * m
+  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  if type(s) == 'number' then
+    s = s - cost
+    local v = s - base
+    if s > 0 and v >= 0 and v < m then
+      -- The key holds this window: the INCRBY was the whole write.
+      if v + cost <= limit then return { 1, now, v } end
+      redis.call('DECRBY', KEYS[1], ARGV[1])
+      return { shadow and 1 or 0, now, -1 - v }
+    end
+  else
+    s = -1 -- not an integer: not ours, replaced below
+  end
+  -- The key must be rewritten for this window, or put back.
+  local count = settle(1, s, window, m, base, index)
+  if count + cost <= limit then
+    redis.call('SET', KEYS[1], base + count + cost, 'PX', math.ceil((window - elapsed) / 1000))
+    return { 1, now, count }
+  end
+  if s > 0 then
+    redis.call('DECRBY', KEYS[1], ARGV[1])
+  elseif s == 0 then
+    redis.call('DEL', KEYS[1])
+  end
+  return { shadow and 1 or 0, now, -1 - count }
+end
+
+-- The general path: several limits, or a peek.
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
@@ -130,10 +133,8 @@ for i = 1, n do
   local index = (now - elapsed) / window
   local base = (index % (period - period % 1)) * m
 
-  local s = prefetched
-  if s then
-    prefetched = nil
-  elseif spend then
+  local s
+  if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
     if type(s) == 'number' then
       s = s - cost

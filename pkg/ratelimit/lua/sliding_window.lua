@@ -69,10 +69,27 @@ end
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- The fast path: one limit, a spend, and a key that already holds this
--- window or an older one. A lone limit spends exactly when it admits, whether it is
--- enforced or a shadow.
-local prefetched
+-- legacy reads the state the previous layout left for key i, for a key this
+-- call found missing: its current and previous counts as of window index.
+local function legacy(i, window, index)
+  local head = string.match(KEYS[i], '^(.*)/')
+  local old = head and redis.call('GET', head .. ':' .. (window / 1000))
+  if old then
+    local si, sc, sp = string.match(old, '^(%d+):(%d+):(%d+)$')
+    if si then
+      si = si + 0
+      if si == index then
+        return sc + 0, sp + 0
+      elseif si == index - 1 then
+        return 0, sc + 0
+      end
+    end
+  end
+  return 0, 0
+end
+
+-- The fast path: one limit and a spend. A lone limit spends exactly when it
+-- admits, whether it is enforced or a shadow.
 if n == 1 and cost > 0 then
   local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
@@ -85,39 +102,45 @@ if n == 1 and cost > 0 then
   local index = (now - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  local current, previous = 0, 0
   if type(s) == 'number' then
     s = s - cost
     if s > 0 then
-      local v, previous = s - base, 0
+      local v = s - base
       if v >= 0 and v < pm then
-        local current = v % m
+        -- The key holds this window: the INCRBY was the whole write.
+        current = v % m
         if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
           return { 1, now, v }
         end
         redis.call('DECRBY', KEYS[1], ARGV[1])
         return { shadow and 1 or 0, now, -1 - v }
       end
-      -- The key holds an older window: rewrite it for this one, the count
-      -- of the window just before becoming the previous count.
+      -- The key holds an older window: the count of the window just before
+      -- this one becomes the previous count.
       local old = s % pm
       if (index - (s - old) / pm) % period == 1 then previous = old % m end
-      v = previous * m
-      if previous * (window - elapsed) + cost * window <= limit * window then
-        redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) / 1000))
-        return { 1, now, v }
-      end
-      redis.call('DECRBY', KEYS[1], ARGV[1])
-      return { shadow and 1 or 0, now, -1 - v }
+    elseif s == 0 then
+      current, previous = legacy(1, window, index)
     end
-    prefetched = s
   else
-    prefetched = -1 -- not an integer: not ours, replaced below
+    s = -1 -- not an integer: not ours, replaced below
   end
-  -- A key this INCRBY created (or a foreign value): the general path takes
-  -- it from here, without a second INCRBY.
+  -- The key must be rewritten for this window, or put back.
+  local v = previous * m + current
+  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
+    redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) / 1000))
+    return { 1, now, v }
+  end
+  if s > 0 then
+    redis.call('DECRBY', KEYS[1], ARGV[1])
+  elseif s == 0 then
+    redis.call('DEL', KEYS[1])
+  end
+  return { shadow and 1 or 0, now, -1 - v }
 end
 
--- The general path: several limits, a peek, or a key to rewrite.
+-- The general path: several limits, or a peek.
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
@@ -136,10 +159,8 @@ for i = 1, n do
   local index = (now - elapsed) / window
   local base = (index % period) * pm
 
-  local s = prefetched
-  if s then
-    prefetched = nil
-  elseif spend then
+  local s
+  if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
     if type(s) == 'number' then
       s = s - cost
@@ -162,19 +183,7 @@ for i = 1, n do
       previous = old % m
     end
   elseif s == 0 then
-    local head = string.match(KEYS[i], '^(.*)/')
-    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
-    if legacy then
-      local si, sc, sp = string.match(legacy, '^(%d+):(%d+):(%d+)$')
-      if si then
-        si = tonumber(si)
-        if si == index then
-          current, previous = tonumber(sc), tonumber(sp)
-        elseif si == index - 1 then
-          previous = tonumber(sc)
-        end
-      end
-    end
+    current, previous = legacy(i, window, index)
   end
 
   local v = previous * m + current
