@@ -54,6 +54,64 @@ parameter_overrides = 'Only=global'
 	}
 }
 
+// TestSamconfigIsReadAsTOML: the file is TOML, read by a TOML library, so
+// what TOML allows (comments, inline tables, dotted keys) reads as SAM CLI
+// reads it, and what TOML refuses is an error naming the file.
+func TestSamconfigIsReadAsTOML(t *testing.T) {
+	cases := []struct {
+		name, body, env string
+		want            map[string]string
+		wantEnv         bool
+		wantErr         bool
+	}{
+		{name: "comments and a multi-line basic string", env: "dev", wantEnv: true,
+			body: "# top\n[dev.deploy.parameters] # trailing\nparameter_overrides = \"\"\"\nA=1\nB=2\"\"\"\n",
+			want: map[string]string{"A": "1", "B": "2"}},
+		{name: "dotted keys", env: "dev", wantEnv: true,
+			body: "dev.deploy.parameters.parameter_overrides = 'A=1'\n",
+			want: map[string]string{"A": "1"}},
+		{name: "another command's table only", env: "dev", wantEnv: true,
+			body: "[dev.build.parameters]\ncached = true\n",
+			want: map[string]string{}},
+		{name: "neither string nor array", env: "dev", wantEnv: true, wantErr: true,
+			body: "[dev.deploy.parameters]\nparameter_overrides = 3\n"},
+		{name: "array of non-strings", env: "dev", wantEnv: true, wantErr: true,
+			body: "[dev.deploy.parameters]\nparameter_overrides = [1, 2]\n"},
+		{name: "not TOML", env: "dev", wantErr: true,
+			body: "[dev.deploy.parameters\nparameter_overrides = 'A=1'\n"},
+		{name: "duplicate key", env: "dev", wantErr: true,
+			body: "[dev.deploy.parameters]\nparameter_overrides = 'A=1'\nparameter_overrides = 'A=2'\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "samconfig.toml")
+			if err := os.WriteFile(path, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ParameterOverrides(path, c.env)
+			if c.wantErr {
+				if err == nil {
+					t.Fatalf("ParameterOverrides = %v, want an error", got)
+				}
+			} else if err != nil {
+				t.Fatalf("ParameterOverrides: %v", err)
+			} else if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("ParameterOverrides = %v, want %v", got, c.want)
+			}
+			has, err := HasEnvironment(path, c.env)
+			if err != nil {
+				if c.wantEnv {
+					t.Fatalf("HasEnvironment: %v", err)
+				}
+				return
+			}
+			if has != c.wantEnv {
+				t.Errorf("HasEnvironment = %v, want %v", has, c.wantEnv)
+			}
+		})
+	}
+}
+
 func TestMatch(t *testing.T) {
 	spec := &Spec{Routes: []Route{
 		{Method: "GET", Resource: "/{proxy+}", Function: "Proxy"},

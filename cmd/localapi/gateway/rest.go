@@ -41,15 +41,6 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request, body []byte,
 		DomainName:       r.Host,
 	}
 
-	var authorizerContext map[string]any
-	if route.Authorized && g.spec.HasAuthorizer {
-		var done bool
-		authorizerContext, done = g.authorizeREST(w, r, ex, route, rc, headers, multiHeaders, query, multiQuery, params)
-		if done {
-			return
-		}
-	}
-
 	text, base64Encoded := requestBody(body)
 	event := events.APIGatewayProxyRequest{
 		Resource:                        route.Resource,
@@ -65,7 +56,11 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request, body []byte,
 		Body:                            text,
 		IsBase64Encoded:                 base64Encoded,
 	}
-	if authorizerContext != nil {
+	if route.Authorized && g.spec.HasAuthorizer {
+		authorizerContext, done := g.authorizeREST(w, r, ex, event)
+		if done {
+			return
+		}
 		event.RequestContext.Authorizer = authorizerContext
 	}
 	out, err := invoke(r.Context(), g.functions[route.Function], event)
@@ -83,11 +78,11 @@ func (g *Gateway) serveREST(w http.ResponseWriter, r *http.Request, body []byte,
 	writeProxyResponse(w, ex, resp.StatusCode, resp.Headers, resp.MultiValueHeaders, nil, resp.Body, resp.IsBase64Encoded)
 }
 
-// authorizeREST runs the REQUEST authorizer. It returns the context to pass
-// to the integration, or done when it has already answered.
-func (g *Gateway) authorizeREST(w http.ResponseWriter, r *http.Request, ex *exchange, route Route, rc events.APIGatewayProxyRequestContext,
-	headers map[string]string, multiHeaders map[string][]string, query map[string]string, multiQuery map[string][]string, params map[string]string,
-) (map[string]any, bool) {
+// authorizeREST runs the REQUEST authorizer on the request the integration
+// would get (its route, headers, query, path parameters and context). It
+// returns the context to pass to the integration, or done when it has
+// already answered.
+func (g *Gateway) authorizeREST(w http.ResponseWriter, r *http.Request, ex *exchange, req events.APIGatewayProxyRequest) (map[string]any, bool) {
 	// A missing identity source is a 401 before the authorizer runs.
 	for _, h := range g.spec.IdentityHeaders {
 		if r.Header.Get(h) == "" {
@@ -104,18 +99,19 @@ func (g *Gateway) authorizeREST(w http.ResponseWriter, r *http.Request, ex *exch
 		}
 	}
 	arn := methodARN(g.spec.Stage, r.Method, r.URL.Path)
+	rc := req.RequestContext
 	event := events.APIGatewayCustomAuthorizerRequestTypeRequest{
 		Type:                            "REQUEST",
 		MethodArn:                       arn,
-		Resource:                        route.Resource,
-		Path:                            r.URL.Path,
-		HTTPMethod:                      r.Method,
-		Headers:                         headers,
-		MultiValueHeaders:               multiHeaders,
-		QueryStringParameters:           query,
-		MultiValueQueryStringParameters: multiQuery,
-		PathParameters:                  params,
-		StageVariables:                  g.spec.StageVariables,
+		Resource:                        req.Resource,
+		Path:                            req.Path,
+		HTTPMethod:                      req.HTTPMethod,
+		Headers:                         req.Headers,
+		MultiValueHeaders:               req.MultiValueHeaders,
+		QueryStringParameters:           req.QueryStringParameters,
+		MultiValueQueryStringParameters: req.MultiValueQueryStringParameters,
+		PathParameters:                  req.PathParameters,
+		StageVariables:                  req.StageVariables,
 		RequestContext: events.APIGatewayCustomAuthorizerRequestTypeRequestContext{
 			Path:         rc.Path,
 			AccountID:    rc.AccountID,
