@@ -46,7 +46,9 @@ func counterDecision(l Limit, v, nowUs, cost int64, spend bool) Decision {
 	used := previous*left + current*window
 	capacity := limit * window
 	if !d.Allowed {
-		d.RetryAfter = micros(slidingRetry(limit, window, elapsed, cost, previous, current))
+		// At least 1 us: a denial whose counts would fit now can only come
+		// from a reply the script never sends, and must still say wait.
+		d.RetryAfter = micros(max(slidingRetry(limit, window, elapsed, cost, previous, current), 1))
 	}
 	if spent {
 		used += cost * window
