@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -81,7 +82,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 				}
 				t.Run(string(a.alg)+"/same window", func(t *testing.T) {
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll1", Now: clock.Now})
+					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll1"})
 					id := "caller-same-" + a.code
 					for range 4 {
 						if !v1Spend(t, client, a.v1, v1Key("roll1", a.code, id, lim), lim, clock.Now()) {
@@ -109,7 +110,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 				}
 				t.Run(string(a.alg)+"/previous window", func(t *testing.T) {
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll2", Now: clock.Now})
+					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll2"})
 					id := "caller-prev-" + a.code
 					for range 10 {
 						v1Spend(t, client, a.v1, v1Key("roll2", a.code, id, lim), lim, clock.Now())

@@ -74,10 +74,13 @@ func TestNetworkFaults(t *testing.T) {
 			prefix := fmt.Sprintf("fault%d", i)
 			client := productionClient(t, f.url, false)
 			opts := ratelimit.GateOptions{FallbackInstances: fallbackInstances}
-			gate := productionGate(t, client, prefix, opts)
+			var breaker breakerWatch
+			watched := opts
+			watched.OnBreakerStateChange = breaker.record
+			gate := productionGate(t, client, prefix, watched)
 			noBreaker := productionGate(t, client, prefix, ratelimit.GateOptions{
 				FallbackInstances: fallbackInstances,
-				Breaker:           ratelimit.BreakerOptions{Disabled: true},
+				BreakerDisabled:   true,
 			})
 			witness := productionGate(t, witnessClient, prefix, opts)
 			check := func(who string) ratelimit.Check {
@@ -127,10 +130,9 @@ func TestNetworkFaults(t *testing.T) {
 				}
 			}
 			closed.checkWithinBudget(t, "fail-closed")
-			stats := gate.Stats()
-			t.Logf("during the fault: %+v", stats)
-			if stats.BreakerState != "open" {
-				t.Errorf("breaker is %s after %d failed decisions, want open", stats.BreakerState, stats.Decisions-3)
+			t.Logf("during the fault: breaker %s after %d decisions (%d degraded, %d rejected)", breaker.state(), open.count+closed.count, open.degraded, closed.count)
+			if state := breaker.state(); state != "open" {
+				t.Errorf("breaker is %s after %d failed decisions, want open", state, open.count+closed.count)
 			}
 
 			f.heal(t)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -65,7 +66,7 @@ func failClosedLoad(gate *ratelimit.Gate, workers int) (stop func() (ok int64, e
 			for i := 0; !done.Load(); i++ {
 				check := ratelimit.Check{
 					Identity: fmt.Sprintf("login/%d/%d", w, i%200),
-					Limit:    ratelimit.Limit{Name: "login", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
+					Limit:    ratelimit.Limit{Name: "login", Count: limitspec.MaxCount, Window: 15 * time.Minute},
 				}
 				_, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, check)
 				if err != nil {
@@ -185,7 +186,7 @@ func TestScriptCacheLossReachesNoCaller(t *testing.T) {
 				client := clientWithBudget(t, url, tc.cluster, generousBudget)
 				opts := ratelimit.GateOptions{}
 				if tc.restart {
-					opts.Breaker = ratelimit.BreakerOptions{Cooldown: 200 * time.Millisecond}
+					opts.BreakerCooldown = 200 * time.Millisecond
 				}
 				gate := productionGateWithin(t, client, "noscript", generousBudget, opts)
 				stopFlush := flushLoop(nodes, tc.flushEvery)
@@ -197,7 +198,7 @@ func TestScriptCacheLossReachesNoCaller(t *testing.T) {
 				time.Sleep(1500 * time.Millisecond)
 				ok, errs := stopLoad()
 				flushes := stopFlush()
-				t.Logf("%d decisions made, %d rejected, %d script flushes; gate %+v", ok, len(errs), flushes, gate.Stats())
+				t.Logf("%d decisions made, %d rejected, %d script flushes", ok, len(errs), flushes)
 				if n := countNoScript(errs); n > 0 {
 					t.Errorf("%d NOSCRIPT errors reached callers", n)
 				}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // decisionBudget is REDIS_TIMEOUT in the resilience tests: the production default.
-const decisionBudget = ratelimit.DefaultTimeout
+const decisionBudget = limitspec.DefaultTimeout
 
 // budgetSlack is how far past the budget a decision may run before a test
 // fails. The contract (docs/contract.md) promises the budget plus the time
@@ -74,11 +75,41 @@ func productionGate(t testing.TB, client redis.UniversalClient, prefix string, o
 // (the Limiter's Options.Timeout; DefaultTimeout when zero).
 func productionGateWithin(t testing.TB, client redis.UniversalClient, prefix string, timeout time.Duration, opts ratelimit.GateOptions) *ratelimit.Gate {
 	t.Helper()
+	return ratelimit.NewGate(productionLimiter(t, client, prefix, timeout), opts)
+}
+
+// productionLimiter is the Limiter of productionGateWithin.
+func productionLimiter(t testing.TB, client redis.UniversalClient, prefix string, timeout time.Duration) *ratelimit.Limiter {
+	t.Helper()
 	l, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: prefix, Timeout: timeout})
 	if err != nil {
 		t.Fatalf("new limiter: %v", err)
 	}
-	return ratelimit.NewGate(l, opts)
+	return l
+}
+
+// breakerWatch follows a Gate's circuit breaker through
+// GateOptions.OnBreakerStateChange.
+type breakerWatch struct {
+	mu      sync.Mutex
+	current string // "" until the first change: closed
+}
+
+// record is the OnBreakerStateChange callback.
+func (w *breakerWatch) record(_, to string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.current = to
+}
+
+// state is the breaker's state after the last change it reported.
+func (w *breakerWatch) state() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current == "" {
+		return "closed"
+	}
+	return w.current
 }
 
 // decisionLog records what callers saw during a run of decisions.
@@ -184,7 +215,7 @@ func waitShared(t testing.TB, gate *ratelimit.Gate, check ratelimit.Check, limit
 			return time.Since(start)
 		}
 		if time.Since(start) > limit {
-			t.Fatalf("decisions still degraded %v after Redis returned (stats %+v)", limit, gate.Stats())
+			t.Fatalf("decisions still degraded %v after Redis returned (last cause: %v)", limit, res.Cause)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

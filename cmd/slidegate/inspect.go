@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -178,11 +179,11 @@ func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller i
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  ratelimit.ResetSeconds(d),
+			ResetSeconds:  wire.ResetSeconds(d),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = wire.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The tier decides every request, route limits only those of their
 		// routes: only the tier's denial denies the caller everywhere.

@@ -49,9 +49,9 @@ func serveQuota(w http.ResponseWriter, r *http.Request) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,
 			Limit:         d.Limit.Count,
-			WindowSeconds: ratelimit.CeilSeconds(d.Limit.Window),
+			WindowSeconds: wire.CeilSeconds(d.Limit.Window),
 			Remaining:     d.Remaining,
-			ResetSeconds:  ratelimit.ResetSeconds(d),
+			ResetSeconds:  wire.ResetSeconds(d),
 		})
 	}
 	if len(verdict.Result.Decisions) > 0 {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -48,7 +49,7 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 	return map[string]any{
 		CtxTier:        o.Caller.Tier,
 		CtxUnavailable: true,
-		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
+		CtxRetryAfter:  wire.RetryAfterSeconds(retryAfter),
 	}
 }
 
@@ -69,17 +70,17 @@ func AuthorizerContext(o Outcome) map[string]any {
 		return ctx
 	}
 	d := o.Result.Closest()
-	reset := ratelimit.ResetSeconds(d)
+	reset := wire.ResetSeconds(d)
 	ctx[CtxLimit] = d.Limit.Count
 	ctx[CtxRemaining] = d.Remaining
 	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = ratelimit.PolicyHeader(d.Limit)
-	ctx[CtxRateLimit] = ratelimit.RateLimitHeader(d)
+	ctx[CtxPolicy] = wire.PolicyHeader(d.Limit)
+	ctx[CtxRateLimit] = wire.RateLimitHeader(d)
 	ctx[CtxName] = d.Limit.Name
-	ctx[CtxWindow] = ratelimit.CeilSeconds(d.Limit.Window)
+	ctx[CtxWindow] = wire.CeilSeconds(d.Limit.Window)
 	ctx[CtxResetAt] = unixCeil(d.At) + reset
 	if !o.Result.Allowed {
-		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
+		retry := wire.RetryAfterSeconds(o.Result.RetryAfter())
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
 	}
@@ -116,7 +117,7 @@ func DecisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
 	remaining, ok2 := ctxInt(ctx, CtxRemaining)
 	reset, ok3 := ctxInt(ctx, CtxReset)
 	window, ok4 := ctxInt(ctx, CtxWindow)
-	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > ratelimit.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(ratelimit.MaxWindow/time.Second) {
+	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > limitspec.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(limitspec.MaxWindow/time.Second) {
 		return ratelimit.Decision{}, false
 	}
 	name, _ := ctxString(ctx, CtxName)

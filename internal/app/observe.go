@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -180,11 +181,11 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", ratelimit.CeilSeconds(d.Limit.Window)),
+			slog.Int64("window", wire.CeilSeconds(d.Limit.Window)),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Unauthorized {

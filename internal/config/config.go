@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -26,8 +27,8 @@ const (
 	DefaultOrg               = "10000/1m"
 	DefaultRoutes            = "POST /auth/*=5/1m:sliding-log"
 	DefaultFailClosed        = "/auth/*"
-	DefaultFallbackInstances = ratelimit.DefaultFallbackInstances
-	DefaultKeyPrefix         = ratelimit.DefaultKeyPrefix
+	DefaultFallbackInstances = limitspec.DefaultFallbackInstances
+	DefaultKeyPrefix         = limitspec.DefaultKeyPrefix
 	DefaultAPIKeysRefresh    = 5 * time.Minute
 	DefaultJWTLeeway         = identity.DefaultLeeway
 	// MaxJWTLeeway is the largest JWT_LEEWAY.
@@ -482,11 +483,27 @@ func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorith
 	if v == "" {
 		return def, nil
 	}
-	a, err := ratelimit.ParseAlgorithm(v)
+	a, err := algorithmNamed(v)
 	if err != nil {
 		return def, fmt.Errorf("%s=%q: %w; using %s", name, clip(v), err, def)
 	}
 	return a, nil
+}
+
+// algorithmNamed returns the algorithm spelled s, as RATE_LIMIT_ALGORITHM
+// and the limit specs spell it: one of ratelimit.Algorithms(), by its name.
+func algorithmNamed(s string) (ratelimit.Algorithm, error) {
+	names := make([]string, 0, len(ratelimit.Algorithms()))
+	for _, a := range ratelimit.Algorithms() {
+		if string(a) == s {
+			return a, nil
+		}
+		names = append(names, string(a))
+	}
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
 // parseTierLimit parses a tier's "<count>/<window>[:<algorithm>]",
@@ -521,7 +538,7 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 		if algText == "" {
 			return ratelimit.Limit{}, false, errors.New("no algorithm after ':'")
 		}
-		if alg, err = ratelimit.ParseAlgorithm(algText); err != nil {
+		if alg, err = algorithmNamed(algText); err != nil {
 			return ratelimit.Limit{}, false, err
 		}
 	}

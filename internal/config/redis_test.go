@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // TestRedisClientFromEnvTLS: REDIS_TLS_CA_FILE is read into RootCAs; a bad
@@ -94,7 +94,7 @@ func TestRedisClientFromEnv(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, name)
 		}
 	}
-	if cfg.Cluster || cfg.Timeout != ratelimit.DefaultTimeout {
+	if cfg.Cluster || cfg.Timeout != limitspec.DefaultTimeout {
 		t.Fatalf("bad values not replaced by defaults: %+v", cfg)
 	}
 }

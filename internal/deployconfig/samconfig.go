@@ -63,7 +63,7 @@ func ParameterOverrides(path, env string) (map[string]string, error) {
 func readSamconfig(path string) (map[string]any, error) {
 	doc := map[string]any{}
 	if _, err := toml.DecodeFile(path, &doc); err != nil {
-		return nil, fmt.Errorf("read samconfig %s: %w", path, err)
+		return nil, fmt.Errorf("samconfig %s: %w", path, err)
 	}
 	return doc, nil
 }

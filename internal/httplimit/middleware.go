@@ -108,7 +108,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := wire.RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +134,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized || verdict.Enforced):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
-				retry := ratelimit.RetryAfterSeconds(verdict.Result.RetryAfter())
+				retry := wire.RetryAfterSeconds(verdict.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/internal/scriptreply"
 )
 
 // What the subsegment of a Redis call carries. X-Ray annotations (indexed,
@@ -43,11 +43,11 @@ func (redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		err := next(callCtx, cmd)
-		call := tracedCall{tier: tierFrom(ctx), command: strings.ToUpper(cmd.Name()), outcome: ratelimit.ReplyError}
+		call := tracedCall{tier: tierFrom(ctx), command: strings.ToUpper(cmd.Name()), outcome: scriptreply.Error}
 		if failed(err) {
 			call.cause = err
 		} else {
-			call.outcome = ratelimit.ReplyOutcome(cmd)
+			call.outcome = scriptreply.Outcome(cmd)
 		}
 		finish(seg, call)
 		return err
@@ -104,20 +104,20 @@ func beginCall(ctx context.Context) (*xray.Segment, context.Context) {
 // "allowed" when any admitted, else "ok".
 func pipelineOutcome(cmds []redis.Cmder, err error) (string, error) {
 	if failed(err) {
-		return ratelimit.ReplyError, err
+		return scriptreply.Error, err
 	}
-	outcome := ratelimit.ReplyOK
+	outcome := scriptreply.OK
 	for _, cmd := range cmds {
-		switch o := ratelimit.ReplyOutcome(cmd); o {
-		case ratelimit.ReplyError:
+		switch o := scriptreply.Outcome(cmd); o {
+		case scriptreply.Error:
 			if failed(cmd.Err()) {
 				return o, cmd.Err()
 			}
 			return o, nil
-		case ratelimit.ReplyDenied:
+		case scriptreply.Denied:
 			outcome = o
-		case ratelimit.ReplyAllowed:
-			if outcome != ratelimit.ReplyDenied {
+		case scriptreply.Allowed:
+			if outcome != scriptreply.Denied {
 				outcome = o
 			}
 		}

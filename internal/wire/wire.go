@@ -1,7 +1,8 @@
 // Package wire is slidegate's HTTP wire contract, as docs/contract.md gives
-// it, apart from the rate-limit headers (pkg/ratelimit writes those): the
-// JSON error bodies and their codes, the phrase they say a wait with, and
-// the spelling of header names in a Lambda proxy response.
+// it: the JSON error bodies and their codes, the phrase they say a wait
+// with, the spelling of header names in a Lambda proxy response, and the
+// values of the rate-limit headers where they travel outside an
+// http.Header (ratelimit.SetHeaders writes the headers themselves).
 //
 // It is the product's, not a rate limiter's: the API function, the
 // authorizer's gateway responses and the local server all answer with these

@@ -8,36 +8,20 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
-// Default circuit-breaker settings, as BreakerOptions documents them.
+// Default circuit-breaker settings, as GateOptions documents them.
 const (
 	defaultBreakerFailures = 5
 	defaultBreakerCooldown = 2 * time.Second
 	defaultBreakerWindow   = 10 * time.Second
 )
 
-// BreakerOptions configure the circuit breaker a Gate keeps around Redis.
-//
-// The breaker opens when the last Failures decisions in a row could not be
-// made on Redis and at least half of the decisions in the last Window
-// failed. Requiring both keeps one dead shard of a cluster (a third of the
-// decisions failing, in runs) from cutting every caller off a healthy
-// majority, while a Redis that is down for everyone trips it within
-// Failures decisions. While open, no decision calls Redis: fail-open
-// requests are decided by the fallback, fail-closed ones get ErrUnavailable
-// at once. After Cooldown, one decision is let through as a probe; if Redis
-// answers it the breaker closes, otherwise it opens for another Cooldown.
-type BreakerOptions struct {
-	// Disabled turns the breaker off: every decision calls Redis.
-	Disabled bool
-	// Failures is how many decisions in a row must fail to open the
-	// breaker; 5 when zero.
-	Failures int
-	// Cooldown is how long the breaker stays open before probing; 2s when
-	// zero.
-	Cooldown time.Duration
-	// Window is the rolling period over which the failure ratio is
-	// counted; 10s when zero.
-	Window time.Duration
+// breakerOptions are GateOptions' Breaker* fields; zero values mean the
+// defaults.
+type breakerOptions struct {
+	disabled bool
+	failures int
+	cooldown time.Duration
+	window   time.Duration
 }
 
 // errCallerGone marks a decision abandoned because the caller's own context
@@ -51,19 +35,19 @@ type redisBreaker struct {
 
 // newRedisBreaker builds the breaker; onChange, when not nil, is told of
 // every state change (see GateOptions.OnBreakerStateChange).
-func newRedisBreaker(opts BreakerOptions, onChange func(from, to string)) *redisBreaker {
-	if opts.Disabled {
+func newRedisBreaker(opts breakerOptions, onChange func(from, to string)) *redisBreaker {
+	if opts.disabled {
 		return &redisBreaker{}
 	}
 	failures := uint32(defaultBreakerFailures)
-	if opts.Failures > 0 {
-		failures = uint32(opts.Failures)
+	if opts.failures > 0 {
+		failures = uint32(opts.failures)
 	}
-	cooldown := opts.Cooldown
+	cooldown := opts.cooldown
 	if cooldown <= 0 {
 		cooldown = defaultBreakerCooldown
 	}
-	window := opts.Window
+	window := opts.window
 	if window <= 0 {
 		window = defaultBreakerWindow
 	}

@@ -14,11 +14,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
-// DefaultTimeout is the whole Redis budget of one decision when
-// REDIS_TIMEOUT is unset.
-const DefaultTimeout = 100 * time.Millisecond
+// defaultTimeout is the budget of one decision when none is given: 100 ms.
+const defaultTimeout = limitspec.DefaultTimeout
 
 // connMaxIdleTime retires a pooled connection idle for longer, before it is
 // used rather than after it fails. It stays below the 350 s after which AWS
@@ -42,7 +43,7 @@ type ClientConfig struct {
 	// ElastiCache Serverless).
 	Cluster bool
 	// Timeout is the budget of one decision: it bounds dialing, TLS, the
-	// command and any redirection. DefaultTimeout when zero.
+	// command and any redirection. 100 ms when zero.
 	Timeout time.Duration
 	// Password, when set, replaces the URL's password (the AUTH token read
 	// from Secrets Manager in AWS). It is never logged.
@@ -90,7 +91,7 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = defaultTimeout
 	}
 	rawURL := withoutSkipVerify(cfg.URL)
 	noMaint := &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}

@@ -7,6 +7,15 @@
 // Many Lambda instances can therefore share one budget without racing, and
 // their own clocks never matter.
 //
+// The pieces, in the order a program uses them: [NewClient] builds the
+// Redis client from a [ClientConfig]; [NewLimiter] builds the [Limiter]
+// that decides on it; a [Check] names an identity and the [Limit] it
+// spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
+// per check; [SetHeaders] writes a decision's rate-limit headers. A [Gate]
+// wraps the Limiter with what to do when Redis cannot answer. Errors wrap
+// [ErrInvalid] (the request can never be decided) or [ErrUnavailable]
+// (Redis could not decide it).
+//
 // # Limits and algorithms
 //
 // A [Limit] is "Count units per Window" under one [Algorithm]:
@@ -44,6 +53,17 @@
 // then spends only if it admits the request on its own, so its state is what
 // enforcing it would have left. Its Decision says what it would have
 // answered; [Result.RetryAfter] and [Result.Closest] look past it.
+//
+// # When Redis cannot decide
+//
+// A Limiter returns ErrUnavailable. A Gate applies a [FailurePolicy]
+// instead, per request: under [FailOpen] an in-memory limit per process,
+// each limit divided by the expected number of instances, decides, and the
+// Result is marked Degraded; under [FailClosed] the request gets
+// ErrUnavailable, never an allowance Redis did not give. A circuit breaker
+// stops calling a Redis that keeps failing, and a deny cache answers a
+// caller Redis denied without asking again until its RetryAfter has
+// passed.
 //
 // # Keys
 //

@@ -8,35 +8,50 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
-// DefaultFallbackInstances is the number of warm instances the fallback
-// divides every limit by when GateOptions.FallbackInstances is zero.
-const DefaultFallbackInstances = 10
-
-// Default sizes of the Gate's memory, as GateOptions documents them.
+// Defaults of GateOptions, as it documents them.
 const (
+	defaultFallbackInstances  = limitspec.DefaultFallbackInstances
 	defaultFallbackMaxEntries = 50_000
 	defaultDenyCacheEntries   = 10_000
 )
 
 // GateOptions configure a Gate. The zero value is ready for production.
+//
+// The circuit breaker around Redis opens when the last BreakerFailures
+// decisions in a row could not be made on Redis and at least half of the
+// decisions in the last BreakerWindow failed. Requiring both keeps one dead
+// shard of a cluster (a third of the decisions failing, in runs) from
+// cutting every caller off a healthy majority, while a Redis that is down
+// for everyone trips it within BreakerFailures decisions. While it is open
+// no decision calls Redis: fail-open requests are decided by the fallback,
+// fail-closed ones get ErrUnavailable at once. After BreakerCooldown one
+// decision is let through as a probe; if Redis answers it the breaker
+// closes, otherwise it opens for another BreakerCooldown.
 type GateOptions struct {
 	// FallbackInstances divides every limit for the local fallback: the
-	// expected number of warm instances, each keeping its own
-	// (RATE_LIMIT_FALLBACK_INSTANCES). DefaultFallbackInstances when zero.
+	// expected number of warm instances, each keeping its own; 10 when
+	// zero. Each instance then admits Count/FallbackInstances per Window,
+	// rounded up, while Redis is out of reach.
 	FallbackInstances int64
 	// FallbackMaxEntries bounds the fallback's memory, in identity-limit
 	// pairs; 50,000 when zero.
 	FallbackMaxEntries int
-	// Breaker configures the circuit breaker around Redis.
-	Breaker BreakerOptions
-	// DenyCacheDisabled turns the deny cache off: every request then costs
-	// a Redis call, even from a caller already denied.
-	DenyCacheDisabled bool
-	// DenyCacheMaxEntries bounds the deny cache, in remembered denials.
-	// 10,000 when zero.
-	DenyCacheMaxEntries int
+
+	// BreakerDisabled turns the breaker off: every decision calls Redis.
+	BreakerDisabled bool
+	// BreakerFailures is how many decisions in a row must fail to open
+	// the breaker; 5 when zero.
+	BreakerFailures int
+	// BreakerCooldown is how long the breaker stays open before probing;
+	// 2s when zero.
+	BreakerCooldown time.Duration
+	// BreakerWindow is the rolling period over which the failure ratio is
+	// counted; 10s when zero.
+	BreakerWindow time.Duration
 	// OnBreakerStateChange, when set, is called on every state change of
 	// the circuit breaker, with the states' names ("closed", "open",
 	// "half-open"): closed to open when Redis keeps failing, open to
@@ -44,12 +59,19 @@ type GateOptions struct {
 	// decision after it, not by a timer), and half-open to closed or back
 	// to open by the probe's result. It is called synchronously by the
 	// decision that causes the change, while the breaker holds its lock:
-	// it must return quickly and must not call the Gate (Stats would
-	// deadlock). Never called when the breaker is disabled.
+	// it must return quickly and must not call the Gate. Never called when
+	// the breaker is disabled.
 	OnBreakerStateChange func(from, to string)
+
+	// DenyCacheDisabled turns the deny cache off: every request then costs
+	// a Redis call, even from a caller already denied.
+	DenyCacheDisabled bool
+	// DenyCacheMaxEntries bounds the deny cache, in remembered denials.
+	// 10,000 when zero.
+	DenyCacheMaxEntries int
 }
 
-// Gate applies slidegate's failure policy around a Limiter.
+// Gate applies a failure policy around a Limiter.
 //
 // When Redis decides, its answer stands. When it cannot (ErrUnavailable:
 // refused, reset, too slow, or the circuit breaker is open), a fail-open
@@ -62,10 +84,9 @@ type GateOptions struct {
 // call, until T measured on the local clock from the moment the denied
 // request was sent: never later than Redis itself would admit it.
 //
-// One decision takes at most the Limiter's Options.Timeout (REDIS_TIMEOUT;
-// DefaultTimeout when zero) plus the time to notice it has passed; while
-// the breaker is open it takes no Redis time at all. A Gate is safe for
-// concurrent use.
+// One decision takes at most the Limiter's Options.Timeout (100 ms when
+// zero) plus the time to notice it has passed; while the breaker is open it
+// takes no Redis time at all. A Gate is safe for concurrent use.
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
@@ -73,14 +94,14 @@ type Gate struct {
 	denied   *denyCache // nil when disabled
 	timeout  time.Duration
 	now      func() time.Time
-	stats    gateCounters
+	counters gateCounters
 }
 
 // NewGate wraps limiter in the failure policy. The fallback and the deny
-// cache keep time on the process clock, or on the Limiter's Options.Now
-// when that is set (so that a test stepping the limiter's clock steps the
-// whole gate).
+// cache keep time on the process clock.
 func NewGate(limiter *Limiter, opts GateOptions) *Gate {
+	// A Limiter on a test's clock (internal/scriptclock) puts the whole
+	// gate on it.
 	var now func() time.Time
 	if limiter != nil {
 		now = limiter.now
@@ -93,7 +114,7 @@ func NewGate(limiter *Limiter, opts GateOptions) *Gate {
 func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	instances := opts.FallbackInstances
 	if instances <= 0 {
-		instances = DefaultFallbackInstances
+		instances = defaultFallbackInstances
 	}
 	entries := opts.FallbackMaxEntries
 	if entries <= 0 {
@@ -104,16 +125,21 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	}
 	// One budget per decision: the Limiter's, which the Gate applies
 	// itself around every Redis round trip of the decision.
-	timeout := DefaultTimeout
+	timeout := defaultTimeout
 	if limiter != nil && limiter.timeout > 0 {
 		timeout = limiter.timeout
 	}
 	g := &Gate{
 		limiter:  limiter,
 		fallback: newFallbackLimiter(instances, entries, now),
-		breaker:  newRedisBreaker(opts.Breaker, opts.OnBreakerStateChange),
-		timeout:  timeout,
-		now:      now,
+		breaker: newRedisBreaker(breakerOptions{
+			disabled: opts.BreakerDisabled,
+			failures: opts.BreakerFailures,
+			cooldown: opts.BreakerCooldown,
+			window:   opts.BreakerWindow,
+		}, opts.OnBreakerStateChange),
+		timeout: timeout,
+		now:     now,
 	}
 	if limiter != nil {
 		g.fallback.hashKey = limiter.keys.hashKey
@@ -127,9 +153,6 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	}
 	return g
 }
-
-// Limiter returns the wrapped limiter.
-func (g *Gate) Limiter() *Limiter { return g.limiter }
 
 // FailurePolicy says what Gate.Decide answers for a request Redis could not
 // decide. The zero value is FailOpen.
@@ -150,16 +173,16 @@ const (
 // is not a decision: it holds only RedisLatency, the time the failed
 // attempt took (zero when the circuit breaker was open).
 func (g *Gate) Decide(ctx context.Context, cost int64, policy FailurePolicy, checks ...Check) (Result, error) {
-	g.stats.decisions.Add(1)
+	g.counters.decisions.Add(1)
 	res, err := g.decideOnRedis(ctx, cost, true, checks)
 	if err == nil || errors.Is(err, ErrInvalid) {
 		return res, err
 	}
 	if policy == FailClosed {
-		g.stats.rejected.Add(1)
+		g.counters.rejected.Add(1)
 		return Result{RedisLatency: res.RedisLatency}, err
 	}
-	g.stats.degraded.Add(1)
+	g.counters.degraded.Add(1)
 	return g.degrade(res.RedisLatency, err, cost, true, checks), nil
 }
 
@@ -167,12 +190,12 @@ func (g *Gate) Decide(ctx context.Context, cost int64, policy FailurePolicy, che
 // the fallback's view is returned, marked Degraded. A caller still denied
 // from memory is shown that denial.
 func (g *Gate) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
-	g.stats.decisions.Add(1)
+	g.counters.decisions.Add(1)
 	res, err := g.decideOnRedis(ctx, cost, false, checks)
 	if err == nil || errors.Is(err, ErrInvalid) {
 		return res, err
 	}
-	g.stats.degraded.Add(1)
+	g.counters.degraded.Add(1)
 	return g.degrade(res.RedisLatency, err, cost, false, checks), nil
 }
 
@@ -197,19 +220,19 @@ func (g *Gate) decideOnRedis(ctx context.Context, cost int64, spend bool, checks
 	if g.denied != nil {
 		key = newDenyKey(cost, checks)
 		if res, ok := g.denied.lookup(key, g.now()); ok {
-			g.stats.denyCacheHits.Add(1)
+			g.counters.denyCacheHits.Add(1)
 			return res, nil
 		}
 	}
 	done, ok := g.breaker.allow()
 	if !ok {
-		g.stats.breakerSkips.Add(1)
+		g.counters.breakerSkips.Add(1)
 		return Result{}, fmt.Errorf("%w: circuit breaker open after repeated Redis failures", ErrUnavailable)
 	}
 	budget, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	sent := g.now()
-	g.stats.redisCalls.Add(1)
+	g.counters.redisCalls.Add(1)
 	started := time.Now()
 	res, err := g.limiter.run(budget, cost, spend, checks)
 	elapsed := time.Since(started)
@@ -240,39 +263,40 @@ func (g *Gate) reloadClusterMap() {
 	}
 }
 
-// GateStats are running totals of a Gate's decisions since it was built.
-type GateStats struct {
-	// Decisions counts calls of Decide and Peek.
-	Decisions uint64
-	// RedisCalls counts decisions that were sent to Redis (one decision may
+// gateStats are running totals of a Gate's decisions since it was built,
+// for this package's tests.
+type gateStats struct {
+	// decisions counts calls of Decide and Peek.
+	decisions uint64
+	// redisCalls counts decisions that were sent to Redis (one decision may
 	// take more than one round trip).
-	RedisCalls uint64
-	// Degraded counts decisions made by the local fallback.
-	Degraded uint64
-	// Rejected counts fail-closed decisions answered with ErrUnavailable.
-	Rejected uint64
-	// DenyCacheHits counts decisions answered from the deny cache.
-	DenyCacheHits uint64
-	// BreakerSkips counts decisions that did not call Redis because the
+	redisCalls uint64
+	// degraded counts decisions made by the local fallback.
+	degraded uint64
+	// rejected counts fail-closed decisions answered with ErrUnavailable.
+	rejected uint64
+	// denyCacheHits counts decisions answered from the deny cache.
+	denyCacheHits uint64
+	// breakerSkips counts decisions that did not call Redis because the
 	// circuit breaker was open.
-	BreakerSkips uint64
-	// BreakerState is "closed", "half-open" or "open".
-	BreakerState string
+	breakerSkips uint64
+	// breakerState is "closed", "half-open", "open" or "disabled".
+	breakerState string
 }
 
 type gateCounters struct {
 	decisions, redisCalls, degraded, rejected, denyCacheHits, breakerSkips atomic.Uint64
 }
 
-// Stats returns the gate's counters, for metrics and tests.
-func (g *Gate) Stats() GateStats {
-	return GateStats{
-		Decisions:     g.stats.decisions.Load(),
-		RedisCalls:    g.stats.redisCalls.Load(),
-		Degraded:      g.stats.degraded.Load(),
-		Rejected:      g.stats.rejected.Load(),
-		DenyCacheHits: g.stats.denyCacheHits.Load(),
-		BreakerSkips:  g.stats.breakerSkips.Load(),
-		BreakerState:  g.breaker.state(),
+// stats returns the gate's counters.
+func (g *Gate) stats() gateStats {
+	return gateStats{
+		decisions:     g.counters.decisions.Load(),
+		redisCalls:    g.counters.redisCalls.Load(),
+		degraded:      g.counters.degraded.Load(),
+		rejected:      g.counters.rejected.Load(),
+		denyCacheHits: g.counters.denyCacheHits.Load(),
+		breakerSkips:  g.counters.breakerSkips.Load(),
+		breakerState:  g.breaker.state(),
 	}
 }

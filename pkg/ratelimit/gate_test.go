@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -95,7 +96,7 @@ func liveLimiter(t *testing.T, server *redistest.Server, prefix string, clock *t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	l, err := NewLimiter(client, Options{KeyPrefix: prefix, Now: func() time.Time { return *clock }})
+	l, err := NewLimiter(scriptclock.Wrap(client, func() time.Time { return *clock }), Options{KeyPrefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,14 +123,14 @@ func TestDenyCacheDeniesFromMemoryUntilRedisWouldAdmit(t *testing.T) {
 				}
 			}
 			wait := denial.RetryAfter()
-			calls := gate.Stats().RedisCalls
+			calls := gate.stats().redisCalls
 
 			clock = clock.Add(wait - time.Microsecond)
 			res, err := gate.Decide(ctx, 1, FailOpen, check)
 			if err != nil || res.Allowed {
 				t.Fatalf("1µs before Retry-After: allowed=%v err=%v, want a denial", res.Allowed, err)
 			}
-			if got := gate.Stats().RedisCalls; got != calls {
+			if got := gate.stats().redisCalls; got != calls {
 				t.Fatalf("denial within Retry-After cost %d Redis calls, want 0", got-calls)
 			}
 			if got := res.RetryAfter(); got != time.Microsecond {
@@ -165,7 +166,7 @@ func TestDenyCacheCanBeTurnedOff(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := gate.Stats(); s.RedisCalls != 5 || s.DenyCacheHits != 0 {
+	if s := gate.stats(); s.redisCalls != 5 || s.denyCacheHits != 0 {
 		t.Fatalf("with the deny cache off: %+v, want 5 Redis calls and no hits", s)
 	}
 }
@@ -258,7 +259,8 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	// Decisions run one at a time here, so the callback needs no lock.
 	var changes []string
 	gate := NewGate(l, GateOptions{
-		Breaker:              BreakerOptions{Failures: 3, Cooldown: 300 * time.Millisecond},
+		BreakerFailures:      3,
+		BreakerCooldown:      300 * time.Millisecond,
 		OnBreakerStateChange: func(from, to string) { changes = append(changes, from+"->"+to) },
 	})
 	check := Check{Identity: "198.51.100.1", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
@@ -270,8 +272,8 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := gate.Stats()
-	if s.BreakerState != "open" || s.RedisCalls != 3 || s.BreakerSkips != 7 {
+	s := gate.stats()
+	if s.breakerState != "open" || s.redisCalls != 3 || s.breakerSkips != 7 {
 		t.Fatalf("after 10 decisions with Redis down: %+v, want open after 3 Redis calls", s)
 	}
 	if _, err := gate.Decide(ctx, 1, FailClosed, check); !errors.Is(err, ErrUnavailable) {
@@ -284,8 +286,8 @@ func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	if err != nil || res.Degraded {
 		t.Fatalf("probe after the cool-down: degraded=%v err=%v", res.Degraded, err)
 	}
-	if s := gate.Stats(); s.BreakerState != "closed" {
-		t.Fatalf("breaker is %s after a successful probe, want closed", s.BreakerState)
+	if s := gate.stats(); s.breakerState != "closed" {
+		t.Fatalf("breaker is %s after a successful probe, want closed", s.breakerState)
 	}
 	// Every change was reported, once, in order.
 	if want := []string{"closed->open", "open->half-open", "half-open->closed"}; !slices.Equal(changes, want) {
@@ -297,7 +299,7 @@ func TestBreakerIgnoresOneDeadShardAmongHealthyOnes(t *testing.T) {
 	// A warm instance on a cluster with one master of three down: a third
 	// of the decisions fail, often several in a row. (A cold instance whose
 	// first five decisions all fail does open, for one cool-down.)
-	b := newRedisBreaker(BreakerOptions{Failures: 5, Cooldown: time.Minute}, nil)
+	b := newRedisBreaker(breakerOptions{failures: 5, cooldown: time.Minute}, nil)
 	ctx := context.Background()
 	failure := fmt.Errorf("%w: connection refused", ErrUnavailable)
 	for range 10 { // a warm instance
@@ -374,7 +376,7 @@ func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := NewGate(l, GateOptions{Breaker: BreakerOptions{Disabled: true}})
+			gate := NewGate(l, GateOptions{BreakerDisabled: true})
 			ctx := context.Background()
 
 			decided, err := gate.Decide(ctx, 1, FailOpen, check)
@@ -431,16 +433,16 @@ func TestGateReportsNoRedisTimeWhenRedisWasNotAsked(t *testing.T) {
 	check := Check{Identity: "198.51.100.8", Limit: Limit{Name: "a", Count: 100, Window: time.Minute}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			gate := NewGate(refusedLimiter(t), GateOptions{Breaker: BreakerOptions{Failures: 1, Cooldown: time.Hour}})
+			gate := NewGate(refusedLimiter(t), GateOptions{BreakerFailures: 1, BreakerCooldown: time.Hour})
 			ctx := context.Background()
 			if res, _ := gate.Decide(ctx, 1, FailOpen, check); res.RedisLatency <= 0 {
 				t.Fatalf("the failure that opens the breaker: RedisLatency %v, want its time", res.RedisLatency)
 			}
-			if s := gate.Stats(); s.BreakerState != "open" {
-				t.Fatalf("breaker %s after a failure, want open", s.BreakerState)
+			if s := gate.stats(); s.breakerState != "open" {
+				t.Fatalf("breaker %s after a failure, want open", s.breakerState)
 			}
 			res, err := gate.Decide(ctx, 1, tc.policy, check)
-			if got := gate.Stats().RedisCalls; got != 1 {
+			if got := gate.stats().redisCalls; got != 1 {
 				t.Fatalf("%d Redis calls, want 1: the breaker is open", got)
 			}
 			if res.RedisLatency != 0 {

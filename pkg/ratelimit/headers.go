@@ -3,8 +3,9 @@ package ratelimit
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/headervalue"
 )
 
 // Header names written by SetHeaders, spelled as docs/contract.md
@@ -21,55 +22,33 @@ const (
 	headerRetryAfter         = "Retry-After"
 )
 
-// CeilSeconds rounds a duration up to whole seconds; negative becomes 0.
-func CeilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// RetryAfterSeconds is the Retry-After value for a wait: whole seconds,
-// rounded up, at least 1.
-func RetryAfterSeconds(d time.Duration) int64 {
-	return max(CeilSeconds(d), 1)
-}
-
-// ResetSeconds is the "t" of the RateLimit header and RateLimit-Reset: for
-// an admitted request, the seconds until the limit is entirely unused
-// again; for a denied one, the seconds until the request would be admitted,
-// the same value as its Retry-After, so that a client honouring either
-// header comes back at the same moment.
-func ResetSeconds(d Decision) int64 {
-	if !d.Allowed {
-		return RetryAfterSeconds(d.RetryAfter)
-	}
-	return CeilSeconds(d.ResetAfter)
-}
-
-// PolicyHeader is the RateLimit-Policy value of a limit, e.g.
-// `"anonymous";q=30;w=60` (draft-ietf-httpapi-ratelimit-headers-10).
-func PolicyHeader(l Limit) string {
-	return sfString(l.Name) + ";q=" + strconv.FormatInt(l.Count, 10) + ";w=" + strconv.FormatInt(CeilSeconds(l.Window), 10)
-}
-
-// RateLimitHeader is the RateLimit value of a decision, e.g.
-// `"anonymous";r=12;t=41`.
-func RateLimitHeader(d Decision) string {
-	return sfString(d.Limit.Name) + ";r=" + strconv.FormatInt(d.Remaining, 10) + ";t=" + strconv.FormatInt(ResetSeconds(d), 10)
-}
-
-// SetHeaders writes the rate-limit headers of d, the decision closest to
-// denying (Result.Closest), into h: the IETF draft's RateLimit-Policy and
-// RateLimit, the older RateLimit-Limit/-Remaining/-Reset (seconds) and
-// X-RateLimit-Limit/-Remaining/-Reset (Unix seconds), and Retry-After when
-// d denies.
+// SetHeaders writes the rate-limit headers of d, usually the decision
+// closest to denying (Result.Closest), into h:
+//
+//	RateLimit-Policy: "anonymous";q=30;w=60     (draft-ietf-httpapi-ratelimit-headers-10)
+//	RateLimit: "anonymous";r=12;t=41
+//	RateLimit-Limit: 30
+//	RateLimit-Remaining: 12
+//	RateLimit-Reset: 41                          (seconds)
+//	X-RateLimit-Limit: 30
+//	X-RateLimit-Remaining: 12
+//	X-RateLimit-Reset: 1700000042                (Unix seconds, on d.At's clock)
+//	Retry-After: 41                              (only when d denies)
+//
+// The policy name is a quoted Structured Field string: double quotes and
+// backslashes are escaped and any byte outside printable ASCII becomes an
+// underscore, so no name can split a header. w is the window in seconds,
+// rounded up. t and RateLimit-Reset are, for an admitted request, the
+// seconds until the limit is entirely unused again (ResetAfter, rounded
+// up); for a denied one, the seconds until the request would be admitted
+// (RetryAfter, rounded up, at least 1), the same value as Retry-After, so
+// that a client honouring either header comes back at the same moment.
 func SetHeaders(h http.Header, d Decision) {
-	reset := ResetSeconds(d)
+	reset := headervalue.ResetSeconds(d.Allowed, d.RetryAfter, d.ResetAfter)
 	limit := strconv.FormatInt(d.Limit.Count, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	h.Set(headerRateLimitPolicy, PolicyHeader(d.Limit))
-	h.Set(headerRateLimit, RateLimitHeader(d))
+	h.Set(headerRateLimitPolicy, headervalue.Policy(d.Limit.Name, d.Limit.Count, d.Limit.Window))
+	h.Set(headerRateLimit, headervalue.RateLimit(d.Limit.Name, d.Remaining, reset))
 	h.Set(headerRateLimitLimit, limit)
 	h.Set(headerRateLimitRemaining, remaining)
 	h.Set(headerRateLimitReset, strconv.FormatInt(reset, 10))
@@ -93,27 +72,4 @@ func resetUnix(d Decision, resetSeconds int64) int64 {
 		unix++
 	}
 	return unix + resetSeconds
-}
-
-// sfString renders a policy name as a Structured Field string: quoted,
-// with '"' and '\' escaped and anything outside printable ASCII replaced, so
-// a header can never be split or corrupted by a name.
-func sfString(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20 || c > 0x7e:
-			b.WriteByte('_')
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
-// DefaultKeyPrefix starts every Redis key unless Options.KeyPrefix says
+// defaultKeyPrefix starts every Redis key unless Options.KeyPrefix says
 // otherwise.
-const DefaultKeyPrefix = "rl"
+const defaultKeyPrefix = limitspec.DefaultKeyPrefix
 
 // keyspace builds Redis keys. A key looks like
 //

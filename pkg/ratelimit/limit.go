@@ -5,14 +5,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // Algorithm names a rate-limiting algorithm. The zero value means
-// [SlidingWindow].
+// [SlidingWindow]. Any other value not among [Algorithms] is invalid:
+// [Limit.Validate] reports it, and a decision on it fails with [ErrInvalid].
 type Algorithm string
 
-// The algorithms, spelled as in RATE_LIMIT_ALGORITHM and the
-// rateLimitAlgorithm stage variable.
+// The algorithms, spelled as slidegate's configuration spells them
+// (RATE_LIMIT_ALGORITHM, the rateLimitAlgorithm stage variable).
 const (
 	SlidingWindow  Algorithm = "sliding-window"
 	SlidingLog     Algorithm = "sliding-log"
@@ -28,9 +31,9 @@ func Algorithms() []Algorithm {
 	return []Algorithm{SlidingWindow, SlidingLog, TokenBucket, LeakyBucket, FixedWindow, SlidingBuckets}
 }
 
-// ParseAlgorithm returns the algorithm spelled s. An empty s is the default,
-// [SlidingWindow].
-func ParseAlgorithm(s string) (Algorithm, error) {
+// parseAlgorithm returns the algorithm spelled s. An empty s is the
+// default, SlidingWindow.
+func parseAlgorithm(s string) (Algorithm, error) {
 	if s == "" {
 		return SlidingWindow, nil
 	}
@@ -39,7 +42,16 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of sliding-window, sliding-log, token-bucket, leaky-bucket, fixed-window, sliding-buckets)", truncate(s, 64))
+	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of %s)", truncate(s, 64), algorithmNames())
+}
+
+// algorithmNames lists every algorithm, for error messages.
+func algorithmNames() string {
+	names := make([]string, 0, len(Algorithms()))
+	for _, a := range Algorithms() {
+		names = append(names, string(a))
+	}
+	return strings.Join(names, ", ")
 }
 
 // orDefault resolves the zero value.
@@ -50,37 +62,39 @@ func (a Algorithm) orDefault() Algorithm {
 	return a
 }
 
-// Bounds of a limit. Windows are whole milliseconds so that key expiry
-// (PEXPIRE) and window edges agree. The scripts compute with products of a
-// count and a window in microseconds, exact only below 2^53 (Lua numbers
-// are doubles), so count x window (us) may not exceed MaxCountWindow: for
-// instance 10,000/1d or 1,000,000/30m, but not 10,000/30d (a quota, not a
-// rate).
+// Bounds of a limit, as Limit documents them.
 const (
-	MinWindow      = time.Millisecond
-	MaxWindow      = 366 * 24 * time.Hour
-	MaxCount       = 1_000_000
-	MaxCountWindow = 1 << 50
+	minWindow      = limitspec.MinWindow
+	maxWindow      = limitspec.MaxWindow
+	maxCount       = limitspec.MaxCount
+	maxCountWindow = limitspec.MaxCountWindow
 )
 
 // checkScale reports a count and window whose product the scripts cannot
 // compute exactly.
 func checkScale(count int64, window time.Duration) error {
-	if us := window.Microseconds(); us > 0 && count > MaxCountWindow/us {
+	if us := window.Microseconds(); us > 0 && count > maxCountWindow/us {
 		return fmt.Errorf("count %d per %s is too large to compute exactly (count x window in microseconds must stay below 2^50); use a shorter window", count, formatWindow(window))
 	}
 	return nil
 }
 
 // Limit is a budget of Count units per Window for one identity.
+//
+// Count is from 1 to 1,000,000. Window is a whole number of milliseconds
+// from 1ms to 366 days (key expiry, PEXPIRE, and window edges then agree).
+// The scripts compute with count x window in microseconds as Lua numbers
+// (doubles), so that product may not exceed 2^50: 10,000/1d or
+// 1,000,000/30m are limits, 10,000/30d is not (a quota, not a rate).
+// Validate, ParseRate and every decision enforce these bounds.
 type Limit struct {
 	// Name is the policy name: it appears in the RateLimit headers and in the
 	// Redis key, e.g. "anonymous", "user", "org" or a route limit's name.
 	Name string
-	// Count is how many units fit in one Window, at least 1.
+	// Count is how many units fit in one Window.
 	Count int64
 	// Window is the length of the (rolling, or for FixedWindow aligned)
-	// window, a whole number of milliseconds between MinWindow and MaxWindow.
+	// window.
 	Window time.Duration
 	// Algorithm decides how the budget refills; the zero value is
 	// SlidingWindow.
@@ -103,16 +117,16 @@ func (l Limit) Burst() int64 {
 
 // Validate reports whether the limit can be enforced.
 func (l Limit) Validate() error {
-	if l.Count < 1 || l.Count > MaxCount {
-		return fmt.Errorf("limit %q: count %d out of range 1..%d", l.Name, l.Count, MaxCount)
+	if l.Count < 1 || l.Count > maxCount {
+		return fmt.Errorf("limit %q: count %d out of range 1..%d", l.Name, l.Count, maxCount)
 	}
-	if l.Window < MinWindow || l.Window > MaxWindow || l.Window%time.Millisecond != 0 {
-		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, MinWindow, MaxWindow)
+	if l.Window < minWindow || l.Window > maxWindow || l.Window%time.Millisecond != 0 {
+		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, minWindow, maxWindow)
 	}
 	if err := checkScale(l.Count, l.Window); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
-	if _, err := ParseAlgorithm(string(l.Algorithm)); err != nil {
+	if _, err := parseAlgorithm(string(l.Algorithm)); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
 	return nil
@@ -129,8 +143,8 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 		return 0, 0, fmt.Errorf("rate %q: want <count>/<window>, like 30/1m", truncate(raw, 64))
 	}
 	count, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || count < 1 || count > MaxCount {
-		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), MaxCount)
+	if err != nil || count < 1 || count > maxCount {
+		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), maxCount)
 	}
 	per = strings.TrimSpace(per)
 	if per != "" && (per[0] < '0' || per[0] > '9') {
@@ -141,8 +155,8 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 		// Not wrapped: time's error quotes the whole input, unbounded.
 		return 0, 0, fmt.Errorf("rate %q: window %q is not a duration like 1m, 10s or 1h", truncate(raw, 32), truncate(per, 16))
 	}
-	if window < MinWindow || window > MaxWindow || window%time.Millisecond != 0 {
-		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), MinWindow, MaxWindow)
+	if window < minWindow || window > maxWindow || window%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), minWindow, maxWindow)
 	}
 	if err := checkScale(count, window); err != nil {
 		return 0, 0, fmt.Errorf("rate %q: %w", truncate(raw, 64), err)

@@ -63,16 +63,16 @@ func TestParseRate(t *testing.T) {
 
 func TestParseAlgorithm(t *testing.T) {
 	for _, a := range Algorithms() {
-		got, err := ParseAlgorithm(string(a))
+		got, err := parseAlgorithm(string(a))
 		if err != nil || got != a {
 			t.Errorf("ParseAlgorithm(%q) = %q, %v", a, got, err)
 		}
 	}
-	if got, err := ParseAlgorithm(""); err != nil || got != SlidingWindow {
+	if got, err := parseAlgorithm(""); err != nil || got != SlidingWindow {
 		t.Errorf("ParseAlgorithm(\"\") = %q, %v; want the default sliding-window", got, err)
 	}
 	for _, bad := range []string{"sliding_window", "SLIDING-WINDOW", "gcra", " token-bucket"} {
-		if _, err := ParseAlgorithm(bad); err == nil {
+		if _, err := parseAlgorithm(bad); err == nil {
 			t.Errorf("ParseAlgorithm(%q) accepted", bad)
 		}
 	}

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/scriptclock"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
 type Options struct {
-	// KeyPrefix starts every key; DefaultKeyPrefix ("rl") when empty. It may
-	// not contain braces.
+	// KeyPrefix starts every key; "rl" when empty. It may not contain
+	// braces.
 	KeyPrefix string
 	// IdentityHashKey, when set, turns identity hashing into HMAC-SHA-256
 	// with this key, so that hashed IP addresses cannot be reversed by
@@ -21,15 +23,11 @@ type Options struct {
 	// use the same value; changing it starts every count afresh. A Gate's
 	// in-memory fallback hashes with it too.
 	IdentityHashKey []byte
-	// Timeout bounds one decision, all Redis round trips included: the
-	// REDIS_TIMEOUT budget. Zero leaves the bound to the caller's context
-	// when the Limiter is called directly; a Gate around it then applies
-	// DefaultTimeout. The Gate applies this same budget, once per decision.
+	// Timeout bounds one decision, all Redis round trips included. Zero
+	// leaves the bound to the caller's context when the Limiter is called
+	// directly, and makes a Gate around it apply 100 ms. A Gate applies
+	// this same budget, once per decision.
 	Timeout time.Duration
-	// Now, when set, replaces the Redis clock (TIME) as the scripts' time.
-	// It exists for tests that must step time precisely; production leaves
-	// it nil so that instances with skewed clocks still agree.
-	Now func() time.Time
 }
 
 // Check asks for one limit to be applied to one identity.
@@ -64,12 +62,15 @@ type Limiter struct {
 // Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
 // back to EVAL on its own if they are missing).
 func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
+	// This module's tests step a clock of their own instead of Redis's
+	// (internal/scriptclock); any other client comes back unchanged.
+	client, now := scriptclock.Unwrap(client)
 	if client == nil {
 		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
 	}
 	prefix := opts.KeyPrefix
 	if prefix == "" {
-		prefix = DefaultKeyPrefix
+		prefix = defaultKeyPrefix
 	}
 	if err := validatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
@@ -79,7 +80,7 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
 		scripts: newScriptSet(),
 		timeout: opts.Timeout,
-		now:     opts.Now,
+		now:     now,
 	}, nil
 }
 

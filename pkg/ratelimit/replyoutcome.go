@@ -1,68 +1,44 @@
 package ratelimit
 
 import (
-	"errors"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/scriptreply"
 )
 
-// Outcomes of one Redis command, as ReplyOutcome names them.
-const (
-	// ReplyAllowed: a decision script answered that every limit of the call
-	// admits the cost (and, unless it was a peek, spent it).
-	ReplyAllowed = "allowed"
-	// ReplyDenied: a decision script answered that some limit of the call
-	// does not admit the cost; nothing was spent.
-	ReplyDenied = "denied"
-	// ReplyError: the command failed (no reply, or an error reply such as
-	// NOSCRIPT), or a decision script's reply is not a decision.
-	ReplyError = "error"
-	// ReplyOK: any other command that succeeded (SCRIPT LOAD, PING, ...).
-	ReplyOK = "ok"
-)
+// The tracing hook classifies the commands it sees with scriptreply.Outcome,
+// which asks this package about its own scripts: only this package knows
+// their SHA-1s and their reply layout.
+func init() { scriptreply.Install(decisionReplyOutcome) }
 
-// ReplyOutcome classifies a command that has run, for tracing and metrics
-// code that sees the commands (a go-redis hook, after next returns) but must
-// not know the scripts' reply layout.
-//
-// A decision script is an EVALSHA or EVAL of one of this package's scripts,
-// recognised by its SHA-1 or source, with or without the wrapper the Limiter
-// sends it in. Its reply is ReplyAllowed or ReplyDenied for the script call
-// as a whole: one call decides all the limits of one identity, and reports a
-// denial if any of them denies. A peek (Limiter.Peek) is classified the same
-// way, by what it would have done. A decision script that failed, or whose
-// reply does not have the scripts' shape (which the Limiter reports as
-// ErrUnavailable), is ReplyError.
-//
-// Any other command is ReplyError when it failed and ReplyOK otherwise;
-// redis.Nil (a missing key) is not a failure. ReplyOutcome only reads the
-// command; it never sends anything.
-func ReplyOutcome(cmd redis.Cmder) string {
-	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return ReplyError
-	}
+// decisionReplyOutcome classifies a command that ran without error:
+// scriptreply.Allowed or Denied for a decision script's reply (one call's
+// verdict over all of its limits), Error when the reply is not a decision;
+// ok is false when the command did not run one of this package's scripts.
+func decisionReplyOutcome(cmd redis.Cmder) (outcome string, ok bool) {
 	if !isDecisionScript(cmd) {
-		return ReplyOK
+		return "", false
 	}
 	reply, ok := cmd.(interface{ Val() any })
 	if !ok {
-		return ReplyError
+		return scriptreply.Error, true
 	}
 	vals, ok := reply.Val().([]any)
 	// { allowed, now_us, then per limit four values, or one for the
 	// counters }: see the scripts' headers and runGroup.
 	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
-		return ReplyError
+		return scriptreply.Error, true
 	}
 	switch vals[0] {
 	case int64(1):
-		return ReplyAllowed
+		return scriptreply.Allowed, true
 	case int64(0):
-		return ReplyDenied
+		return scriptreply.Denied, true
 	default:
-		return ReplyError
+		return scriptreply.Error, true
 	}
 }
 

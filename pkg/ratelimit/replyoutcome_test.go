@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/scriptreply"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -35,25 +36,25 @@ func TestReplyOutcomeClassifiesCommands(t *testing.T) {
 		cmd  redis.Cmder
 		want string
 	}{
-		{"EVALSHA of a script that admits", ran(decision(1, 1), nil, evalsha(gcra.sha)...), ReplyAllowed},
-		{"EVALSHA of a script that denies", ran(decision(0, 1), nil, evalsha(gcra.sha)...), ReplyDenied},
-		{"several limits, one call: the call's verdict", ran(decision(0, 3), nil, evalsha(scripts.slidingWindow.sha)...), ReplyDenied},
-		{"the Limiter's no-retry wrapper is seen through", noRetryCmd{ran(decision(1, 1), nil, evalsha(gcra.sha)...).(*redis.Cmd)}, ReplyAllowed},
-		{"EVAL of a script's source (NOSCRIPT fallback)", ran(decision(1, 1), nil, "eval", gcra.src, 1, "k", "", "1", "1"), ReplyAllowed},
-		{"verb in capitals", ran(decision(0, 1), nil, "EVALSHA", gcra.sha, 1, "k"), ReplyDenied},
-		{"NOSCRIPT is an error", ran(nil, redisError("NOSCRIPT No matching script."), evalsha(gcra.sha)...), ReplyError},
-		{"no reply is an error", ran(nil, context.DeadlineExceeded, evalsha(gcra.sha)...), ReplyError},
-		{"a reply that is not a decision is an error", ran([]any{int64(1)}, nil, evalsha(gcra.sha)...), ReplyError},
-		{"a reply of the wrong length is an error", ran(decision(1, 1)[:5], nil, evalsha(gcra.sha)...), ReplyError},
-		{"a verdict that is neither 0 nor 1 is an error", ran(decision(2, 1), nil, evalsha(gcra.sha)...), ReplyError},
-		{"someone else's script is just ok", ran(decision(0, 1), nil, evalsha("0123456789abcdef0123456789abcdef01234567")...), ReplyOK},
-		{"SCRIPT LOAD is ok", ran(gcra.sha, nil, "script", "load", gcra.src), ReplyOK},
-		{"a missing key is not a failure", ran(nil, redis.Nil, "get", "k"), ReplyOK},
-		{"another command that failed", ran(nil, errors.New("dial tcp: connection refused"), "ping"), ReplyError},
+		{"EVALSHA of a script that admits", ran(decision(1, 1), nil, evalsha(gcra.sha)...), scriptreply.Allowed},
+		{"EVALSHA of a script that denies", ran(decision(0, 1), nil, evalsha(gcra.sha)...), scriptreply.Denied},
+		{"several limits, one call: the call's verdict", ran(decision(0, 3), nil, evalsha(scripts.slidingWindow.sha)...), scriptreply.Denied},
+		{"the Limiter's no-retry wrapper is seen through", noRetryCmd{ran(decision(1, 1), nil, evalsha(gcra.sha)...).(*redis.Cmd)}, scriptreply.Allowed},
+		{"EVAL of a script's source (NOSCRIPT fallback)", ran(decision(1, 1), nil, "eval", gcra.src, 1, "k", "", "1", "1"), scriptreply.Allowed},
+		{"verb in capitals", ran(decision(0, 1), nil, "EVALSHA", gcra.sha, 1, "k"), scriptreply.Denied},
+		{"NOSCRIPT is an error", ran(nil, redisError("NOSCRIPT No matching script."), evalsha(gcra.sha)...), scriptreply.Error},
+		{"no reply is an error", ran(nil, context.DeadlineExceeded, evalsha(gcra.sha)...), scriptreply.Error},
+		{"a reply that is not a decision is an error", ran([]any{int64(1)}, nil, evalsha(gcra.sha)...), scriptreply.Error},
+		{"a reply of the wrong length is an error", ran(decision(1, 1)[:5], nil, evalsha(gcra.sha)...), scriptreply.Error},
+		{"a verdict that is neither 0 nor 1 is an error", ran(decision(2, 1), nil, evalsha(gcra.sha)...), scriptreply.Error},
+		{"someone else's script is just ok", ran(decision(0, 1), nil, evalsha("0123456789abcdef0123456789abcdef01234567")...), scriptreply.OK},
+		{"SCRIPT LOAD is ok", ran(gcra.sha, nil, "script", "load", gcra.src), scriptreply.OK},
+		{"a missing key is not a failure", ran(nil, redis.Nil, "get", "k"), scriptreply.OK},
+		{"another command that failed", ran(nil, errors.New("dial tcp: connection refused"), "ping"), scriptreply.Error},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ReplyOutcome(tt.cmd); got != tt.want {
+			if got := scriptreply.Outcome(tt.cmd); got != tt.want {
 				t.Errorf("ReplyOutcome = %q, want %q", got, tt.want)
 			}
 		})
@@ -79,7 +80,7 @@ func (r *outcomeRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		r.mu.Lock()
-		r.outcomes = append(r.outcomes, ReplyOutcome(cmd))
+		r.outcomes = append(r.outcomes, scriptreply.Outcome(cmd))
 		r.mu.Unlock()
 		return err
 	}
@@ -122,8 +123,8 @@ func TestReplyOutcomeReadsRealScriptReplies(t *testing.T) {
 	if err := l.LoadScripts(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := recorder.take(); len(got) != len(l.scripts.all()) || got[0] != ReplyOK {
-		t.Fatalf("SCRIPT LOAD outcomes = %v, want one %q per script", got, ReplyOK)
+	if got := recorder.take(); len(got) != len(l.scripts.all()) || got[0] != scriptreply.OK {
+		t.Fatalf("SCRIPT LOAD outcomes = %v, want one %q per script", got, scriptreply.OK)
 	}
 
 	for _, alg := range Algorithms() {
@@ -134,10 +135,10 @@ func TestReplyOutcomeReadsRealScriptReplies(t *testing.T) {
 				run  func() (Result, error)
 				want string
 			}{
-				{"peek at a fresh limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, ReplyAllowed},
-				{"spend the only unit", func() (Result, error) { return l.Decide(ctx, 1, check) }, ReplyAllowed},
-				{"over the limit", func() (Result, error) { return l.Decide(ctx, 1, check) }, ReplyDenied},
-				{"peek over the limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, ReplyDenied},
+				{"peek at a fresh limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, scriptreply.Allowed},
+				{"spend the only unit", func() (Result, error) { return l.Decide(ctx, 1, check) }, scriptreply.Allowed},
+				{"over the limit", func() (Result, error) { return l.Decide(ctx, 1, check) }, scriptreply.Denied},
+				{"peek over the limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, scriptreply.Denied},
 			}
 			for _, s := range steps {
 				res, err := s.run()
@@ -148,7 +149,7 @@ func TestReplyOutcomeReadsRealScriptReplies(t *testing.T) {
 				if len(got) != 1 || got[0] != s.want {
 					t.Fatalf("%s: outcomes %v, want exactly [%s]", s.name, got, s.want)
 				}
-				if res.Allowed != (s.want == ReplyAllowed) {
+				if res.Allowed != (s.want == scriptreply.Allowed) {
 					t.Fatalf("%s: Result.Allowed = %v but the reply was classified %q", s.name, res.Allowed, s.want)
 				}
 			}
