@@ -15,7 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/wire"
 )
@@ -399,7 +399,7 @@ func TestAPIQuotaIsNoFreeKeyCheck(t *testing.T) {
 	if counted != sprayed {
 		t.Errorf("%d of %d unauthorized quota requests were counted as rejected decisions", counted, sprayed)
 	}
-	if logged != min(sprayed, app.DefaultLogBurst) {
+	if logged != min(sprayed, observe.DefaultLogBurst) {
 		t.Errorf("%d of %d unauthorized quota requests were logged as decisions", logged, sprayed)
 	}
 }

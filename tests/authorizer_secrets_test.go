@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // fakeSecretsManager answers GetSecretValue like Secrets Manager (AWS JSON
@@ -141,12 +144,12 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL)})
 
 			ctx := context.Background()
-			open, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
+			open, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
 			if err != nil || !open.Result.Allowed || open.Result.Degraded != tc.wantDegraded {
 				t.Errorf("fail-open route: allowed=%v degraded=%v err=%v; want allowed with degraded=%v", open.Result.Allowed, open.Result.Degraded, err, tc.wantDegraded)
 			}
-			_, err = rt.Decide(ctx, app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.46"})
-			if got := app.IsUnavailable(err); got != tc.wantDegraded {
+			_, err = rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.46"})
+			if got := errors.Is(err, ratelimit.ErrUnavailable); got != tc.wantDegraded {
 				t.Errorf("fail-closed route: err=%v; want unavailable=%v", err, tc.wantDegraded)
 			}
 			for _, want := range tc.wantLog {
@@ -195,8 +198,8 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 
 			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN})
 			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond})
-			decide := func() (app.Outcome, error) {
-				return rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
+			decide := func() (edge.Outcome, error) {
+				return rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
 			}
 			// untilDecided decides until a decision is made on Redis
 			// (not degraded), up to a deadline that covers the breaker's
@@ -220,7 +223,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			}
 			tc.sm.answer()
 			untilDecided("once Secrets Manager answers")
-			if _, err := rt.Decide(ctx, app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
+			if _, err := rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
 				t.Errorf("fail-closed route once the token is read: %v", err)
 			}
 

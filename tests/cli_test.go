@@ -23,6 +23,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -146,7 +147,7 @@ func startDevFunction(t *testing.T, redisEnv map[string]string) *devFunction {
 
 func (f *devFunction) decide(t *testing.T, method, path, ip string, headers map[string]string) bool {
 	t.Helper()
-	out, err := f.rt.Decide(context.Background(), app.Request{Method: method, Path: path, SourceIP: ip, Headers: headers, StageVariables: f.stageVars})
+	out, err := f.rt.Decide(context.Background(), edge.Request{Method: method, Path: path, SourceIP: ip, Headers: headers, StageVariables: f.stageVars})
 	if err != nil {
 		t.Fatalf("decide: %v", err)
 	}

@@ -17,8 +17,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/httplimit"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -139,9 +140,9 @@ func contractGatewayProblems(raw []byte) []string {
 	// middleware's answer to the same decision; "1 second" and "N seconds".
 	for _, retry := range []time.Duration{300 * time.Millisecond, 17200 * time.Millisecond} {
 		d := contractDenial(retry)
-		out := app.Outcome{Caller: app.Caller{Tier: app.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
+		out := edge.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
 		status, headers, body := contractMiddlewareAnswer(httplimit.Verdict{Result: out.Result}, nil)
-		compare("ACCESS_DENIED", app.AuthorizerContext(out), status, headers, body)
+		compare("ACCESS_DENIED", edge.AuthorizerContext(out), status, headers, body)
 	}
 
 	// 401: the REST authorizer answers "Unauthorized" without a context, so
@@ -370,8 +371,8 @@ func TestContractPageMatchesCode(t *testing.T) {
 		}
 	}
 	for _, key := range []string{
-		app.CtxTier, app.CtxLimit, app.CtxRemaining, app.CtxReset, app.CtxPolicy, app.CtxRateLimit, app.CtxName,
-		app.CtxWindow, app.CtxResetAt, app.CtxRetryAfter, app.CtxRetryIn, app.CtxDegraded, app.CtxUnavailable,
+		edge.CtxTier, edge.CtxLimit, edge.CtxRemaining, edge.CtxReset, edge.CtxPolicy, edge.CtxRateLimit, edge.CtxName,
+		edge.CtxWindow, edge.CtxResetAt, edge.CtxRetryAfter, edge.CtxRetryIn, edge.CtxDegraded, edge.CtxUnavailable,
 	} {
 		if !strings.Contains(doc, "| `"+key+"` |") {
 			t.Errorf("docs/contract.md's context key table has no row for %s", key)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -41,17 +43,17 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	}
 	gw.gate.Entered()
 	jwks.gate.Entered()
-	if o := idDecide(t, rt, nil); o.Caller.Tier != app.TierAnonymous || !o.Result.Allowed {
+	if o := idDecide(t, rt, nil); o.Caller.Tier != identity.TierAnonymous || !o.Result.Allowed {
 		t.Errorf("request without credentials while the keys load: %+v, want an anonymous Allow", o)
 	}
 
-	decided := make(chan app.Outcome, 1)
+	decided := make(chan edge.Outcome, 1)
 	go func() { decided <- idDecide(t, rt, map[string]string{"x-api-key": "gw-key-page-1-a"}) }()
 	// A decision that did not wait would be answered (anonymous) well
 	// within this pause; one that waits is answered after the release.
 	time.Sleep(200 * time.Millisecond)
 	releaseGateway()
-	if o := <-decided; o.Caller.Tier != app.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
+	if o := <-decided; o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
 		t.Errorf("first request with an API key: %+v, want org: it must wait for the listing in flight", o)
 	}
 	releaseJWKS()

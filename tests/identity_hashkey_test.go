@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http/httptest"
 	"slices"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Two identity hash keys of the tests (at least 32 bytes each).
@@ -81,7 +84,7 @@ func TestIdentityHashIsKeyed(t *testing.T) {
 			first, firstLogs := idRuntime(t, env, app.Options{Metrics: io.Discard})
 			second, secondLogs := idRuntime(t, env, app.Options{Metrics: io.Discard})
 			ctx := context.Background()
-			req := app.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}
+			req := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}
 			var allowed []bool
 			var principals []string
 			for _, rt := range []*app.Runtime{first, first, second, second} {
@@ -90,7 +93,7 @@ func TestIdentityHashIsKeyed(t *testing.T) {
 					t.Fatalf("decide: %v (degraded %v)", err, out.Result.Degraded)
 				}
 				allowed = append(allowed, out.Result.Allowed)
-				principals = append(principals, app.PrincipalID(out))
+				principals = append(principals, edge.PrincipalID(out))
 			}
 			if want := []bool{true, true, true, false}; !slices.Equal(allowed, want) {
 				t.Errorf("two runtimes with one key, 4 requests of one IP at 3/1m: allowed %v, want %v", allowed, want)
@@ -164,14 +167,14 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 			}
 			ctx := context.Background()
 			for i := range 5 {
-				open, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: ip, RequestID: "req"})
+				open, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip, RequestID: "req"})
 				if err != nil || !open.Result.Degraded {
 					t.Fatalf("fail-open request %d: degraded=%v err=%v; want degraded", i+1, open.Result.Degraded, err)
 				}
-				if p := app.PrincipalID(open); p != "anonymous:"+app.IdentityHashUnavailable {
-					t.Errorf("principalId %q, want anonymous:%s", p, app.IdentityHashUnavailable)
+				if p := edge.PrincipalID(open); p != "anonymous:"+edge.IdentityHashUnavailable {
+					t.Errorf("principalId %q, want anonymous:%s", p, edge.IdentityHashUnavailable)
 				}
-				if _, err := rt.Decide(ctx, app.Request{Method: "POST", Path: "/auth/login", SourceIP: ip}); !app.IsUnavailable(err) {
+				if _, err := rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: ip}); !errors.Is(err, ratelimit.ErrUnavailable) {
 					t.Errorf("fail-closed request %d: err=%v; want unavailable", i+1, err)
 				}
 			}
@@ -179,7 +182,7 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 				t.Errorf("Redis holds %v; want nothing written without the key", keys)
 			}
 			log := logs.String()
-			for _, want := range append(tc.wantLog, `"identity":"`+app.IdentityHashUnavailable+`"`, "identity hash key not read") {
+			for _, want := range append(tc.wantLog, `"identity":"`+edge.IdentityHashUnavailable+`"`, "identity hash key not read") {
 				if !strings.Contains(log, want) {
 					t.Errorf("log does not say %q:\n%s", want, log)
 				}
@@ -215,7 +218,7 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 		}
 		asked := len(sm.requests())
 		for range 20 {
-			if out, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
+			if out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
 				t.Fatalf("want degraded, got %+v %v", out.Result, err)
 			}
 		}
@@ -228,13 +231,13 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 	if err := rt.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
+	out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
 	if err != nil || !out.Result.Degraded {
 		t.Fatalf("before Secrets Manager answers: degraded=%v err=%v; want degraded", out.Result.Degraded, err)
 	}
 	sm.answer()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err = rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
+		out, err = rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
 		if err == nil && !out.Result.Degraded {
 			break
 		}
@@ -242,8 +245,8 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 			t.Fatalf("decisions still degraded once Secrets Manager answers: %+v %v\n%s", out.Result, err, logs)
 		}
 	}
-	if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, id)); app.PrincipalID(out) != want {
-		t.Errorf("principalId %q, want %q", app.PrincipalID(out), want)
+	if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, id)); edge.PrincipalID(out) != want {
+		t.Errorf("principalId %q, want %q", edge.PrincipalID(out), want)
 	}
 	if keys := hkRedisKeys(t, srv); !slices.Equal(keys, []string{hkRedisKey(hkKeyA, id)}) {
 		t.Errorf("Redis keys %v, want only the keyed %s", keys, hkRedisKey(hkKeyA, id))

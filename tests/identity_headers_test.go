@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -35,12 +36,12 @@ func TestIdentityHeaderCaseFolding(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := 0; i < 50; i++ {
-				o, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: tc.headers})
+				o, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: edge.FoldHeaders(tc.headers, nil)})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got := o.Caller.Tier == app.TierOrg; got != tc.wantOrg {
-					t.Fatalf("attempt %d: org = %v, want %v (unauthorized %v)", i, got, tc.wantOrg, o.Unauthorized)
+				if got := o.Caller.Tier == identity.TierOrg; got != tc.wantOrg {
+					t.Fatalf("attempt %d: org = %v, want %v (unauthorized %v)", i, got, tc.wantOrg, o.Unauthorized())
 				}
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -137,7 +138,7 @@ func testAnonymousIdentityOfSourceAddresses(t *testing.T, top ipv6Topology) {
 			rt, _ := idRuntime(t, env, app.Options{})
 			admitted := 0
 			for i := range tc.requests {
-				out, err := rt.Decide(ctx, app.Request{Method: "GET", Path: "/v1/items", SourceIP: tc.ip(i), StageVariables: tc.stageVars})
+				out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: tc.ip(i), StageVariables: tc.stageVars})
 				if err != nil {
 					t.Fatalf("request %d: %v", i, err)
 				}
@@ -172,7 +173,7 @@ func TestBadIPv6PrefixIsReported(t *testing.T) {
 			if !strings.Contains(strings.ReplaceAll(logs.String(), `\"`, `"`), want) {
 				t.Errorf("log lacks %s:\n%s", want, logs)
 			}
-			if _, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "2001:db8::1",
+			if _, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "2001:db8::1",
 				StageVariables: map[string]string{"rateLimitIpv6Prefix": v}}); err != nil {
 				t.Fatal(err)
 			}
@@ -189,7 +190,7 @@ func TestBadIPv6PrefixIsReported(t *testing.T) {
 func TestInvalidSourceIsLogged(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rt, logs := idRuntime(t, ipv6Env(srv.URL(), nil), app.Options{})
-	out, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "test-invoke-source-ip"})
+	out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "test-invoke-source-ip"})
 	if err != nil {
 		t.Fatal(err)
 	}

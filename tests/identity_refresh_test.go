@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -89,9 +90,9 @@ func idToken(t testing.TB, j *idJWKS, sub string) string {
 	return s
 }
 
-func idDecide(t testing.TB, rt *app.Runtime, headers map[string]string) app.Outcome {
+func idDecide(t testing.TB, rt *app.Runtime, headers map[string]string) edge.Outcome {
 	t.Helper()
-	o, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7", Headers: headers})
+	o, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7", Headers: headers})
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
@@ -120,10 +121,10 @@ func TestIdentityColdStartBudget(t *testing.T) {
 
 	key := map[string]string{"x-api-key": "gw-key-page-1-a"}
 	bearer := map[string]string{"authorization": "Bearer " + idToken(t, jwks, "alice")}
-	if o := idDecide(t, rt, key); o.Caller.Tier != app.TierAnonymous || o.Unauthorized || !o.Result.Allowed {
+	if o := idDecide(t, rt, key); o.Caller.Tier != identity.TierAnonymous || o.Unauthorized() || !o.Result.Allowed {
 		t.Errorf("API key while the keys load: %+v, want anonymous, not unauthorized", o)
 	}
-	if o := idDecide(t, rt, bearer); o.Caller.Tier != app.TierAnonymous || !o.Unauthorized {
+	if o := idDecide(t, rt, bearer); o.Caller.Tier != identity.TierAnonymous || !o.Unauthorized() {
 		t.Errorf("token while the JWKS loads: %+v, want unauthorized", o)
 	}
 	if gw.gate.Held() != 1 || jwks.gate.Held() != 1 {
@@ -138,10 +139,10 @@ func TestIdentityColdStartBudget(t *testing.T) {
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := idDecide(t, rt, key); o.Caller.Tier != app.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
+	if o := idDecide(t, rt, key); o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
 		t.Errorf("API key once the keys are listed: %+v, want org", o)
 	}
-	if o := idDecide(t, rt, bearer); o.Caller.Tier != app.TierUser || o.Unauthorized {
+	if o := idDecide(t, rt, bearer); o.Caller.Tier != identity.TierUser || o.Unauthorized() {
 		t.Errorf("token once the JWKS is fetched: %+v, want user", o)
 	}
 }
@@ -158,7 +159,7 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
 	known := map[string]string{"x-api-key": "gw-key-page-1-a"}
 	created := map[string]string{"x-api-key": "gw-key-created-later"}
-	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Fatalf("known key after cold start: %+v", o)
 	}
 
@@ -170,14 +171,14 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	defer release()
 	clock.Advance(time.Minute + 7*time.Second) // API_KEYS_REFRESH and its jitter (up to a tenth): the list is stale
 
-	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("known key on a stale list: %+v, want org", o)
 	}
 	gw.gate.Entered()
-	if o := idDecide(t, rt, created); !o.Unauthorized {
+	if o := idDecide(t, rt, created); !o.Unauthorized() {
 		t.Errorf("key created since the last listing, while the next hangs: %+v, want unauthorized", o)
 	}
-	if o := idDecide(t, rt, known); o.Caller.Tier != app.TierOrg {
+	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("known key while a listing hangs: %+v, want org", o)
 	}
 	if gw.gate.Held() != 1 {
@@ -188,7 +189,7 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := idDecide(t, rt, created); o.Caller.Tier != app.TierOrg {
+	if o := idDecide(t, rt, created); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("key created since, after the listing: %+v, want org", o)
 	}
 }
@@ -210,9 +211,9 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	decide := func(key string) app.Outcome {
+	decide := func(key string) edge.Outcome {
 		t.Helper()
-		o, err := rt.Decide(context.Background(), app.Request{
+		o, err := rt.Decide(context.Background(), edge.Request{
 			Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7",
 			APIID: "a1b2c3d4e5", Stage: "prod", Headers: map[string]string{"x-api-key": key},
 		})
@@ -239,7 +240,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 			gw.plans[1].KeyIDs = append(gw.plans[1].KeyIDs, "k10")
 			gw.mu.Unlock()
 		}
-		if o := decide(fmt.Sprintf("spray-%d", i)); !o.Unauthorized {
+		if o := decide(fmt.Sprintf("spray-%d", i)); !o.Unauthorized() {
 			t.Fatalf("unknown key %d: %+v, want unauthorized", i, o)
 		}
 		if err := rt.WaitLoaded(context.Background()); err != nil {
@@ -250,7 +251,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	if n, most := listings(), int(span/time.Minute)+1; n > most {
 		t.Errorf("%d listings in %v of unknown keys with API_KEYS_REFRESH 1m, want at most %d", n, span, most)
 	}
-	if o := decide("gw-key-created-later"); o.Caller.Tier != app.TierOrg {
+	if o := decide("gw-key-created-later"); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("key created during the spray, after the next listing: %+v, want org", o)
 	}
 }

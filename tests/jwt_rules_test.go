@@ -19,6 +19,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -85,12 +86,12 @@ func TestJWTLoopholesClosed(t *testing.T) {
 			}
 			o := idDecide(t, rt, map[string]string{"authorization": "Bearer " + tc.token})
 			if tc.reason == "" {
-				if o.Caller.Tier != app.TierUser || o.Unauthorized || !o.Result.Allowed {
+				if o.Caller.Tier != identity.TierUser || o.Unauthorized() || !o.Result.Allowed {
 					t.Fatalf("got %+v, want the user tier", o)
 				}
 				return
 			}
-			if o.Caller.Tier != app.TierAnonymous || o.Caller.Identity != "ip:198.51.100.7" || !o.Unauthorized || !o.Result.Allowed {
+			if o.Caller.Tier != identity.TierAnonymous || o.Caller.Identity != "ip:198.51.100.7" || !o.Unauthorized() || !o.Result.Allowed {
 				t.Errorf("got %+v, want unauthorized, counted against the source IP's anonymous limit", o)
 			}
 			log := logs.String()
@@ -131,7 +132,7 @@ func TestJWTPlainHTTPJWKSRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := idDecide(t, rt, map[string]string{"authorization": "Bearer " + tok})
-	if o.Caller.Tier != app.TierAnonymous || !o.Unauthorized {
+	if o.Caller.Tier != identity.TierAnonymous || !o.Unauthorized() {
 		t.Errorf("got %+v, want unauthorized", o)
 	}
 	log := logs.String()

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -52,7 +53,7 @@ func obsStart(t *testing.T, env map[string]string) *obsFunction {
 	rt, err := app.NewRuntime(ctx, getenv, app.Options{
 		Logger:              logger,
 		Metrics:             f.stdout,
-		DecisionLogSampling: app.LogSampling{Now: f.clock.Now},
+		DecisionLogSampling: observe.LogSampling{Now: f.clock.Now},
 	})
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)
@@ -74,7 +75,7 @@ type obsOutput struct {
 func (o obsOutput) decisionLogs() []map[string]any {
 	var out []map[string]any
 	for _, l := range o.logs {
-		if l["msg"] == app.DecisionMessage {
+		if l["msg"] == observe.DecisionMessage {
 			out = append(out, l)
 		}
 	}
@@ -467,11 +468,11 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 		{"authorizer REST: allowed again", nil, "authorizer", rest("198.51.100.31", "GET", "/v1/items", nil),
 			true, "anonymous", "allowed", true, "", "", "", ""},
 		{"authorizer REST: denied, Info", nil, "authorizer", rest("198.51.100.31", "GET", "/v1/items", nil),
-			true, "anonymous", "denied", true, "INFO", app.ReasonOverLimit, "GET /v1/items", "198.51.100.31"},
+			true, "anonymous", "denied", true, "INFO", observe.ReasonOverLimit, "GET /v1/items", "198.51.100.31"},
 		{"authorizer REST: denied from the deny cache, no Redis time", nil, "authorizer", rest("198.51.100.31", "GET", "/v1/items", nil),
-			true, "anonymous", "denied", false, "INFO", app.ReasonOverLimit, "GET /v1/items", "198.51.100.31"},
+			true, "anonymous", "denied", false, "INFO", observe.ReasonOverLimit, "GET /v1/items", "198.51.100.31"},
 		{"authorizer REST: unknown API key, rejected, Warn", nil, "authorizer", rest(obsSourceIP, "GET", "/v1/items", map[string]string{"x-api-key": obsUnknownKey}),
-			true, "anonymous", "rejected", true, "WARN", app.ReasonUnauthorized, "GET /v1/items", obsSourceIP},
+			true, "anonymous", "rejected", true, "WARN", observe.ReasonUnauthorized, "GET /v1/items", obsSourceIP},
 		{"authorizer REST: known API key, org, allowed", nil, "authorizer", rest("198.51.100.32", "GET", "/v1/items", map[string]string{"x-api-key": obsKnownKey}),
 			true, "org", "allowed", true, "", "", "", ""},
 		{"authorizer REST: verified JWT, user, allowed", nil, "authorizer", rest("198.51.100.33", "GET", "/v1/items", map[string]string{"Authorization": "Bearer " + token}),
@@ -485,17 +486,17 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 		{"API REST: quota, its own limit counted, the tier only peeked", nil, "api", api("GET", "/v1/quota", "198.51.100.35", nil, ""),
 			true, "anonymous", "allowed", true, "", "", "", ""},
 		{"API REST: quota with an unknown key, counted and rejected", nil, "api", api("GET", "/v1/quota", "198.51.100.36", map[string]string{"x-api-key": obsUnknownKey}, ""),
-			true, "anonymous", "rejected", true, "WARN", app.ReasonUnauthorized, "GET /v1/quota", "198.51.100.36"},
+			true, "anonymous", "rejected", true, "WARN", observe.ReasonUnauthorized, "GET /v1/quota", "198.51.100.36"},
 		{"API HTTP API: login allowed", nil, "api", httpAPI("POST", "/auth/login", "198.51.100.37", map[string]string{"content-type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
 			true, "anonymous", "allowed", true, "", "", "", ""},
 		{"Redis stopped: authorizer REST degraded, Warn, with the failed call's Redis time", stopRedis, "authorizer", rest("198.51.100.38", "GET", "/v1/items", nil),
-			true, "anonymous", "degraded", true, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.38"},
+			true, "anonymous", "degraded", true, "WARN", observe.ReasonFallback, "GET /v1/items", "198.51.100.38"},
 		{"Redis stopped: authorizer REST login rejected (fail-closed), Error, with Redis time", nil, "authorizer", rest("198.51.100.38", "POST", "/auth/login", nil),
-			true, "anonymous", "rejected", true, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.38"},
+			true, "anonymous", "rejected", true, "ERROR", observe.ReasonUnavailable, "POST /auth/login", "198.51.100.38"},
 		{"Redis stopped: API REST login rejected (503), Error, with Redis time", nil, "api", api("POST", "/auth/login", "198.51.100.39", map[string]string{"Content-Type": "application/json"}, `{"username":"a","password":"`+obsPassword+`"}`),
-			true, "anonymous", "rejected", true, "ERROR", app.ReasonUnavailable, "POST /auth/login", "198.51.100.39"},
+			true, "anonymous", "rejected", true, "ERROR", observe.ReasonUnavailable, "POST /auth/login", "198.51.100.39"},
 		{"Redis stopped: API HTTP API degraded, with Redis time", nil, "api", httpAPI("GET", "/v1/items", "198.51.100.40", nil, ""),
-			true, "anonymous", "degraded", true, "WARN", app.ReasonFallback, "GET /v1/items", "198.51.100.40"},
+			true, "anonymous", "degraded", true, "WARN", observe.ReasonFallback, "GET /v1/items", "198.51.100.40"},
 	}
 	for i, step := range steps {
 		if step.before != nil {
@@ -710,14 +711,14 @@ func TestObservabilityDenialFloodIsSampled(t *testing.T) {
 			if records != flood {
 				t.Fatalf("%d records for %d invocations: metrics must never be sampled", records, flood)
 			}
-			if lines != app.DefaultLogBurst {
-				t.Fatalf("%d %s lines in a flood of %d at one instant, want the burst of %d", lines, tc.outcome, flood, app.DefaultLogBurst)
+			if lines != observe.DefaultLogBurst {
+				t.Fatalf("%d %s lines in a flood of %d at one instant, want the burst of %d", lines, tc.outcome, flood, observe.DefaultLogBurst)
 			}
 			fn.clock.Advance(time.Second)
 			out, _ := fn.invoke(t, "authorizer", tc.event(flood))
 			got := out.decisionLogs()
 			// Of the flood, the first two from the address were allowed.
-			wantSuppressed := flood - app.DefaultLogBurst
+			wantSuppressed := flood - observe.DefaultLogBurst
 			if tc.outcome == "denied" {
 				wantSuppressed -= 2
 			}
@@ -731,7 +732,7 @@ func TestObservabilityDenialFloodIsSampled(t *testing.T) {
 // TestObservabilityNeverLogsSecrets runs the real function binaries under
 // the Lambda Runtime Interface Emulator at LOG_LEVEL=debug (every line
 // there is) and searches everything they print (their log lines, EMF
-// records, go-redis's messages through app.RedisLog, anything a library
+// records, go-redis's messages through observe.RedisLog, anything a library
 // prints) for what the test planted: API keys, bearer JWTs (valid and
 // forged), a password in a login body, a token in a query string, the
 // user id, and the source IP (also sent as X-Forwarded-For). Redis is
@@ -842,7 +843,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 				if errs := validateEMF(m, time.Now()); len(errs) > 0 {
 					t.Errorf("%s EMF record: %v\n%s", name, errors.Join(errs...), line)
 				}
-			case m["msg"] == app.DecisionMessage:
+			case m["msg"] == observe.DecisionMessage:
 				decisions++
 			case m["msg"] == "redis client":
 				redisLines++

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -235,7 +236,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 			env := connEnv(server.url, tc.env)
 			env["REDIS_TLS_CA_FILE"] = server.ca.CertFile()
 			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(smServer.URL)})
-			out, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
+			out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
 			}

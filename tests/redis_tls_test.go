@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -305,7 +306,7 @@ func TestRedisTLSFromEnvironment(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := connEnv(redisURL, map[string]string{"REDIS_TLS_CA_FILE": tc.caFile})
 			rt, logs := idRuntime(t, env, app.Options{})
-			out, err := rt.Decide(context.Background(), app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.44"})
+			out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.44"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
 			}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -164,12 +164,12 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 	switch {
 	case !resp.IsAuthorized:
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
-	case app.UnavailableFromContext(resp.Context):
+	case edge.UnavailableFromContext(resp.Context):
 		return "unavailable", ""
-	case resp.Context[app.CtxRetryAfter] != nil:
-		return "denied", fmt.Sprint(resp.Context[app.CtxName])
+	case resp.Context[edge.CtxRetryAfter] != nil:
+		return "denied", fmt.Sprint(resp.Context[edge.CtxName])
 	}
-	return "admitted", fmt.Sprint(resp.Context[app.CtxName])
+	return "admitted", fmt.Sprint(resp.Context[edge.CtxName])
 }
 
 // TestEncodedLoginPathsReachTheLoginHandler shows, on the API function's
@@ -374,7 +374,12 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 			edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)
 			clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
 			limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "login-edge"})
-			login := config.RoutesFor(cfg.Routes, "POST", "/auth/login")
+			var login []config.RouteLimit
+			for _, r := range cfg.Routes {
+				if r.MatchesRequest("POST", config.ParseRequestPath("/auth/login")) {
+					login = append(login, r)
+				}
+			}
 			if len(login) != 1 {
 				t.Fatalf("default routes for POST /auth/login: %v", login)
 			}

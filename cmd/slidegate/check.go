@@ -14,6 +14,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -209,9 +210,9 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	tiers := limits.Tiers
 	v6 := fmt.Sprintf("per source IP (IPv6 per /%d)", limits.IPv6Prefix)
 	out := []limitReport{
-		{Name: config.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: algorithmName(tiers.Anonymous.Algorithm), Per: v6, Failure: "per route"},
-		{Name: config.TierUser, Limit: tiers.User.String(), Algorithm: algorithmName(tiers.User.Algorithm), Per: "per verified JWT subject", Failure: "per route"},
-		{Name: config.TierOrg, Limit: tiers.Org.String(), Algorithm: algorithmName(tiers.Org.Algorithm), Per: "per API key", Failure: "per route"},
+		{Name: identity.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: algorithmName(tiers.Anonymous.Algorithm), Per: v6, Failure: "per route"},
+		{Name: identity.TierUser, Limit: tiers.User.String(), Algorithm: algorithmName(tiers.User.Algorithm), Per: "per verified JWT subject", Failure: "per route"},
+		{Name: identity.TierOrg, Limit: tiers.Org.String(), Algorithm: algorithmName(tiers.Org.Algorithm), Per: "per API key", Failure: "per route"},
 		{Name: config.QuotaLimitName, Limit: limits.Quota.String(), Algorithm: algorithmName(limits.Quota.Algorithm), Per: "per caller, each GET /v1/quota", Failure: "fails open"},
 	}
 	for _, r := range limits.Routes {

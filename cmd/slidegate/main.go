@@ -30,8 +30,7 @@ import (
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/observe"
 )
 
 // Exit statuses.
@@ -56,7 +55,7 @@ type env struct {
 func main() {
 	// go-redis logs failed dials on its own; the command says what failed
 	// in one line instead.
-	redis.SetLogger(app.RedisLog{L: slog.New(slog.DiscardHandler)})
+	redis.SetLogger(observe.RedisLog{L: slog.New(slog.DiscardHandler)})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, environ: os.Environ})
 	stop()

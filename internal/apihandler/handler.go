@@ -20,12 +20,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"path"
-	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/httplimit"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -33,17 +35,17 @@ import (
 // provides it.
 type Runtime interface {
 	// Decide counts the request against every limit that applies.
-	Decide(ctx context.Context, req app.Request) (app.Outcome, error)
+	Decide(ctx context.Context, req edge.Request) (edge.Outcome, error)
 	// Quota spends one call from the quota route's own limit and, when it
 	// admits the call, reports the request's other limits without spending
 	// them.
-	Quota(ctx context.Context, req app.Request) (app.Outcome, error)
+	Quota(ctx context.Context, req edge.Request) (edge.Outcome, error)
 }
 
 // Options configure the handler. The zero value is ready for use.
 type Options struct {
 	// Logger receives the handler's records (requests that could not be
-	// decided), within the default app.LogSampling budget: a caller can
+	// decided), within the default observe.LogSampling budget: a caller can
 	// cause them in a flood. slog.Default() when nil. The decisions' own
 	// lines and metrics are the Runtime's.
 	Logger *slog.Logger
@@ -69,7 +71,7 @@ const (
 //     quota route's own limit per caller (RATE_LIMIT_QUOTA), and is
 //     answered 429 with that limit's headers once it is spent
 //     (Runtime.Quota); an unknown API key or bad token is counted and
-//     answered as on any route (401, then 429);
+//     answered as on any route (edge.Unauthorized, UnauthorizedOverLimit);
 //   - GET /v1/items is an ordinary limited route;
 //   - POST /auth/login is a demo login, limited by its route limit
 //     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
@@ -80,7 +82,7 @@ func New(rt Runtime, opts Options) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger = slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
+	logger = slog.New(observe.SampledHandler(logger.Handler(), observe.LogSampling{}))
 	d := deciders{rt: rt}
 	limit := httplimit.Middleware(d.spend, httplimit.Options{
 		Logger:                logger,
@@ -121,9 +123,9 @@ func cleanPathsOnly(next, notFound http.Handler) http.Handler {
 }
 
 // routeName names a request in the middleware's log lines as the decision
-// lines name it (app.RouteName): an HTTP API's route key, never a path
+// lines name it (edge.RouteName): an HTTP API's route key, never a path
 // that may hold a secret, when the event has one.
-func routeName(r *http.Request) string { return app.RouteName(readRequest(r).Request) }
+func routeName(r *http.Request) string { return edge.RouteName(readRequest(r).Request) }
 
 // deciders turn an HTTP request into the middleware's verdict.
 type deciders struct {
@@ -131,7 +133,7 @@ type deciders struct {
 }
 
 // errAuthorizerUnavailable is what a decider reports for a request the HTTP
-// API authorizer could not decide on a fail-closed route (app.CtxUnavailable
+// API authorizer could not decide on a fail-closed route (edge.CtxUnavailable
 // in its context): the middleware answers it 503, like a Redis outage seen
 // by the function itself.
 var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
@@ -142,11 +144,11 @@ var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this 
 // again.
 func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	req := readRequest(r)
-	if app.UnavailableFromContext(req.Authorizer) {
+	if edge.UnavailableFromContext(req.Authorizer) {
 		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
 	if req.Authorizer != nil {
-		if decision, ok := app.DecisionFromContext(req.Authorizer); ok {
+		if decision, ok := edge.DecisionFromContext(req.Authorizer); ok {
 			return httplimit.Verdict{Result: ratelimit.Result{
 				Allowed:   decision.Allowed,
 				Degraded:  decision.Degraded,
@@ -157,12 +159,12 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	out, err := d.rt.Decide(r.Context(), req.Request)
 	if err != nil {
 		// Not wrapped again: the Runtime's error already names the route
-		// (app.RouteName, clipped), and the middleware's line names it once
+		// (edge.RouteName, clipped), and the middleware's line names it once
 		// more. A caller chooses the path; each copy of it in a log line is
 		// one more place for a token in it to land.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized}, nil
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized()}, nil
 }
 
 // peek reports the caller's limits without spending them: the
@@ -170,12 +172,11 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 // asks Redis (unless an authorizer in front of it could not decide a
 // fail-closed route). It spends one call from the quota route's own limit,
 // whose denial is Enforced (429 under ReportOnly). An unknown key or bad
-// token is not a peek: Runtime.Quota counts it against the source IP's
-// anonymous limit, and the middleware answers 401, or 429 once that limit
-// denies.
+// token is not a peek: Runtime.Quota counts it, and the middleware answers
+// it by its edge.Kind.
 func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 	req := readRequest(r)
-	if app.UnavailableFromContext(req.Authorizer) {
+	if edge.UnavailableFromContext(req.Authorizer) {
 		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
 	out, err := d.rt.Quota(r.Context(), req.Request)
@@ -183,31 +184,31 @@ func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 		// Not wrapped again with the route: see spend.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized, Enforced: out.QuotaDenied}, nil
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Enforced: out.QuotaDenied}, nil
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the
-// path, so that routes match on every stage as they do for REST APIs.
+// path (edge.StripStage), so that routes match on every stage as they do
+// for REST APIs. A REST proxy event's path already leaves the stage out.
 func stripStage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		prefix := stagePrefix(r)
-		if prefix == "" {
+		rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context())
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rest, ok := strings.CutPrefix(r.URL.Path, prefix)
-		if !ok || (rest != "" && rest[0] != '/') {
+		path := r.URL.EscapedPath()
+		rest := edge.StripStage(path, rc.Stage)
+		decoded, err := url.PathUnescape(rest)
+		if rest == path || err != nil {
 			next.ServeHTTP(w, r)
 			return
-		}
-		if rest == "" {
-			rest = "/"
 		}
 		// A shallow copy, as http.StripPrefix makes: only the path differs.
 		stripped := new(http.Request)
 		*stripped = *r
 		u := *r.URL
-		u.Path, u.RawPath = rest, ""
+		u.Path, u.RawPath = decoded, ""
 		stripped.URL = &u
 		next.ServeHTTP(w, stripped)
 	})

@@ -15,7 +15,8 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/wire"
 )
 
@@ -34,13 +35,13 @@ type LambdaHandler struct {
 }
 
 // NewLambdaHandler wraps h. logger receives one record per malformed event,
-// within the default app.LogSampling budget (a caller can send malformed
+// within the default observe.LogSampling budget (a caller can send malformed
 // requests in a flood); slog.Default() when nil.
 func NewLambdaHandler(h http.Handler, logger *slog.Logger) *LambdaHandler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	logger = slog.New(app.SampledHandler(logger.Handler(), app.LogSampling{}))
+	logger = slog.New(observe.SampledHandler(logger.Handler(), observe.LogSampling{}))
 	return &LambdaHandler{rest: httpadapter.New(h), httpAPI: httpadapter.NewV2(h), logger: logger}
 }
 
@@ -140,7 +141,7 @@ func notTokenChar(r rune) bool {
 
 func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGatewayProxyResponse {
 	attrs := []slog.Attr{slog.String("error", err.Error())}
-	if id := app.LambdaRequestID(ctx); id != "" {
+	if id := edge.LambdaRequestID(ctx); id != "" {
 		attrs = append(attrs, slog.String("lambdaRequestId", id))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelError, "malformed event", attrs...)

@@ -2,7 +2,6 @@ package apihandler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -11,8 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 )
 
 // TestInvokeTellsShapesApart: the response type follows the event's shape,
@@ -101,7 +99,7 @@ func TestReadRequest(t *testing.T) {
 				})
 				return err
 			},
-			want: gatewayRequest{Authorizer: authorizer, Request: app.Request{APIID: "a1b2c3d4e5", Stage: "dev"}},
+			want: gatewayRequest{Authorizer: authorizer, Request: edge.Request{APIID: "a1b2c3d4e5", Stage: "dev"}},
 		},
 		{
 			name: "HTTP API on a named stage",
@@ -155,59 +153,6 @@ func TestReadRequest(t *testing.T) {
 		r.Header.Set("X-Forwarded-For", "198.51.100.1")
 		if got := readRequest(r); got.SourceIP != "192.0.2.9" || got.Authorizer != nil {
 			t.Fatalf("local request read as %+v", got)
-		}
-	})
-}
-
-// TestLowerHeadersKeepsCredentials: a request with more headers than
-// maxHeaders keeps its x-api-key and Authorization whatever their names
-// sort like, and the others it keeps are the same on every call (the first
-// by sorted name), never chosen by map iteration order.
-func TestLowerHeadersKeepsCredentials(t *testing.T) {
-	h := http.Header{}
-	for i := range 2 * maxHeaders {
-		// Names on both sides of the credentials' in sorted order.
-		h.Set(fmt.Sprintf("A-Pad-%03d", i), "x")
-		h.Set(fmt.Sprintf("Z-Pad-%03d", i), "x")
-	}
-	h.Set("X-Api-Key", "unknown-key")
-	h.Set("Authorization", "Bearer not-a-jwt")
-	h["X-Empty"] = nil
-
-	first := lowerHeaders(h)
-	if len(first) != maxHeaders {
-		t.Fatalf("kept %d headers, want %d", len(first), maxHeaders)
-	}
-	if first["x-api-key"] != "unknown-key" || first["authorization"] != "Bearer not-a-jwt" {
-		t.Fatalf("credentials dropped: x-api-key %q, authorization %q", first["x-api-key"], first["authorization"])
-	}
-	for i := range maxHeaders - 2 {
-		if name := fmt.Sprintf("a-pad-%03d", i); first[name] != "x" {
-			t.Fatalf("%s missing: the kept headers are not the first by sorted name", name)
-		}
-	}
-	for range 50 {
-		if got := lowerHeaders(h); !reflect.DeepEqual(got, first) {
-			t.Fatal("the same headers gave a different app.Request")
-		}
-	}
-
-	t.Run("names differing only in case: the lower-case one, else the first in sorted order", func(t *testing.T) {
-		tests := []struct {
-			h    http.Header
-			want string
-		}{
-			{http.Header{"X-API-KEY": {"upper"}, "X-Api-Key": {"canonical"}, "x-api-key": {"lower"}}, "lower"},
-			{http.Header{"X-API-KEY": {"upper"}, "X-Api-Key": {"canonical"}}, "upper"},
-			{http.Header{"X-PAD": {"upper"}, "x-pad": {"lower"}}, "lower"},
-		}
-		for _, tt := range tests {
-			for range 50 {
-				got := lowerHeaders(tt.h)
-				if v := got["x-api-key"] + got["x-pad"]; v != tt.want {
-					t.Fatalf("%v read as %q, want %q", tt.h, v, tt.want)
-				}
-			}
 		}
 	})
 }

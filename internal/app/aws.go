@@ -12,6 +12,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/slidegate/slidegate/internal/identity"
 )
 
 // secretReadTimeout bounds one GetSecretValue call, the SDK's retries
@@ -34,7 +35,7 @@ type awsClients struct {
 	mu         sync.Mutex
 	loaded     bool
 	cfg        aws.Config
-	apiGateway APIGatewayClient
+	apiGateway identity.GatewayAPI
 	secrets    SecretReader
 }
 
@@ -50,7 +51,7 @@ func (c *awsClients) configLocked(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
-func (c *awsClients) apiGatewayClient(ctx context.Context) (APIGatewayClient, error) {
+func (c *awsClients) apiGatewayClient(ctx context.Context) (identity.GatewayAPI, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.apiGateway == nil {

@@ -2,26 +2,15 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
-)
-
-// Decision outcomes, as logged and counted in metrics.
-const (
-	OutcomeAllowed  = "allowed"
-	OutcomeDenied   = "denied"
-	OutcomeDegraded = "degraded"
-	// OutcomeRejected: refused for another reason than the limit: an
-	// unauthorized credential (401) or a fail-closed route Redis could not
-	// decide (503).
-	OutcomeRejected = "rejected"
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
@@ -29,36 +18,29 @@ const (
 // counted for the same identity), then one decision that spends on all of
 // them or none.
 //
-// Unauthorized requests are not errors: Outcome.Unauthorized is set and the
-// request was counted against its source IP's anonymous limit. The error is
-// non-nil only when the request cannot be decided: a fail-closed route
-// while Redis is unavailable (wrapping ratelimit.ErrUnavailable; the
-// Outcome still names the caller and FailClosed, and its Result holds the
-// RedisLatency of the failed attempt, which the metrics record publishes)
-// or limits that can never be decided (ratelimit.ErrInvalid).
-func (rt *Runtime) Decide(ctx context.Context, req Request) (Outcome, error) {
-	return rt.decide(ctx, req, true)
-}
-
-// Peek is Decide without spending anything: the caller's quota as it
-// stands (GET /v1/quota). A Redis outage gives the local fallback's view,
-// marked degraded, on every route.
+// The Outcome's Kind says what happened, and every answer derives from it
+// (see edge.Kind). Unauthorized requests are not errors: they were counted
+// against their source IP's anonymous limit (Kind Unauthorized or
+// UnauthorizedOverLimit). The error is non-nil only when the request
+// cannot be decided, and then says why, for the log: a fail-closed route
+// while Redis is unavailable (Kind Unavailable, the error wrapping
+// ratelimit.ErrUnavailable; the Outcome still names the caller and
+// FailClosed, and its Result holds the RedisLatency of the failed attempt,
+// which the metrics record publishes) or limits that can never be decided
+// (Kind Undecidable, ratelimit.ErrInvalid).
 //
-// Only a caller with a verified identity (or none at all) peeks for free.
-// An unknown API key or a bearer token that does not verify is decided
-// exactly as Decide would: counted against the source IP's anonymous limit
-// (and every route limit of the request), logged, and subject to the
-// route's failure policy. Otherwise the quota would be a free, unlogged
-// oracle for guessing keys and tokens.
-func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
-	return rt.decide(ctx, req, false)
+// req must be normalised as the edge package builds it (upper-case method,
+// lower-case header names).
+func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, error) {
+	return rt.decideResolved(ctx, rt.resolve(ctx, req))
 }
 
 // Quota answers GET /v1/quota: it spends one call from the caller's
 // quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
 // identity) and, when that admits it, peeks at the caller's tier and route
-// limits, which it never spends. When the quota limit denies, the Outcome
-// has QuotaDenied set and its Result is that denial: nothing is peeked,
+// limits, which it never spends (the Outcome's Kind and Result are then
+// the peek's). When the quota limit denies, the Outcome has QuotaDenied
+// set and its Result is that denial: nothing is peeked,
 // and a caller flooding the quota costs one Redis call per denied request
 // at most (none while the deny cache holds the denial), never a read of its
 // other limits.
@@ -70,24 +52,25 @@ func (rt *Runtime) Peek(ctx context.Context, req Request) (Outcome, error) {
 //
 // The quota limit is fail-open, like the route: when Redis cannot decide
 // it, the local fallback does, and the peek shows the fallback's view,
-// marked degraded. An unknown API key or a bearer token that does not
-// verify is decided exactly as Decide would, as for Peek.
-func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
+// marked degraded. Only a caller with a verified identity (or none at all)
+// peeks: an unknown API key or a bearer token that does not verify is
+// decided exactly as Decide would (counted against the source IP's
+// anonymous limit and every route limit of the request, logged, and
+// subject to the route's failure policy), or the quota would be a free,
+// unlogged oracle for guessing keys and tokens.
+func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, error) {
 	r := rt.resolve(ctx, req)
 	if r.who.Unauthorized {
-		return rt.decideResolved(ctx, r, true)
+		return rt.decideResolved(ctx, r)
 	}
-	out := Outcome{
-		Caller:     r.caller(),
-		FailClosed: config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
-	}
+	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
-		err = fmt.Errorf("quota %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result = spent
+	out.Result, out.Kind = spent, edge.KindOf(spent, false, err)
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -95,17 +78,17 @@ func (rt *Runtime) Quota(ctx context.Context, req Request) (Outcome, error) {
 	}
 	out.Result, err = r.gate.gate.Peek(ctx, 1, checksFor(r.limits, out.Caller, r.req.Method, r.path)...)
 	if err != nil {
-		return out, fmt.Errorf("peek %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	return out, nil
+	out.Kind = edge.KindOf(out.Result, false, err)
+	return out, err
 }
 
-// resolvedRequest is a request normalised once (method upper-cased, header
-// names folded, path read as the serving router reads it), with its
-// stage's limits, the gate of the current identity hash key, and its
-// caller.
+// resolvedRequest is a request with its path read as the serving router
+// reads it, its stage's limits, the gate of the current identity hash
+// key, and its caller.
 type resolvedRequest struct {
-	req    Request
+	req    edge.Request
 	path   config.RequestPath
 	limits *config.Limits
 	gate   *hashedGate
@@ -114,12 +97,10 @@ type resolvedRequest struct {
 	start time.Time
 }
 
-// resolve normalises req and resolves its caller. An anonymous caller
+// resolve reads req's path and resolves its caller. An anonymous caller
 // whose source address does not parse is logged (within its budget).
-func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
+func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedRequest {
 	start := time.Now()
-	req.Method = strings.ToUpper(req.Method)
-	req.Headers = lowerHeaders(req.Headers)
 	// The path as the serving router reads it: decoded, dot segments
 	// resolved. Route limits and fail-closed globs match on it, so that no
 	// spelling of a path reaches its handler around them.
@@ -131,73 +112,50 @@ func (rt *Runtime) resolve(ctx context.Context, req Request) resolvedRequest {
 	rt.awaitIdentity(ctx, req.Headers)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
 	if who.InvalidSource {
-		rt.observer.invalidSource(ctx, req.SourceIP)
+		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
 	return resolvedRequest{req: req, path: path, limits: limits, gate: rt.currentGate(ctx), who: who, start: start}
 }
 
-// caller is who the request is counted against, with its keyed hash.
-func (r resolvedRequest) caller() Caller {
-	return Caller{
-		Tier:     r.who.Caller.Tier,
-		Identity: r.who.Caller.Identity,
-		Hash:     r.gate.hashOf(r.who.Caller.Identity),
-		APIKey:   r.who.Caller.APIKey,
+// outcome is the Outcome of the request before its decision: who is
+// counted, with the identity's keyed hash, and whether the route fails
+// closed.
+func (r resolvedRequest) outcome(failClosed bool) edge.Outcome {
+	return edge.Outcome{
+		Caller:       r.who.Caller,
+		IdentityHash: r.gate.hashOf(r.who.Caller.Identity),
+		FailClosed:   failClosed,
 	}
 }
 
-// decide resolves the caller and decides. spend is false for Peek, and is
-// overridden for an unauthorized caller, who never peeks for free. Every
-// decision that spends is observed: one EMF record and, within the log
-// budget and level, one log line. A peek is neither: it changes nothing,
-// and counting it would make a caller checking its quota look like one
-// being allowed or denied.
-func (rt *Runtime) decide(ctx context.Context, req Request, spend bool) (Outcome, error) {
-	return rt.decideResolved(ctx, rt.resolve(ctx, req), spend)
-}
-
-// decideResolved is decide once the caller is known.
-func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest, spend bool) (Outcome, error) {
-	out := Outcome{
-		Caller:       r.caller(),
-		Unauthorized: r.who.Unauthorized,
-		FailClosed:   config.IsFailClosedRequest(rt.cfg.FailClosed, r.path),
-	}
+// decideResolved decides a request whose caller is known, spending on
+// every limit that applies or none, and observes the decision: one EMF
+// record and, within the log budget and level, one log line. (A peek, in
+// Quota, is not observed: it changes nothing, and counting it would make
+// a caller checking its quota look like one being allowed or denied.)
+func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.Outcome, error) {
+	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
 	checks := checksFor(r.limits, out.Caller, r.req.Method, r.path)
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
-	if r.who.Unauthorized {
-		spend = true
-	}
-
-	var (
-		res ratelimit.Result
-		err error
-	)
-	if spend {
-		res, err = r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
-	} else {
-		res, err = r.gate.gate.Peek(ctx, 1, checks...)
-	}
-	out.Result = res
+	res, err := r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
 	if err != nil {
-		err = fmt.Errorf("decide %s for %s: %w", RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	if spend {
-		rt.observe(ctx, r, out, err)
-	}
+	out.Result, out.Kind = res, edge.KindOf(res, r.who.Unauthorized, err)
+	rt.observe(ctx, r, out, err)
 	return out, err
 }
 
 // observe records a decision that spent: one EMF record and, within the
 // log budget and level, one log line.
-func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out Outcome, err error) {
-	rt.observer.observe(ctx, decisionRecord{
-		req:        r.req,
-		out:        out,
-		credential: r.who.Reason,
-		err:        err,
-		latency:    time.Since(r.start),
+func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outcome, err error) {
+	rt.observer.Observe(ctx, observe.Decision{
+		Request:    r.req,
+		Outcome:    out,
+		Credential: r.who.Reason,
+		Err:        err,
+		Latency:    time.Since(r.start),
 	})
 }
 
@@ -205,7 +163,7 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out Outcome, 
 // identity: its tier, and every route limit matching method (upper case)
 // and path. Limits of different algorithms are decided by one script call
 // per algorithm (see ratelimit.Limiter.Decide).
-func checksFor(limits *config.Limits, c Caller, method string, path config.RequestPath) []ratelimit.Check {
+func checksFor(limits *config.Limits, c identity.Caller, method string, path config.RequestPath) []ratelimit.Check {
 	checks := make([]ratelimit.Check, 0, 2)
 	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
 	for _, r := range limits.Routes {
@@ -215,36 +173,6 @@ func checksFor(limits *config.Limits, c Caller, method string, path config.Reque
 	}
 	return checks
 }
-
-// OutcomeName is how an outcome is logged and counted.
-func OutcomeName(o Outcome, err error) string {
-	switch {
-	case err != nil || o.Unauthorized:
-		return OutcomeRejected
-	case o.Result.Degraded:
-		return OutcomeDegraded
-	case o.Result.Allowed:
-		return OutcomeAllowed
-	default:
-		return OutcomeDenied
-	}
-}
-
-// PrincipalID is the authorizer's principalId of an outcome: the tier and
-// the hashed identity (Caller.Hash), e.g. "anonymous:3f1c...", or
-// "anonymous:hash-key-unavailable" while the identity hash key is not
-// read. It never holds a key, token, user id or IP in clear.
-func PrincipalID(o Outcome) string {
-	h := o.Caller.Hash
-	if h == "" {
-		h = IdentityHashUnavailable
-	}
-	return o.Caller.Tier + ":" + h
-}
-
-// IsUnavailable reports whether a Decide error means Redis could not
-// decide (as opposed to an undecidable request).
-func IsUnavailable(err error) bool { return errors.Is(err, ratelimit.ErrUnavailable) }
 
 // failurePolicy is the Gate's policy for a route that fails closed or not.
 func failurePolicy(failClosed bool) ratelimit.FailurePolicy {

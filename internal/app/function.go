@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
 )
 
@@ -24,8 +25,8 @@ import (
 // logged.
 func NewFunctionRuntime(ctx context.Context, stdout io.Writer, getenv func(string) string) (*Runtime, error) {
 	logger := NewLogger(ctx, stdout, getenv)
-	libraryLogger := slog.New(SampledHandler(logger.Handler(), LogSampling{}))
-	redis.SetLogger(RedisLog{L: libraryLogger})
+	libraryLogger := slog.New(observe.SampledHandler(logger.Handler(), observe.LogSampling{}))
+	redis.SetLogger(observe.RedisLog{L: libraryLogger})
 	if err := tracing.Configure(tracing.Options{Logger: libraryLogger}); err != nil {
 		logger.LogAttrs(ctx, slog.LevelError, "configure tracing failed; Redis calls are not traced", slog.String("error", err.Error()))
 	}

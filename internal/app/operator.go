@@ -56,16 +56,16 @@ type Operator struct {
 // principal ids: the same 128 bits as its Redis hash tag.
 func (o *Operator) Hash(id string) string { return o.hasher.Hash(id) }
 
-// ErrRedisUnreachable is what NewOperator's error wraps when Redis does not
+// errRedisUnreachable is what NewOperator's error wraps when Redis does not
 // answer PING.
-var ErrRedisUnreachable = errors.New("cannot reach Redis")
+var errRedisUnreachable = errors.New("cannot reach Redis")
 
 // NewOperator connects to the Redis of cfg as the functions do and checks
 // that it answers. Unlike a function, which starts anyway and fails open,
 // it fails with an error naming what is missing: no REDIS_URL, an identity
 // hash key that cannot be read or is refused (the functions would count
 // under keys the tool cannot find), an AUTH secret or IAM credentials that
-// cannot be had, or a Redis that does not answer (ErrRedisUnreachable).
+// cannot be had, or a Redis that does not answer (errRedisUnreachable).
 // The error never holds a password or a key.
 func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) (*Operator, error) {
 	timeout := opts.Timeout
@@ -117,7 +117,7 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 	}
 	if err := op.ping(ctx); err != nil {
 		op.Close()
-		return nil, fmt.Errorf("%w at %s: %w", ErrRedisUnreachable, redisHost(cc.URL), err)
+		return nil, fmt.Errorf("%w at %s: %w", errRedisUnreachable, redisHost(cc.URL), err)
 	}
 	return op, nil
 }

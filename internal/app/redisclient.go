@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,7 +51,7 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 			lazy := newAuthSecret(arn, cc.URL, rt.secretRetryInterval, aws, rt.logger)
 			rt.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed; Redis connections fail until a later read succeeds (it is read again when a connection needs it, at most once per retryInterval)",
 				slog.String("error", err.Error()),
-				slog.Duration("retryInterval", lazy.interval))
+				slog.Duration("retryInterval", lazy.secret.interval))
 			cc.CredentialsProvider, auth = lazy.credentials, "secret-pending"
 		} else {
 			cc.Password, auth = secret, "secret"
@@ -115,54 +114,28 @@ func iamClientConfig(ctx context.Context, cc ratelimit.ClientConfig, iam config.
 // read at cold start failed, as a ratelimit.ClientConfig.CredentialsProvider:
 // once read, every new connection authenticates with it (and the URL's user
 // name, if any), and AWS is not called again. Until then, a connection that
-// needs it starts a read, unless one is under way or the last one ended
-// less than interval ago, so that a throttled Secrets Manager is not asked
-// by every connection; the connection waits for the read at most until its
-// own context ends (the decision's budget), and fails if the token is not
-// there by then. A read goes on when its caller stops waiting (bounded by
-// secretReadTimeout), so the next connection may find the token. A failed
-// read is logged, never the token. It is safe for concurrent use.
+// needs it starts a read when one is due (pacedSecret), so that a
+// throttled Secrets Manager is not asked by every connection; the
+// connection waits for the read at most until its own context ends (the
+// decision's budget), and fails if the token is not there by then.
 type authSecret struct {
-	arn      string
+	secret   *pacedSecret
 	username string // the URL's, if any
-	read     func(ctx context.Context, arn string) (string, error)
-	interval time.Duration
-	logger   *slog.Logger
-
-	mu       sync.Mutex
-	token    string      // "" until read
-	failedAt time.Time   // when the last read failed
-	reading  *secretRead // the read under way, if any
 }
-
-// secretRead is one read of the secret; its results are set before done is
-// closed.
-type secretRead struct {
-	done  chan struct{}
-	token string
-	err   error
-}
-
-// secretRetryInterval is how long after a failed read of
-// REDIS_AUTH_SECRET_ARN the next one may start: Secrets Manager throttles
-// an account's requests past a per-second quota, which many warm instances,
-// each retrying on every new connection, would only make worse.
-const secretRetryInterval = 30 * time.Second
 
 // newAuthSecret returns the AUTH token of arn, to be read again, for
 // connections to redisURL; the cold-start read has just failed. interval
 // is the time between reads, secretRetryInterval when zero.
 func newAuthSecret(arn, redisURL string, interval time.Duration, aws *awsClients, logger *slog.Logger) *authSecret {
-	if interval <= 0 {
-		interval = secretRetryInterval
-	}
-	s := &authSecret{
-		arn:      arn,
-		read:     aws.readSecret,
-		interval: interval,
-		logger:   logger,
-		failedAt: time.Now(),
-	}
+	s := &authSecret{secret: &pacedSecret{
+		arn:       arn,
+		read:      aws.readSecret,
+		interval:  retryInterval(interval),
+		logger:    logger,
+		failedLog: "read REDIS_AUTH_SECRET_ARN failed again; Redis connections keep failing until a later read succeeds",
+		readLog:   "read REDIS_AUTH_SECRET_ARN: new Redis connections authenticate with its token",
+		failedAt:  time.Now(),
+	}}
 	if u, err := url.Parse(redisURL); err == nil && u.User != nil {
 		s.username = u.User.Username()
 	}
@@ -172,58 +145,23 @@ func newAuthSecret(arn, redisURL string, interval time.Duration, aws *awsClients
 // credentials returns the user name and AUTH token a new connection
 // authenticates with, reading the secret if it is due (see authSecret).
 func (s *authSecret) credentials(ctx context.Context) (username, password string, err error) {
-	s.mu.Lock()
-	if s.token != "" {
-		token := s.token
-		s.mu.Unlock()
+	r, token, since := s.secret.start(ctx)
+	if token != "" {
 		return s.username, token, nil
 	}
-	r := s.reading
 	if r == nil {
-		if since := time.Since(s.failedAt); since >= 0 && since < s.interval {
-			s.mu.Unlock()
-			return "", "", fmt.Errorf("no Redis AUTH token: REDIS_AUTH_SECRET_ARN has not been read (the last read failed %s ago; the next may start %s after it)",
-				since.Round(time.Millisecond), s.interval)
-		}
-		r = &secretRead{done: make(chan struct{})}
-		s.reading = r
-		go s.readInBackground(context.WithoutCancel(ctx), r)
+		return "", "", fmt.Errorf("no Redis AUTH token: REDIS_AUTH_SECRET_ARN has not been read (the last read failed %s ago; the next may start %s after it)",
+			since.Round(time.Millisecond), s.secret.interval)
 	}
-	s.mu.Unlock()
-
 	select {
 	case <-r.done:
 		if r.err != nil {
 			return "", "", fmt.Errorf("no Redis AUTH token: %w", r.err)
 		}
-		return s.username, r.token, nil
+		return s.username, r.value, nil
 	case <-ctx.Done():
 		return "", "", fmt.Errorf("no Redis AUTH token: waiting for REDIS_AUTH_SECRET_ARN: %w", context.Cause(ctx))
 	}
-}
-
-// readInBackground reads the secret (within secretReadTimeout), keeps the
-// token if it was read, logs the outcome, and ends r.
-func (s *authSecret) readInBackground(ctx context.Context, r *secretRead) {
-	token, err := s.read(ctx, s.arn)
-	s.mu.Lock()
-	if err == nil {
-		s.token = token
-	} else {
-		s.failedAt = time.Now()
-	}
-	r.token, r.err = token, err
-	s.reading = nil
-	s.mu.Unlock()
-	close(r.done)
-
-	if err != nil {
-		s.logger.LogAttrs(ctx, slog.LevelError, "read REDIS_AUTH_SECRET_ARN failed again; Redis connections keep failing until a later read succeeds",
-			slog.String("error", err.Error()),
-			slog.Duration("retryInterval", s.interval))
-		return
-	}
-	s.logger.LogAttrs(ctx, slog.LevelInfo, "read REDIS_AUTH_SECRET_ARN: new Redis connections authenticate with its token")
 }
 
 // errRedisUnconfigured is what every command of an unconfigured client

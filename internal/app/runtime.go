@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,14 +19,10 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// APIGatewayClient reads API Gateway API keys and usage plans:
-// *apigateway.Client, or anything answering GetApiKeys, GetUsagePlans and
-// GetUsagePlanKeys the same way (a test server behind the real SDK).
-type APIGatewayClient = identity.GatewayAPI
 
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
 type SecretReader interface {
@@ -48,9 +43,9 @@ type Options struct {
 	// io.Discard turns metrics off.
 	Metrics io.Writer
 	// DecisionLogSampling bounds the decision log lines per outcome
-	// (LogSampling); the zero value is the default budget. Its clock is
+	// (observe.LogSampling); the zero value is the default budget. Its clock is
 	// Now when its own Now is nil.
-	DecisionLogSampling LogSampling
+	DecisionLogSampling observe.LogSampling
 	// Redis is the client decisions use; when nil it is built from
 	// REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT and REDIS_AUTH_SECRET_ARN, and
 	// closed by Close. A client given here is not closed by Close.
@@ -58,9 +53,10 @@ type Options struct {
 	// HTTPClient fetches the JWKS; a client with a short timeout when nil.
 	HTTPClient *http.Client
 	// APIGateway lists the API keys and usage plans when API_KEY_HASHES is
-	// unset; the aws-sdk-go-v2 API Gateway client of the default AWS
+	// unset (*apigateway.Client, or a test server behind the real SDK);
+	// the aws-sdk-go-v2 API Gateway client of the default AWS
 	// configuration when nil.
-	APIGateway APIGatewayClient
+	APIGateway identity.GatewayAPI
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
 	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
 	SecretsManager SecretReader
@@ -103,12 +99,12 @@ type Runtime struct {
 	// keys; it changes once, when an identity hash key read after cold
 	// start arrives.
 	hashed atomic.Pointer[hashedGate]
-	// hashKeySecret re-reads RATE_LIMIT_HASH_KEY_SECRET_ARN while its key
-	// is missing; nil when no secret is configured.
-	hashKeySecret *hashKeySecret
-	resolver      *identity.Resolver
-	logger        *slog.Logger
-	observer      *decisionObserver
+	// hashKey re-reads RATE_LIMIT_HASH_KEY_SECRET_ARN while its key is
+	// missing; nil when no secret is configured.
+	hashKey  *pacedSecret
+	resolver *identity.Resolver
+	logger   *slog.Logger
+	observer *observe.Observer
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -132,8 +128,8 @@ type Runtime struct {
 	// scriptsLoaded is closed when the script preload, which runs in the
 	// background, has ended.
 	scriptsLoaded chan struct{}
-	// secretRetryInterval paces re-reads of a Redis AUTH secret that could
-	// not be read at cold start (Options.SecretRetryInterval).
+	// secretRetryInterval paces re-reads of a secret that could not be read
+	// at cold start (Options.SecretRetryInterval).
 	secretRetryInterval time.Duration
 }
 
@@ -190,7 +186,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	cfg, cfgErr := config.FromEnv(getenv)
 	logConfigErrors(ctx, logger, cfgErr)
 
-	rt := &Runtime{cfg: cfg, logger: logger, observer: newDecisionObserver(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
+	rt := &Runtime{cfg: cfg, logger: logger, observer: observe.New(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
 		coldStartDeadline: deadline, coldStartBudget: budget}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
@@ -294,20 +290,13 @@ func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsClients, loads *col
 		// configuration errors); nothing will ever make it usable.
 		return nil
 	}
-	interval := rt.secretRetryInterval
-	if interval <= 0 {
-		interval = secretRetryInterval
-	}
-	s := &hashKeySecret{
-		arn:      hk.SecretARN,
-		read:     aws.readSecret,
-		interval: interval,
-		logger:   rt.logger,
-		install:  rt.installKey,
-		reading:  true,
-	}
-	rt.hashKeySecret = s
-	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", s.readOnce)
+	s := rt.hashKeySecret(hk.SecretARN, aws.readSecret)
+	rt.hashKey = s
+	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", func(ctx context.Context) {
+		if r, _, _ := s.start(ctx); r != nil {
+			<-r.done
+		}
+	})
 	return nil
 }
 
@@ -321,7 +310,7 @@ func (rt *Runtime) logBudgetSpent(ctx context.Context, loads *coldStartLoads) {
 }
 
 // awaitIdentity waits, for a request that carries an API key or a bearer
-// token (headers with lower-case names), until the cold-start loads of the
+// token (headers with lower-case names, edge.FoldHeaders), until the cold-start loads of the
 // identity sources (API key listing, JWKS, HS256 secret) have ended, the
 // cold-start budget is spent, or ctx ends. Requests without credentials,
 // and every request once the loads have ended, never wait.
@@ -534,13 +523,9 @@ func logConfigErrors(ctx context.Context, logger *slog.Logger, err error) {
 // Logger returns the runtime's logger.
 func (rt *Runtime) Logger() *slog.Logger { return rt.logger }
 
-// Config returns the parsed configuration (shared: do not modify).
-func (rt *Runtime) Config() *config.Config { return rt.cfg }
-
-// FailClosed reports whether a path's route fails closed.
-func (rt *Runtime) FailClosed(path string) bool {
-	return config.IsFailClosed(rt.cfg.FailClosed, path)
-}
+// HTTPAPIDenials is what the HTTP API authorizer does with a request it
+// cannot admit (HTTP_API_DENIALS).
+func (rt *Runtime) HTTPAPIDenials() config.Denials { return rt.cfg.HTTPAPIDenials }
 
 // Close releases the Redis client if the runtime built it.
 func (rt *Runtime) Close() error {
@@ -550,29 +535,4 @@ func (rt *Runtime) Close() error {
 		}
 	}
 	return nil
-}
-
-// lowerHeaders returns h with lower-case names, copying only when needed.
-// When names differ only in case, the exactly lower-case one wins, else the
-// first in byte order: the same headers always give the same answer, which
-// a map's iteration order would not.
-func lowerHeaders(h map[string]string) map[string]string {
-	for k := range h {
-		if strings.ToLower(k) != k {
-			return foldHeaderNames(h)
-		}
-	}
-	return h
-}
-
-func foldHeaderNames(h map[string]string) map[string]string {
-	out := make(map[string]string, len(h))
-	for _, k := range slices.Sorted(maps.Keys(h)) {
-		lk := strings.ToLower(k)
-		if _, dup := out[lk]; dup && k != lk {
-			continue
-		}
-		out[lk] = h[k]
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -67,9 +68,9 @@ func signToken(t *testing.T, sub, secret string, exp time.Time) string {
 }
 
 // admitted counts how many of n identical requests are allowed.
-func admitted(t *testing.T, rt *app.Runtime, req app.Request, n int) (int, app.Outcome) {
+func admitted(t *testing.T, rt *app.Runtime, req edge.Request, n int) (int, edge.Outcome) {
 	t.Helper()
-	var last app.Outcome
+	var last edge.Outcome
 	ok := 0
 	for i := 0; i < n; i++ {
 		o, err := rt.Decide(context.Background(), req)
@@ -89,20 +90,20 @@ func TestDecideTiers(t *testing.T) {
 	rt, _ := newRuntime(t, srv.URL(), nil)
 	cases := []struct {
 		name         string
-		req          app.Request
+		req          edge.Request
 		wantTier     string
 		wantAdmitted int
 		unauthorized bool
 	}{
-		{"anonymous counted per source IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, app.TierAnonymous, 3, false},
-		{"known API key gets the org limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: map[string]string{"X-Api-Key": testKey}}, app.TierOrg, 7, false},
-		{"verified JWT gets the user limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, app.TierUser, 5, false},
-		{"unknown API key is unauthorized and counted as the IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, app.TierAnonymous, 3, true},
-		{"forged token is unauthorized and counted as the IP", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, app.TierAnonymous, 3, true},
-		{"expired token is unauthorized", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.6", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(-time.Hour))}}, app.TierAnonymous, 3, true},
-		{"route limit applies on top of the tier", app.Request{Method: "POST", Path: "/auth/login", SourceIP: "198.51.100.7"}, app.TierAnonymous, 2, false},
-		{"stage variable overrides the tier limit", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.8", StageVariables: map[string]string{"rateLimitAnonymous": "4/1m"}}, app.TierAnonymous, 4, false},
-		{"X-Forwarded-For is ignored", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: map[string]string{"x-forwarded-for": "203.0.113.1"}}, app.TierAnonymous, 3, false},
+		{"anonymous counted per source IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, identity.TierAnonymous, 3, false},
+		{"known API key gets the org limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: edge.FoldHeaders(map[string]string{"X-Api-Key": testKey}, nil)}, identity.TierOrg, 7, false},
+		{"verified JWT gets the user limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, identity.TierUser, 5, false},
+		{"unknown API key is unauthorized and counted as the IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, identity.TierAnonymous, 3, true},
+		{"forged token is unauthorized and counted as the IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, identity.TierAnonymous, 3, true},
+		{"expired token is unauthorized", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.6", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(-time.Hour))}}, identity.TierAnonymous, 3, true},
+		{"route limit applies on top of the tier", edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "198.51.100.7"}, identity.TierAnonymous, 2, false},
+		{"stage variable overrides the tier limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.8", StageVariables: map[string]string{"rateLimitAnonymous": "4/1m"}}, identity.TierAnonymous, 4, false},
+		{"X-Forwarded-For is ignored", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: map[string]string{"x-forwarded-for": "203.0.113.1"}}, identity.TierAnonymous, 3, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,8 +111,8 @@ func TestDecideTiers(t *testing.T) {
 			if got != tc.wantAdmitted {
 				t.Errorf("admitted %d of 10, want %d", got, tc.wantAdmitted)
 			}
-			if last.Caller.Tier != tc.wantTier || last.Unauthorized != tc.unauthorized {
-				t.Errorf("tier %q unauthorized %v, want %q %v", last.Caller.Tier, last.Unauthorized, tc.wantTier, tc.unauthorized)
+			if last.Caller.Tier != tc.wantTier || last.Unauthorized() != tc.unauthorized {
+				t.Errorf("tier %q unauthorized %v, want %q %v", last.Caller.Tier, last.Unauthorized(), tc.wantTier, tc.unauthorized)
 			}
 			if ra := last.Result.RetryAfter(); ra < time.Millisecond {
 				t.Errorf("denied with RetryAfter %v", ra)
@@ -123,20 +124,20 @@ func TestDecideTiers(t *testing.T) {
 func TestAuthorizerContextRoundTrip(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rt, _ := newRuntime(t, srv.URL(), nil)
-	req := app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.1"}
+	req := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.1"}
 	for i := 0; i < 4; i++ {
 		o, err := rt.Decide(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := app.AuthorizerContext(o)
+		ctx := edge.AuthorizerContext(o)
 		// As REST API Gateway may deliver it: every value a string.
 		asStrings := make(map[string]any, len(ctx))
 		for k, v := range ctx {
 			asStrings[k] = fmt.Sprint(v)
 		}
 		for _, c := range []map[string]any{ctx, asStrings} {
-			d, ok := app.DecisionFromContext(c)
+			d, ok := edge.DecisionFromContext(c)
 			if !ok {
 				t.Fatalf("DecisionFromContext(%v) failed", c)
 			}
@@ -180,12 +181,12 @@ func TestRedisDown(t *testing.T) {
 	srv.Stop()
 	cases := []struct {
 		name       string
-		req        app.Request
+		req        edge.Request
 		wantErr    bool
 		wantDegrad bool
 	}{
-		{"normal route degrades to the local fallback", app.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.9"}, false, true},
-		{"fail-closed route fails", app.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.9"}, true, false},
+		{"normal route degrades to the local fallback", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.9"}, false, true},
+		{"fail-closed route fails", edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.9"}, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

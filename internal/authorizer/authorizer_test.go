@@ -16,6 +16,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -113,12 +115,12 @@ func TestHTTPAPIDeny(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if n < 2 && (!last.IsAuthorized || last.Context[app.CtxRetryAfter] != nil) {
+				if n < 2 && (!last.IsAuthorized || last.Context[edge.CtxRetryAfter] != nil) {
 					t.Fatalf("request %d within the limit: %+v, want authorized without retryAfter", n+1, last)
 				}
 			}
 			if tt.authorized {
-				if d, ok := app.DecisionFromContext(last.Context); !last.IsAuthorized || !ok || d.Allowed || d.RetryAfter < time.Second {
+				if d, ok := edge.DecisionFromContext(last.Context); !last.IsAuthorized || !ok || d.Allowed || d.RetryAfter < time.Second {
 					t.Errorf("third request: %+v, want authorized with the denial (retryAfter) in the context", last)
 				}
 				return
@@ -188,10 +190,10 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 			if effect := resp.PolicyDocument.Statement[0].Effect; effect != "Deny" {
 				t.Fatalf("request 3: effect %s, want Deny", effect)
 			}
-			if retry, ok := resp.Context[app.CtxRetryAfter].(int64); !ok || retry < 1 {
-				t.Errorf("Deny context retryAfter = %v, want >= 1", resp.Context[app.CtxRetryAfter])
+			if retry, ok := resp.Context[edge.CtxRetryAfter].(int64); !ok || retry < 1 {
+				t.Errorf("Deny context retryAfter = %v, want >= 1", resp.Context[edge.CtxRetryAfter])
 			}
-			if resp.Context[app.CtxTier] != app.TierAnonymous || resp.UsageIdentifierKey != "" || !strings.HasPrefix(resp.PrincipalID, "anonymous:") {
+			if resp.Context[edge.CtxTier] != identity.TierAnonymous || resp.UsageIdentifierKey != "" || !strings.HasPrefix(resp.PrincipalID, "anonymous:") {
 				t.Errorf("Deny is not the anonymous caller's: %+v", resp)
 			}
 		})
@@ -207,8 +209,8 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 			if err != nil || !resp.IsAuthorized {
 				t.Fatalf("request 3, over the anonymous limit: %+v, %v; want authorized with the denial", resp, err)
 			}
-			d, ok := app.DecisionFromContext(resp.Context)
-			if !ok || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != app.TierAnonymous {
+			d, ok := edge.DecisionFromContext(resp.Context)
+			if !ok || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != identity.TierAnonymous {
 				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
 			}
 		})
@@ -244,7 +246,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 			}
 		}
 		resp, err := refusing.HTTP(context.Background(), httpEvent("GET", "/v1/items", "192.0.2.31", nil))
-		if err != nil || !resp.IsAuthorized || resp.Context[app.CtxDegraded] != true {
+		if err != nil || !resp.IsAuthorized || resp.Context[edge.CtxDegraded] != true {
 			t.Errorf("items: %+v, %v; want a degraded allowance", resp, err)
 		}
 	})
@@ -254,20 +256,20 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 		check func(t *testing.T, ctx map[string]any)
 	}{
 		{"login: unavailable", httpEvent("POST", "/auth/login", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			if !app.UnavailableFromContext(ctx) || ctx[app.CtxRetryAfter] != int64(1) || ctx[app.CtxTier] != app.TierAnonymous {
+			if !edge.UnavailableFromContext(ctx) || ctx[edge.CtxRetryAfter] != int64(1) || ctx[edge.CtxTier] != identity.TierAnonymous {
 				t.Errorf("context %v, want tier, unavailable true and retryAfter 1", ctx)
 			}
-			if _, ok := app.DecisionFromContext(ctx); ok {
+			if _, ok := edge.DecisionFromContext(ctx); ok {
 				t.Errorf("context %v reads as a decision", ctx)
 			}
 		}},
 		{"login with an unknown key: unavailable, not a free 403", httpEvent("POST", "/auth/login", "192.0.2.30", map[string]string{"x-api-key": "guess"}), func(t *testing.T, ctx map[string]any) {
-			if !app.UnavailableFromContext(ctx) {
+			if !edge.UnavailableFromContext(ctx) {
 				t.Errorf("context %v, want unavailable", ctx)
 			}
 		}},
 		{"items: degraded allowance", httpEvent("GET", "/v1/items", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			if app.UnavailableFromContext(ctx) || ctx[app.CtxDegraded] != true {
+			if edge.UnavailableFromContext(ctx) || ctx[edge.CtxDegraded] != true {
 				t.Errorf("context %v, want degraded and not unavailable", ctx)
 			}
 		}},
@@ -289,7 +291,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 			if err := json.Unmarshal(b, &wire); err != nil {
 				t.Fatal(err)
 			}
-			if app.UnavailableFromContext(wire) != app.UnavailableFromContext(resp.Context) {
+			if edge.UnavailableFromContext(wire) != edge.UnavailableFromContext(resp.Context) {
 				t.Errorf("unavailable does not survive JSON: %s", b)
 			}
 		})
@@ -332,7 +334,7 @@ func TestHeaderSpellings(t *testing.T) {
 				resp, err := h.REST(context.Background(), ev)
 				got := "unauthorized"
 				if err == nil {
-					got, _ = resp.Context[app.CtxTier].(string)
+					got, _ = resp.Context[edge.CtxTier].(string)
 				} else if !errors.Is(err, authorizer.ErrUnauthorized) {
 					t.Fatal(err)
 				}

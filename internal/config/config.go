@@ -47,13 +47,6 @@ const (
 // turns the list off (an empty value means "the default").
 const None = "none"
 
-// Tier names, the policy names of the per-caller limits.
-const (
-	TierAnonymous = "anonymous"
-	TierUser      = "user"
-	TierOrg       = "org"
-)
-
 // Tiers are the per-caller limits, with the algorithm already applied.
 type Tiers struct {
 	// Anonymous is the limit per source IP of callers with no verified
@@ -83,9 +76,9 @@ type TierFlags struct {
 // limit, the smallest promise.
 func (t Tiers) ForTier(tier string) ratelimit.Limit {
 	switch tier {
-	case TierOrg:
+	case identity.TierOrg:
 		return t.Org
-	case TierUser:
+	case identity.TierUser:
 		return t.User
 	default:
 		return t.Anonymous
@@ -256,11 +249,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
 	report(err)
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
+	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", identity.TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
 	report(err)
-	tiers.User, tiers.OwnAlgorithm.User, err = parseTierLimit("RATE_LIMIT_USER", TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
+	tiers.User, tiers.OwnAlgorithm.User, err = parseTierLimit("RATE_LIMIT_USER", identity.TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
 	report(err)
-	tiers.Org, tiers.OwnAlgorithm.Org, err = parseTierLimit("RATE_LIMIT_ORG", TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
+	tiers.Org, tiers.OwnAlgorithm.Org, err = parseTierLimit("RATE_LIMIT_ORG", identity.TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
 
 	ipv6Prefix, err := parseIPv6Prefix("RATE_LIMIT_IPV6_PREFIX", get("RATE_LIMIT_IPV6_PREFIX"), DefaultIPv6Prefix)

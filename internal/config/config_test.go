@@ -250,7 +250,7 @@ func TestParseRoutes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var got []string
-		for _, r := range config.RoutesFor(routes, tc.method, tc.path) {
+		for _, r := range routesFor(routes, tc.method, tc.path) {
 			got = append(got, r.Limit.Name)
 		}
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {

@@ -265,20 +265,6 @@ func parseFailClosedVar(v string) ([]PathGlob, error) {
 	return globs, nil
 }
 
-// RoutesFor returns the route limits that apply to a request; method is
-// upper-cased, path is as received (see ParseRequestPath).
-func RoutesFor(routes []RouteLimit, method, path string) []RouteLimit {
-	method = strings.ToUpper(method)
-	p := ParseRequestPath(path)
-	var out []RouteLimit
-	for _, r := range routes {
-		if r.MatchesRequest(method, p) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 // IsFailClosed reports whether path, as received (see ParseRequestPath),
 // matches one of the fail-closed globs.
 func IsFailClosed(globs []PathGlob, path string) bool {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -120,15 +121,15 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	}
 	tiers := Tiers{Algorithm: alg}
 	own := cfg.Tiers.OwnAlgorithm
-	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
+	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, identity.TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, TierUser, v.User, cfg.Tiers.User, own.User, alg)
+	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, identity.TierUser, v.User, cfg.Tiers.User, own.User, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, TierOrg, v.Org, cfg.Tiers.Org, own.Org, alg)
+	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, identity.TierOrg, v.Org, cfg.Tiers.Org, own.Org, alg)
 	if err != nil {
 		errs = append(errs, err)
 	}

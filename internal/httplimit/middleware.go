@@ -7,12 +7,12 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -25,10 +25,9 @@ type Verdict struct {
 	// limited: it passes without headers.
 	Result ratelimit.Result
 	// Unauthorized is true when the request presented credentials that do
-	// not verify. It was counted (against its source's anonymous limit) and
-	// is answered 401, unless that limit denied it, in which case the 429
-	// wins: a caller who is out of budget learns when to come back, whatever
-	// it presented.
+	// not verify. It was counted (against its source's anonymous limit),
+	// and is answered as edge.KindOf says: 401 within that limit, 429
+	// beyond it.
 	Unauthorized bool
 	// Enforced makes a denial a 429 even under ReportOnly: the decide
 	// function spent from a limit of the reporting route itself (say, a
@@ -49,8 +48,7 @@ type Options struct {
 	// a status endpoint such as GET /v1/quota, which should answer even when
 	// the caller's budget is exhausted. Unauthorized and unavailable answers
 	// are unchanged: an Unauthorized verdict never reaches the handler, and
-	// is answered 429 when denied, 401 otherwise, as without ReportOnly;
-	// so is an Enforced denial.
+	// is answered as without ReportOnly; so is an Enforced denial.
 	ReportOnly bool
 	// UnavailableRetryAfter is the Retry-After of the 503 answered when a
 	// fail-closed request cannot be decided; DefaultUnavailableRetryAfter
@@ -79,22 +77,25 @@ const headerRetryAfter = "Retry-After"
 // nothing of where requests come from: decide does (API Gateway events,
 // a local server, anything).
 //
-// The answers, per request:
+// The answer follows the request's edge.Kind (edge.KindOf of the verdict
+// and decide's error):
 //
-//   - decide returns an error wrapping ratelimit.ErrUnavailable (a
+//   - Unavailable (decide's error wraps ratelimit.ErrUnavailable: a
 //     fail-closed route Redis could not decide): 503 with Retry-After and
 //     wire.ServiceUnavailableBody; the handler is not called.
-//   - decide returns any other error: 500 with a JSON body of code
+//   - Undecidable (any other error): 500 with a JSON body of code
 //     INTERNAL_ERROR; the error is logged, never sent to the client.
-//   - the verdict has no decisions: the handler is called, no headers added.
-//   - the verdict denies: 429 with the rate-limit headers of the closest
-//     decision (ratelimit.SetHeaders), Retry-After and
-//     wire.TooManyRequestsBody; the handler is not called. With ReportOnly the handler is called instead,
-//     with the headers but no Retry-After, unless the verdict is also
-//     Unauthorized or Enforced: that is a 429 with or without ReportOnly.
-//   - the verdict is Unauthorized (and allows): 401 with the rate-limit
-//     headers and a JSON body of code UNAUTHORIZED; the handler is not
-//     called.
+//   - a verdict with no decisions: the handler is called, no headers
+//     added.
+//   - Denied, or Degraded and denied: 429 with the rate-limit headers of
+//     the closest decision (ratelimit.SetHeaders), Retry-After and
+//     wire.TooManyRequestsBody; the handler is not called. With ReportOnly
+//     the handler is called instead, with the headers but no Retry-After,
+//     unless the verdict is Enforced: that is a 429 with or without
+//     ReportOnly.
+//   - UnauthorizedOverLimit: the same 429, with or without ReportOnly.
+//   - Unauthorized: 401 with the rate-limit headers and a JSON body of
+//     code UNAUTHORIZED; the handler is not called.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the verdict in the request's context
 //     (VerdictFromContext).
@@ -113,13 +114,14 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			verdict, err := decide(r)
-			if err != nil {
-				if errors.Is(err, ratelimit.ErrUnavailable) {
-					logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
-					w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
-					writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
-					return
-				}
+			kind := edge.KindOf(verdict.Result, verdict.Unauthorized, err)
+			switch kind {
+			case edge.Unavailable:
+				logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
+				w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
+				writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
+				return
+			case edge.Undecidable:
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
 				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
 				return
@@ -131,14 +133,14 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 			closest := verdict.Result.Closest()
 			ratelimit.SetHeaders(w.Header(), closest)
 			switch {
-			case !verdict.Result.Allowed && (!opts.ReportOnly || verdict.Unauthorized || verdict.Enforced):
+			case kind == edge.UnauthorizedOverLimit || (!verdict.Result.Allowed && (!opts.ReportOnly || verdict.Enforced)):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
 				retry := wire.RetryAfterSeconds(verdict.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return
-			case verdict.Unauthorized:
+			case kind == edge.Unauthorized:
 				w.Header().Del(headerRetryAfter)
 				writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
 				return

@@ -15,7 +15,8 @@ import (
 	"strings"
 )
 
-// Tier names (the same strings as internal/config and internal/app).
+// Tier names: a Caller's tier, and the policy names of the per-caller
+// limits (internal/config), declared here once.
 const (
 	TierAnonymous = "anonymous"
 	TierUser      = "user"

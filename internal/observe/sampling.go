@@ -1,70 +1,17 @@
-package app
+// Package observe is what slidegate tells its operator: one JSON log line
+// and one CloudWatch Embedded Metric Format record per decision, both
+// derived from the decision's edge.Outcome (its Kind names the outcome,
+// the reason and the log level), log lines sampled per kind so that a
+// flood cannot flood the log, and go-redis's own messages in the same log.
+// Metrics are never sampled.
+package observe
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 )
-
-// Log level configuration.
-const (
-	// LogLevelVariable is the environment variable of a function's log
-	// level: debug, info, warn or error.
-	LogLevelVariable = "LOG_LEVEL"
-	// LambdaLogLevelVariable is set by Lambda's advanced logging controls
-	// (the function's LoggingConfig.ApplicationLogLevel: TRACE, DEBUG, INFO,
-	// WARN, ERROR or FATAL). It is read when LOG_LEVEL is unset.
-	LambdaLogLevelVariable = "AWS_LAMBDA_LOG_LEVEL"
-	// DefaultLogLevel is the level when neither variable is set, or when
-	// the one that is set does not parse: allowed decisions (Debug) are
-	// not logged, everything else is.
-	DefaultLogLevel = slog.LevelInfo
-)
-
-// LogLevel reads a function's log level from LOG_LEVEL, or when that is
-// unset from AWS_LAMBDA_LOG_LEVEL: "debug", "info", "warn" (or "warning")
-// and "error", in any case, plus Lambda's "trace" (as debug) and "fatal"
-// (as error). With neither set it is DefaultLogLevel. A value that does not
-// parse gives DefaultLogLevel and an error that names the variable, the
-// value and the level used; bad configuration never silences the log.
-func LogLevel(getenv func(string) string) (slog.Level, error) {
-	name := LogLevelVariable
-	v := strings.TrimSpace(getenv(name))
-	if v == "" {
-		name = LambdaLogLevelVariable
-		v = strings.TrimSpace(getenv(name))
-	}
-	if v == "" {
-		return DefaultLogLevel, nil
-	}
-	switch strings.ToLower(v) {
-	case "trace", "debug":
-		return slog.LevelDebug, nil
-	case "info":
-		return slog.LevelInfo, nil
-	case "warn", "warning":
-		return slog.LevelWarn, nil
-	case "error", "fatal":
-		return slog.LevelError, nil
-	}
-	return DefaultLogLevel, fmt.Errorf("%s=%q: want debug, info, warn or error; using %s",
-		name, clip(v, 32), strings.ToLower(DefaultLogLevel.String()))
-}
-
-// NewLogger returns a function's logger: JSON lines on w, at the level
-// LogLevel reads from getenv (os.Getenv in main). A level that does not
-// parse is logged on the new logger as a configuration error, like every
-// other bad configuration value, and the default level is used.
-func NewLogger(ctx context.Context, w io.Writer, getenv func(string) string) *slog.Logger {
-	level, err := LogLevel(getenv)
-	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
-	logConfigErrors(ctx, logger, err)
-	return logger
-}
 
 // Log sampling defaults: a flood of requests gives each kind of log line
 // at most a burst of 50 lines, then 20 a second.
@@ -219,12 +166,3 @@ func (h *sampledHandler) WithGroup(name string) slog.Handler {
 // attrSuppressed is the attribute counting the lines dropped before this
 // one.
 const attrSuppressed = "suppressed"
-
-// clip bounds text a caller can choose, or that is long by accident, in a
-// log line or a metric property.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}

@@ -1,4 +1,4 @@
-package app
+package observe
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 // RedisLog adapts a slog.Logger to go-redis's logger, so that the client's
 // own messages (failed dials, pool events) are JSON lines like every other
 // log line of the function. go-redis keeps its logger in a package
-// variable: install it once, in main, with redis.SetLogger(app.RedisLog{L: rt.Logger()}).
+// variable: install it once, in main, with redis.SetLogger(observe.RedisLog{L: logger}).
 type RedisLog struct {
 	// L receives the messages at Warn level.
 	L *slog.Logger

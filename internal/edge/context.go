@@ -1,4 +1,4 @@
-package app
+package edge
 
 import (
 	"encoding/json"

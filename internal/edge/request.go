@@ -1,29 +1,26 @@
-// Package app is the process-wide state of a slidegate function and the one
-// path every request takes through it:
+// Package edge is where API Gateway meets slidegate, for both functions:
+// an event becomes one Request, normalised once (header names folded to
+// lower case, the stage stripped from the path, the method upper-cased),
+// and the one Outcome of its decision becomes the answer: the Kind every
+// answer derives from, and the authorizer context the API function reads
+// back (docs/contract.md, "Context keys").
 //
-//	event (function) -> Request -> who is the caller (identity) and which
-//	limits apply (config) -> one decision (pkg/ratelimit Gate) -> Outcome
-//	-> answer (policy or HTTP response, in the function).
-//
-// A Runtime is built once per process, at cold start, and shared by every
-// warm invocation: the Redis client, the loaded scripts, the parsed
-// configuration and the known API keys live in it, not in package
-// variables.
-package app
+//	event -> Request (this package) -> app.Runtime.Decide -> Outcome
+//	-> policy, simple response or HTTP answer (this package's Kind)
+package edge
 
 import (
 	"context"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Request is what slidegate needs to know of one API request, whatever the
 // event shape it arrived in (REST authorizer, HTTP API authorizer, REST or
 // HTTP API proxy event, or a local HTTP request).
 type Request struct {
-	// Method is the HTTP method, upper case.
+	// Method is the HTTP method, upper case (NormalMethod).
 	Method string
 	// Path is the resource path the caller asked for, without the stage,
 	// as received: percent-encoded as the event or URL carries it, e.g.
@@ -41,7 +38,8 @@ type Request struct {
 	// (requestContext.identity.sourceIp or requestContext.http.sourceIp);
 	// never X-Forwarded-For.
 	SourceIP string
-	// Headers holds the request headers with lower-case names.
+	// Headers holds the request headers with lower-case names
+	// (FoldHeaders).
 	Headers map[string]string
 	// StageVariables are the REST API stage's variables, if any.
 	StageVariables map[string]string
@@ -77,47 +75,33 @@ func LambdaRequestID(ctx context.Context) string {
 	return ""
 }
 
-// Tier names: the policy names of the per-caller limits.
+// NormalMethod is an HTTP method as a Request holds it: upper case.
+func NormalMethod(method string) string { return strings.ToUpper(method) }
+
+// Bounds of caller-chosen text in RouteName.
 const (
-	TierAnonymous = "anonymous"
-	TierUser      = "user"
-	TierOrg       = "org"
+	maxMethodLen = 16
+	maxPathLen   = 256
 )
 
-// Caller is who a request is counted against.
-type Caller struct {
-	// Tier is TierAnonymous, TierUser or TierOrg.
-	Tier string
-	// Identity is the counted identity with its kind, e.g. "ip:203.0.113.7",
-	// "sub:user-42" or "key:<sha256 hex of the API key>". It is hashed again
-	// before it enters Redis.
-	Identity string
-	// Hash is Identity's hash, as logs and principal ids show it: 128 bits
-	// of its HMAC-SHA-256 with the identity hash key (plain SHA-256 when
-	// no key is configured), hex; empty while a configured key is not
-	// read.
-	Hash string
-	// APIKey is the raw API key of an org caller, for the authorizer's
-	// usageIdentifierKey; empty otherwise. Never logged.
-	APIKey string
+// RouteName is how a request's route is logged and named in errors: an
+// HTTP API's route key when it names one (a template like
+// "POST /auth/{proxy+}", never the caller's path), else the method and the
+// path (for REST the resource, LimitPath), clipped and without any query
+// string.
+func RouteName(req Request) string {
+	if req.RouteKey != "" && req.RouteKey != "$default" {
+		return Clip(req.RouteKey, maxMethodLen+1+maxPathLen)
+	}
+	path, _, _ := strings.Cut(req.Path, "?")
+	return Clip(req.Method, maxMethodLen) + " " + Clip(path, maxPathLen)
 }
 
-// Outcome is the answer to one Request.
-type Outcome struct {
-	// Caller is who was counted. For an unauthorized request it is the
-	// anonymous caller of the source IP, who was charged.
-	Caller Caller
-	// Unauthorized is true when the request presented an API key that is
-	// not known or a bearer token that does not verify. The request was
-	// counted against its source IP's anonymous limit: the answer is 401
-	// while that limit admits it, 429 once it denies.
-	Unauthorized bool
-	// FailClosed is true when the request's route fails closed.
-	FailClosed bool
-	// Result is the rate-limit decision over every limit that applies.
-	Result ratelimit.Result
-	// QuotaDenied is set by Runtime.Quota when the quota route's own limit
-	// (RATE_LIMIT_QUOTA) denied the call: Result then holds that limit's
-	// decision alone, and the answer is 429.
-	QuotaDenied bool
+// Clip bounds text a caller can choose, or that is long by accident, in a
+// log line, a metric property or an error: at most n bytes, then "...".
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

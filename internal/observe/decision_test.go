@@ -1,4 +1,4 @@
-package app
+package observe
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -26,43 +27,45 @@ const (
 var anonymousLimit = ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}
 
 // record builds the decision record of a request from plantedIP.
-func record(outcome string) decisionRecord {
-	rec := decisionRecord{
-		req: Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
+func record(outcome string) Decision {
+	rec := Decision{
+		Request: edge.Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
 			Headers: map[string]string{"x-api-key": plantedKey}},
-		out:     Outcome{Caller: Caller{Tier: TierAnonymous, Identity: identity.KindIP + plantedIP, Hash: identity.Hash(identity.KindIP + plantedIP)}},
-		latency: 1500 * time.Microsecond,
+		Outcome: edge.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous, Identity: identity.KindIP + plantedIP}, IdentityHash: identity.Hash(identity.KindIP + plantedIP)},
+		Latency: 1500 * time.Microsecond,
 	}
+	unauthorized := false
 	allowed := ratelimit.Decision{Limit: anonymousLimit, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second}
 	denied := ratelimit.Decision{Limit: anonymousLimit, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 17500 * time.Millisecond}
 	switch outcome {
 	case OutcomeAllowed:
-		rec.out.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
+		rec.Outcome.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
 	case OutcomeDenied:
-		rec.out.Result = ratelimit.Result{Decisions: []ratelimit.Decision{denied}, RedisLatency: 700 * time.Microsecond}
+		rec.Outcome.Result = ratelimit.Result{Decisions: []ratelimit.Decision{denied}, RedisLatency: 700 * time.Microsecond}
 	case OutcomeDegraded, "degraded, breaker open", "degraded, long cause":
 		allowed.Degraded = true
-		rec.out.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed},
+		rec.Outcome.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed},
 			RedisLatency: 50 * time.Millisecond, Cause: fmt.Errorf("%w: run script sliding_window.lua: i/o timeout", ratelimit.ErrUnavailable)}
 		switch outcome {
 		case "degraded, breaker open":
-			rec.out.Result.RedisLatency = 0
-			rec.out.Result.Cause = fmt.Errorf("%w: circuit breaker open after repeated Redis failures", ratelimit.ErrUnavailable)
+			rec.Outcome.Result.RedisLatency = 0
+			rec.Outcome.Result.Cause = fmt.Errorf("%w: circuit breaker open after repeated Redis failures", ratelimit.ErrUnavailable)
 		case "degraded, long cause":
-			rec.out.Result.Cause = fmt.Errorf("%w: %s", ratelimit.ErrUnavailable, strings.Repeat("x", 300))
+			rec.Outcome.Result.Cause = fmt.Errorf("%w: %s", ratelimit.ErrUnavailable, strings.Repeat("x", 300))
 		}
 	case "unauthorized":
-		rec.out.Unauthorized = true
-		rec.credential = "unknown api key"
-		rec.out.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
+		unauthorized = true
+		rec.Credential = "unknown api key"
+		rec.Outcome.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
 	case "unavailable":
-		rec.req.Method, rec.req.Path = "POST", "/auth/login"
-		rec.out.FailClosed = true
-		rec.err = fmt.Errorf("decide POST /auth/login for anonymous: %w: dial tcp 127.0.0.1:1: connection refused", ratelimit.ErrUnavailable)
-		rec.out.Result = ratelimit.Result{RedisLatency: 300 * time.Microsecond}
+		rec.Request.Method, rec.Request.Path = "POST", "/auth/login"
+		rec.Outcome.FailClosed = true
+		rec.Err = fmt.Errorf("decide POST /auth/login for anonymous: %w: dial tcp 127.0.0.1:1: connection refused", ratelimit.ErrUnavailable)
+		rec.Outcome.Result = ratelimit.Result{RedisLatency: 300 * time.Microsecond}
 	case "undecidable":
-		rec.err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
+		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
+	rec.Outcome.Kind = edge.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
 	return rec
 }
 
@@ -87,10 +90,10 @@ func (c *captured) lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 	return out
 }
 
-func newCapturingObserver(level slog.Level, sampling LogSampling) (*decisionObserver, *captured) {
+func newCapturingObserver(level slog.Level, sampling LogSampling) (*Observer, *captured) {
 	c := &captured{}
 	logger := slog.New(slog.NewJSONHandler(&c.logs, &slog.HandlerOptions{Level: level}))
-	return newDecisionObserver(logger, &c.metrics, sampling), c
+	return New(logger, &c.metrics, sampling), c
 }
 
 func TestDecisionObserverLogLines(t *testing.T) {
@@ -145,14 +148,14 @@ func TestDecisionObserverLogLines(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o, c := newCapturingObserver(tc.level, LogSampling{})
 			rec := record(tc.record)
-			o.observe(context.Background(), rec)
+			o.Observe(context.Background(), rec)
 
 			metrics := c.lines(t, &c.metrics)
 			if len(metrics) != 1 || metrics[0]["outcome"] != tc.wantOutcome || metrics[0]["Decisions"] != 1.0 {
 				t.Fatalf("metrics %v, want one record of outcome %s", metrics, tc.wantOutcome)
 			}
-			if _, ok := metrics[0]["RedisLatency"]; ok != (rec.out.Result.RedisLatency > 0) {
-				t.Errorf("metrics %v: RedisLatency present %v, want it exactly when Redis was asked (%v)", metrics[0], ok, rec.out.Result.RedisLatency)
+			if _, ok := metrics[0]["RedisLatency"]; ok != (rec.Outcome.Result.RedisLatency > 0) {
+				t.Errorf("metrics %v: RedisLatency present %v, want it exactly when Redis was asked (%v)", metrics[0], ok, rec.Outcome.Result.RedisLatency)
 			}
 			logs := c.lines(t, &c.logs)
 			if tc.wantLine == nil {
@@ -202,10 +205,10 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	ctx := context.Background()
 	const flood = 500
 	for range flood {
-		o.observe(ctx, record(OutcomeDenied))
+		o.Observe(ctx, record(OutcomeDenied))
 	}
 	// Another outcome has its own budget.
-	o.observe(ctx, record(OutcomeDegraded))
+	o.Observe(ctx, record(OutcomeDegraded))
 	if got := len(c.lines(t, &c.logs)); got != DefaultLogBurst+1 {
 		t.Fatalf("%d log lines for %d denials and a degraded decision, want the burst %d and 1", got, flood, DefaultLogBurst)
 	}
@@ -214,7 +217,7 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	}
 	c.logs.Reset()
 	clock.Advance(time.Second)
-	o.observe(ctx, record(OutcomeDenied))
+	o.Observe(ctx, record(OutcomeDenied))
 	logs := c.lines(t, &c.logs)
 	if len(logs) != 1 || logs[0]["suppressed"] != float64(flood-DefaultLogBurst) {
 		t.Fatalf("first line after the flood: %v, want suppressed %d", logs, flood-DefaultLogBurst)
@@ -245,13 +248,13 @@ func TestDecisionObserverBudgetsEachReasonApart(t *testing.T) {
 			o, c := newCapturingObserver(slog.LevelInfo, LogSampling{Now: clock.Now})
 			ctx := context.Background()
 			for range 10 * DefaultLogBurst {
-				o.observe(ctx, record(tc.flood))
+				o.Observe(ctx, record(tc.flood))
 			}
 			if got := len(c.lines(t, &c.logs)); got != DefaultLogBurst {
 				t.Fatalf("the flood wrote %d lines, want its burst %d", got, DefaultLogBurst)
 			}
 			c.logs.Reset()
-			o.observe(ctx, record(tc.next))
+			o.Observe(ctx, record(tc.next))
 			logs := c.lines(t, &c.logs)
 			if tc.wantNext == "" {
 				if len(logs) != 0 {
@@ -273,11 +276,11 @@ func TestDecisionObserverReportsBreakerChanges(t *testing.T) {
 	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{})
 	ctx := context.Background()
 	o.breaker.changed("closed", "open")
-	o.observe(ctx, record(OutcomeDegraded))
-	o.observe(ctx, record(OutcomeDegraded))
+	o.Observe(ctx, record(OutcomeDegraded))
+	o.Observe(ctx, record(OutcomeDegraded))
 	o.breaker.changed("open", "half-open")
 	o.breaker.changed("half-open", "closed")
-	o.observe(ctx, record(OutcomeAllowed))
+	o.Observe(ctx, record(OutcomeAllowed))
 
 	metrics := c.lines(t, &c.metrics)
 	want := []struct {
@@ -311,8 +314,8 @@ func TestDecisionObserverReportsBreakerChanges(t *testing.T) {
 // reported in the log (within its budget), and the decision still logged.
 func TestDecisionObserverLogsAMetricsFailure(t *testing.T) {
 	var logs bytes.Buffer
-	o := newDecisionObserver(slog.New(slog.NewJSONHandler(&logs, nil)), failingWriter{}, LogSampling{})
-	o.observe(context.Background(), record(OutcomeDenied))
+	o := New(slog.New(slog.NewJSONHandler(&logs, nil)), failingWriter{}, LogSampling{})
+	o.Observe(context.Background(), record(OutcomeDenied))
 	if !strings.Contains(logs.String(), `"msg":"write metrics failed"`) || !strings.Contains(logs.String(), "stdout closed") ||
 		!strings.Contains(logs.String(), `"msg":"`+DecisionMessage+`"`) {
 		t.Errorf("log:\n%s", logs.String())
@@ -348,11 +351,11 @@ func BenchmarkDecisionObservability(b *testing.B) {
 	ctx := context.Background()
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			o := newDecisionObserver(bc.logger, bc.metrics, bc.sampling)
+			o := New(bc.logger, bc.metrics, bc.sampling)
 			rec := record(bc.record)
 			b.ReportAllocs()
 			for b.Loop() {
-				o.observe(ctx, rec)
+				o.Observe(ctx, rec)
 			}
 		})
 	}
@@ -367,7 +370,7 @@ func jsonLogger(level slog.Level) *slog.Logger {
 // breaker changes are counted exactly once.
 func TestDecisionObserverConcurrentUse(t *testing.T) {
 	out := &testkit.Buffer{}
-	o := newDecisionObserver(slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), out, LogSampling{PerSecond: -1})
+	o := New(slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), out, LogSampling{PerSecond: -1})
 	const workers, each = 8, 50
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -376,7 +379,7 @@ func TestDecisionObserverConcurrentUse(t *testing.T) {
 				if i == 0 {
 					o.breaker.changed("closed", "open")
 				}
-				o.observe(context.Background(), record([]string{OutcomeAllowed, OutcomeDenied}[w%2]))
+				o.Observe(context.Background(), record([]string{OutcomeAllowed, OutcomeDenied}[w%2]))
 			}
 		})
 	}

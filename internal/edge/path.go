@@ -1,4 +1,4 @@
-package app
+package edge
 
 import (
 	"net/url"
@@ -88,4 +88,35 @@ func fillResource(resource string, params map[string]string) (string, bool) {
 		segs[i] = strings.Join(parts, "/")
 	}
 	return strings.Join(segs, "/"), true
+}
+
+// StripStage removes a leading "/<stage>" from a path as received that
+// carries it (REST requestContext.path, HTTP API paths on a named stage),
+// so that routes match on every stage as they do for REST APIs. It strips
+// the decoded path and re-escapes the rest the way a router then reads it
+// (so "/prod/auth%2Flogin" is "/auth/login" there, and "/%70rod/x" loses
+// its stage too). A path that does not decode (the API function answers
+// it 400) is compared as it is. The $default stage, and no stage, strip
+// nothing.
+func StripStage(path, stage string) string {
+	if stage == "" || stage == "$default" {
+		return path
+	}
+	prefix := "/" + stage
+	if decoded, err := url.PathUnescape(path); err == nil && strings.Contains(path, "%") {
+		if decoded == prefix {
+			return "/"
+		}
+		if rest, ok := strings.CutPrefix(decoded, prefix+"/"); ok {
+			return (&url.URL{Path: "/" + rest}).EscapedPath()
+		}
+		return path
+	}
+	if path == prefix {
+		return "/"
+	}
+	if strings.HasPrefix(path, prefix+"/") {
+		return path[len(prefix):]
+	}
+	return path
 }

@@ -1,21 +1,17 @@
-package app
+package observe
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/wire"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Bounds of caller-chosen text in a log line or a metric property.
 const (
-	maxMethodLen    = 16
-	maxPathLen      = 256
 	maxRequestIDLen = 128
 	maxReasonLen    = 200
 	maxErrorLen     = 512
@@ -37,32 +33,65 @@ const (
 	ReasonUndecidable  = "limits cannot be decided"
 )
 
-// decisionRecord is what is observed of one decision.
-type decisionRecord struct {
-	req Request
-	out Outcome
-	// credential is the identity resolver's note on a presented
-	// credential that earned nothing ("unknown api key", "bearer token:
-	// ..."); empty otherwise.
-	credential string
-	err        error
-	latency    time.Duration
+// Decision outcomes, as logged and counted in metrics: the Kind of an
+// edge.Outcome, named (Name).
+const (
+	OutcomeAllowed  = "allowed"
+	OutcomeDenied   = "denied"
+	OutcomeDegraded = "degraded"
+	// OutcomeRejected: refused for another reason than the limit: an
+	// unauthorized credential (either Kind) or a request that could not
+	// be decided (Unavailable, Undecidable).
+	OutcomeRejected = "rejected"
+)
+
+// Name is how an outcome of kind k is logged and counted.
+func Name(k edge.Kind) string {
+	switch k {
+	case edge.Allowed:
+		return OutcomeAllowed
+	case edge.Denied:
+		return OutcomeDenied
+	case edge.Degraded:
+		return OutcomeDegraded
+	default:
+		return OutcomeRejected
+	}
 }
 
-// decisionObserver publishes decisions: one EMF record each on the
-// metrics writer, never sampled, and one log line each within the log
-// level and the log budget. It is safe for concurrent use.
-type decisionObserver struct {
+// Decision is what is observed of one decision that spent.
+type Decision struct {
+	// Request is the request decided: its route and request ids are
+	// logged, never its headers, source address or path parameters.
+	Request edge.Request
+	// Outcome is the decision; its Kind names the outcome, the reason and
+	// the level of the line.
+	Outcome edge.Outcome
+	// Credential is the identity resolver's note on a presented
+	// credential that earned nothing ("unknown api key", "bearer token:
+	// ..."); empty otherwise.
+	Credential string
+	// Err is the decision's error, when Outcome.Kind is Unavailable or
+	// Undecidable.
+	Err error
+	// Latency is how long the decision took, identity and Redis included.
+	Latency time.Duration
+}
+
+// Observer publishes decisions: one EMF record each on the metrics
+// writer, never sampled, and one log line each within the log level and
+// the log budget. It is safe for concurrent use.
+type Observer struct {
 	logger  *slog.Logger
 	budget  *logBudget     // nil: every line within the level is written
 	metrics *metricsWriter // nil: no metrics
 	breaker *breakerWatch
 }
 
-// newDecisionObserver returns an observer logging on logger within
-// sampling and writing metrics on w (nothing when w is io.Discard).
-func newDecisionObserver(logger *slog.Logger, w io.Writer, sampling LogSampling) *decisionObserver {
-	return &decisionObserver{
+// New returns an observer logging on logger within sampling and writing
+// metrics on w (nothing when w is io.Discard).
+func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
+	return &Observer{
 		logger:  logger,
 		budget:  newLogBudget(sampling),
 		metrics: newMetricsWriter(w),
@@ -70,9 +99,13 @@ func newDecisionObserver(logger *slog.Logger, w io.Writer, sampling LogSampling)
 	}
 }
 
-// observe publishes one decision: metrics first, whatever the log does.
-func (o *decisionObserver) observe(ctx context.Context, rec decisionRecord) {
-	outcome := OutcomeName(rec.out, rec.err)
+// BreakerChanged is the ratelimit.GateOptions.OnBreakerStateChange of the
+// gates whose decisions o publishes: the next record carries the change.
+func (o *Observer) BreakerChanged(from, to string) { o.breaker.changed(from, to) }
+
+// Observe publishes one decision: metrics first, whatever the log does.
+func (o *Observer) Observe(ctx context.Context, rec Decision) {
+	outcome := Name(rec.Outcome.Kind)
 	changes, state := o.breaker.take()
 	if changes > 0 {
 		level := slog.LevelWarn
@@ -85,12 +118,12 @@ func (o *decisionObserver) observe(ctx context.Context, rec decisionRecord) {
 	var err error
 	if o.metrics != nil {
 		err = o.metrics.write(metricsRecord{
-			tier:            rec.out.Caller.Tier,
+			tier:            rec.Outcome.Caller.Tier,
 			outcome:         outcome,
-			decisionLatency: rec.latency,
-			redisLatency:    rec.out.Result.RedisLatency,
-			requestID:       clip(rec.req.RequestID, maxRequestIDLen),
-			lambdaRequestID: clip(rec.req.LambdaRequestID, maxRequestIDLen),
+			decisionLatency: rec.Latency,
+			redisLatency:    rec.Outcome.Result.RedisLatency,
+			requestID:       edge.Clip(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: edge.Clip(rec.Request.LambdaRequestID, maxRequestIDLen),
 			breakerState:    state,
 			breakerChanges:  changes,
 			timestampMillis: time.Now().UnixMilli(),
@@ -110,42 +143,39 @@ func (o *decisionObserver) observe(ctx context.Context, rec decisionRecord) {
 	o.logDecision(ctx, rec, outcome, state)
 }
 
-// decisionLevel is the level of a decision's log line: allowed Debug (not
+// level is the level of a decision's log line: allowed Debug (not
 // written at the default level), denied Info (the limiter doing its job),
 // degraded and unauthorized Warn (Redis is failing; a caller presented a
 // bad credential), and Error for a request that could not be decided (a
 // fail-closed route with Redis unavailable, limits that cannot be
 // decided).
-func decisionLevel(outcome string, rec decisionRecord) slog.Level {
-	switch {
-	case rec.err != nil:
+func level(k edge.Kind) slog.Level {
+	switch k {
+	case edge.Unavailable, edge.Undecidable:
 		return slog.LevelError
-	case outcome == OutcomeAllowed:
+	case edge.Allowed:
 		return slog.LevelDebug
-	case outcome == OutcomeDenied:
+	case edge.Denied:
 		return slog.LevelInfo
 	default:
 		return slog.LevelWarn
 	}
 }
 
-// decisionReason says why a decision's outcome is what it is, and names
-// the log budget its line spends: one per outcome and reason, a fixed set
-// of six. Lines any caller can cause at will (a spray of unknown keys or
-// forged tokens, rejected at Warn) then never use up the budget of the
-// lines an operator must see (a fail-closed route Redis could not decide,
-// rejected at Error), though both are "rejected".
-func decisionReason(outcome string, rec decisionRecord) (reason, budget string) {
-	switch {
-	case rec.err != nil && errors.Is(rec.err, ratelimit.ErrUnavailable):
+// reason says why a decision's outcome is what it is, and names the log
+// budget its line spends (a constant: building it would cost an
+// allocation on every decision).
+func reason(k edge.Kind) (reason, budget string) {
+	switch k {
+	case edge.Unavailable:
 		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
-	case rec.err != nil:
+	case edge.Undecidable:
 		return ReasonUndecidable, OutcomeRejected + ": " + ReasonUndecidable
-	case rec.out.Unauthorized:
+	case edge.Unauthorized, edge.UnauthorizedOverLimit:
 		return ReasonUnauthorized, OutcomeRejected + ": " + ReasonUnauthorized
-	case outcome == OutcomeDegraded:
+	case edge.Degraded:
 		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
-	case outcome == OutcomeAllowed:
+	case edge.Allowed:
 		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
 	default:
 		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
@@ -156,25 +186,32 @@ func decisionReason(outcome string, rec decisionRecord) (reason, budget string) 
 // budget of its outcome and reason allows. Nothing is built for a line
 // that is not written. The line names the caller by tier and hashed
 // identity only: never a key, token, user id or IP.
-func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, outcome, breakerState string) {
-	level := decisionLevel(outcome, rec)
-	if !o.logger.Enabled(ctx, level) {
+//
+// Its log budget is one per outcome and reason, a fixed set of six. Lines
+// any caller can cause at will (a spray of unknown keys or forged tokens,
+// rejected at Warn) then never use up the budget of the lines an operator
+// must see (a fail-closed route Redis could not decide, rejected at
+// Error), though both are "rejected".
+func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, breakerState string) {
+	kind := rec.Outcome.Kind
+	lvl := level(kind)
+	if !o.logger.Enabled(ctx, lvl) {
 		return
 	}
-	reason, budget := decisionReason(outcome, rec)
+	why, budget := reason(kind)
 	ok, suppressed := o.budget.admit(budget)
 	if !ok {
 		return
 	}
-	out, req := rec.out, rec.req
+	out, req := rec.Outcome, rec.Request
 	var buf [24]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
-		slog.String("reason", reason),
+		slog.String("reason", why),
 		slog.String("tier", out.Caller.Tier),
-		slog.String("identity", identityHash(out.Caller)),
-		slog.String("route", RouteName(req)),
-		slog.Bool("allowed", out.Result.Allowed && rec.err == nil),
+		slog.String("identity", identityHash(out)),
+		slog.String("route", edge.RouteName(req)),
+		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
 	)
 	if len(out.Result.Decisions) > 0 {
 		d := out.Result.Closest()
@@ -188,64 +225,64 @@ func (o *decisionObserver) logDecision(ctx context.Context, rec decisionRecord, 
 			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
-	if out.Unauthorized {
+	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
 	}
-	if rec.credential != "" {
-		attrs = append(attrs, slog.String("credential", clip(rec.credential, maxReasonLen)))
+	if rec.Credential != "" {
+		attrs = append(attrs, slog.String("credential", edge.Clip(rec.Credential, maxReasonLen)))
 	}
 	if out.FailClosed {
 		attrs = append(attrs, slog.Bool("failClosed", true))
 	}
-	attrs = append(attrs, slog.Float64("latencyMs", millis(rec.latency)))
+	attrs = append(attrs, slog.Float64("latencyMs", millis(rec.Latency)))
 	if out.Result.RedisLatency > 0 {
 		attrs = append(attrs, slog.Float64("redisMs", millis(out.Result.RedisLatency)))
 	}
 	if out.Result.Degraded && out.Result.Cause != nil {
 		// The Redis client's own words (refused, timeout, NOAUTH,
 		// WRONGPASS, breaker open): no caller, no credential.
-		attrs = append(attrs, slog.String("redisError", clip(out.Result.Cause.Error(), maxRedisErrorLen)))
+		attrs = append(attrs, slog.String("redisError", edge.Clip(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", clip(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", clip(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
-	if rec.err != nil {
-		attrs = append(attrs, slog.String("error", clip(rec.err.Error(), maxErrorLen)))
+	if rec.Err != nil {
+		attrs = append(attrs, slog.String("error", edge.Clip(rec.Err.Error(), maxErrorLen)))
 	}
-	o.logger.LogAttrs(ctx, level, DecisionMessage, attrs...)
+	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
 }
 
 // identityHash is how a caller's identity appears in a log line.
-func identityHash(c Caller) string {
-	if c.Hash == "" {
-		return IdentityHashUnavailable
+func identityHash(o edge.Outcome) string {
+	if o.IdentityHash == "" {
+		return edge.IdentityHashUnavailable
 	}
-	return c.Hash
+	return o.IdentityHash
 }
 
 // maxInvalidSourceLen bounds how much of a source address that does not
 // parse is quoted in the log.
 const maxInvalidSourceLen = 64
 
-// invalidSource logs, within its own budget, a source address that does
+// InvalidSource logs, within its own budget, a source address that does
 // not parse: the request is counted in the one bucket all such addresses
 // share ("ip:invalid"). API Gateway always sends an address; the console's
 // test invocations send "test-invoke-source-ip".
-func (o *decisionObserver) invalidSource(ctx context.Context, sourceIP string) {
+func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
 	ok, suppressed := o.budget.admit("invalid source ip")
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("sourceIp", clip(sourceIP, maxInvalidSourceLen))}
+	attrs := []slog.Attr{slog.String("sourceIp", edge.Clip(sourceIP, maxInvalidSourceLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
@@ -254,15 +291,3 @@ func (o *decisionObserver) invalidSource(ctx context.Context, sourceIP string) {
 
 // millis is d in milliseconds, to the microsecond.
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// RouteName is how a request's route is logged and named in errors: an HTTP API's route key
-// when it names one (a template like "POST /auth/{proxy+}", never the
-// caller's path), else the method and the path (for REST the resource,
-// LimitPath), clipped and without any query string.
-func RouteName(req Request) string {
-	if req.RouteKey != "" && req.RouteKey != "$default" {
-		return clip(req.RouteKey, maxMethodLen+1+maxPathLen)
-	}
-	path, _, _ := strings.Cut(req.Path, "?")
-	return clip(req.Method, maxMethodLen) + " " + clip(path, maxPathLen)
-}

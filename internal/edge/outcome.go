@@ -1,0 +1,117 @@
+package edge
+
+import (
+	"errors"
+
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Kind is what happened to one request. Every answer derives from it, each
+// in one place: the REST authorizer's policy or error and the HTTP API
+// authorizer's simple response (internal/authorizer), the middleware's
+// status (internal/httplimit), the log level and reason and the metrics'
+// outcome (internal/observe).
+type Kind uint8
+
+// The kinds of outcome. The zero Kind is none: an Outcome not decided.
+const (
+	// Allowed: Redis decided, and every limit admitted the request.
+	Allowed Kind = iota + 1
+	// Denied: Redis decided, and a limit denied the request: 429.
+	Denied
+	// Degraded: Redis could not decide and the route fails open, so the
+	// local fallback limit decided; Result.Allowed says which way (a
+	// denial is a 429 like any other).
+	Degraded
+	// Unauthorized: the request presented an unknown API key or a bearer
+	// token that does not verify, and was counted against its source IP's
+	// anonymous limit, which admitted it: 401.
+	Unauthorized
+	// UnauthorizedOverLimit: the same, but the source IP's anonymous limit
+	// denied it: 429 with Retry-After. A caller out of budget learns when
+	// to come back, whatever it presented.
+	UnauthorizedOverLimit
+	// Unavailable: the route fails closed and Redis could not decide: 503.
+	// The decision's error wraps ratelimit.ErrUnavailable.
+	Unavailable
+	// Undecidable: the request's limits can never be decided (a
+	// configuration pkg/ratelimit refuses): an error, 500.
+	Undecidable
+)
+
+// KindOf is the Kind of a decision: its result, whether the request
+// presented a credential that earned nothing, and the decision's error.
+// It holds the rule "a bad credential within the source IP's limit is
+// 401, beyond it 429", and holds it once.
+func KindOf(res ratelimit.Result, unauthorized bool, err error) Kind {
+	switch {
+	case errors.Is(err, ratelimit.ErrUnavailable):
+		return Unavailable
+	case err != nil:
+		return Undecidable
+	case unauthorized && (res.Allowed || len(res.Decisions) == 0):
+		return Unauthorized
+	case unauthorized:
+		return UnauthorizedOverLimit
+	case res.Degraded:
+		return Degraded
+	case res.Allowed:
+		return Allowed
+	default:
+		return Denied
+	}
+}
+
+// Outcome is the answer to one Request: what happened (Kind), to whom,
+// and the rate-limit decision behind it.
+type Outcome struct {
+	// Kind is what happened; every answer derives from it.
+	Kind Kind
+	// Caller is who was counted. For an unauthorized request it is the
+	// anonymous caller of the source IP, who was charged.
+	Caller identity.Caller
+	// IdentityHash is Caller.Identity's hash, as logs and principal ids
+	// show it: 128 bits of its HMAC-SHA-256 with the identity hash key
+	// (plain SHA-256 when no key is configured), hex; IdentityHashUnavailable
+	// while a configured key is not read.
+	IdentityHash string
+	// FailClosed is true when the request's route fails closed.
+	FailClosed bool
+	// Result is the rate-limit decision over every limit that applies.
+	Result ratelimit.Result
+	// QuotaDenied is set by app.Runtime.Quota when the quota route's own
+	// limit (RATE_LIMIT_QUOTA) denied the call: Result then holds that
+	// limit's decision alone, and the answer is 429 even on a route that
+	// only reports.
+	QuotaDenied bool
+}
+
+// Unauthorized reports whether the request presented an unknown API key or
+// a bearer token that does not verify (answered 401 or 429: see Kind).
+func (o Outcome) Unauthorized() bool {
+	return o.Kind == Unauthorized || o.Kind == UnauthorizedOverLimit
+}
+
+// Admitted reports whether the request may reach what it asked for: it
+// was decided and every limit that decided it admitted it.
+func (o Outcome) Admitted() bool {
+	return o.Kind == Allowed || (o.Kind == Degraded && o.Result.Allowed)
+}
+
+// IdentityHashUnavailable stands for a caller's hashed identity, in logs
+// and principal ids, while the identity hash key is configured but not
+// read: an unkeyed hash is never written instead.
+const IdentityHashUnavailable = "hash-key-unavailable"
+
+// PrincipalID is the authorizer's principalId of an outcome: the tier and
+// the hashed identity, e.g. "anonymous:3f1c...", or
+// "anonymous:hash-key-unavailable" while the identity hash key is not
+// read. It never holds a key, token, user id or IP in clear.
+func PrincipalID(o Outcome) string {
+	h := o.IdentityHash
+	if h == "" {
+		h = IdentityHashUnavailable
+	}
+	return o.Caller.Tier + ":" + h
+}
