@@ -113,19 +113,20 @@ func missExplanations(res *results) string {
 		return ""
 	}
 	w("\nWhy:\n\n")
-	def, fixed, rr, ul := find(res, nameDefault), find(res, nameFixed), find(res, nameRedisRate), find(res, "ulule/limiter v3 (redis)")
-	if missed["Redis time per decision (default algorithm)"] && def != nil && fixed != nil {
-		w("- **Redis time per decision.** Redis's time for a script call is mostly the Lua interpreter's, not the commands inside it: ")
-		w("the fixed window and the sliding-window counter both run TIME, one GET and one SET on one key, but the counter parses three fields instead of two, ")
-		w("computes the weighted estimate and formats three fields back (%.2f us against %.2f us here, %.2fx; in the least disturbed rounds %.2fx). ",
-			def.usecPerDecision(), fixed.usecPerDecision(), def.usecPerDecision()/fixed.usecPerDecision(), def.usecMin()/fixed.usecMin())
+	def, rr, ul := find(res, nameDefault), find(res, nameRedisRate), find(res, "ulule/limiter v3 (redis)")
+	timeOnly, incr, one := find(res, "ceiling: EVALSHA of TIME"), find(res, nameIncrPexpire), find(res, "ceiling: EVALSHA return 1")
+	if missed["Redis time per decision (default algorithm)"] && def != nil && timeOnly != nil && incr != nil && one != nil {
+		w("- **Redis time per decision.** Redis's time for a script call is the EVALSHA itself (`return 1`: %.2f us here), the commands the script runs and the interpreter's work between them. ", one.usecPerDecision())
+		w("slidegate's default decision runs TIME and one INCRBY when the key already holds the current window, and replies with three integers (the remaining count, reset and retry-after are worked out on the client); ")
+		w("the first request of an identity in a new window also rewrites the key (SET PX), and the first request of a new identity first reads the key of the previous layout (GET, the rolling-deploy import): %.2f commands per decision in this run, the EVALSHA included. ", def.commandsPerDecision())
+		w("An EVALSHA that only reads TIME costs %.2f us (%.2fx INCR+PEXPIRE's %.2f us): a limiter on the Redis clock that also counts cannot go below TIME plus one write. ",
+			timeOnly.usecPerDecision(), timeOnly.usecPerDecision()/incr.usecPerDecision(), incr.usecPerDecision())
 		if ul != nil && def.usecPerDecision() >= ul.usecPerDecision() {
-			w("ulule's store runs the smallest script of all (INCRBY, then PEXPIRE on a first hit or PTTL otherwise; no TIME, no string parsing: %.2f us), which makes it the cheapest peer by far; ", ul.usecPerDecision())
-			w("it is also the least careful one (a window that starts at the first request, 2x at its edge, and no retry time beyond the TTL). ")
+			w("ulule's store reads no clock (INCRBY, then PEXPIRE on a first hit or PTTL otherwise: %.2f us), and pays for it with a window that starts at the first request, 2x at its edge, and no retry time beyond the TTL. ", ul.usecPerDecision())
 		}
 		if rr != nil && def.usecPerDecision() >= rr.usecPerDecision() {
-			w("redis_rate (%.2f us) runs one GCRA script of about the same size as slidegate's counter, which is %.0f%% above it in this run. ",
-				rr.usecPerDecision(), (def.usecPerDecision()/rr.usecPerDecision()-1)*100)
+			w("redis_rate (%.2f us) runs one GCRA script with TIME, a GET and a SET, %.0f%% below slidegate's counter in this run. ",
+				rr.usecPerDecision(), (1-rr.usecPerDecision()/def.usecPerDecision())*100)
 		}
 		w("On this machine the figure also moves between rounds by more than the margins involved (load average %s at the start; compare the median and the least disturbed round in the Redis cost table).\n", res.LoadBefore)
 	}
@@ -150,7 +151,7 @@ func missExplanations(res *results) string {
 		w("- **Decisions per second.** On 2 shared cores, client and Redis compete for the same CPU, so decisions per second follow the CPU one decision costs on both sides together. ")
 		w("At concurrency %d the default algorithm cost %.1f us of client CPU and %.1f us of Redis CPU per decision; %s cost %.1f us and %.1f us. ",
 			hi, d.Median.ClientCPUus, d.Median.RedisCPUus, best.Name, p.Median.ClientCPUus, p.Median.RedisCPUus)
-		w("On the client, slidegate builds its key and arguments and parses a reply of six integers per decision (%.0f allocations per `Limiter.Allow`, go-redis included, see the Lambda figures); ", res.Lambda.AllocsPerDecision)
+		w("On the client, slidegate builds its key and arguments and parses a reply of three integers per decision (%.0f allocations per `Limiter.Allow`, go-redis included, see the Lambda figures); ", res.Lambda.AllocsPerDecision)
 		w("on Redis, its script does more work than the peer's (the Redis cost table). Rounds also move by tens of percent with the machine's other load (the brackets in the throughput table), so only a gap wider than those brackets means anything.\n")
 	}
 	if missed["bytes per active identity"] && def != nil && def.Memory != nil && rr != nil && rr.Memory != nil {

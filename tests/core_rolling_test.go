@@ -26,6 +26,16 @@ var (
 	fixedWindowV1 string
 )
 
+// The integer counters as the release before the short reply shipped them:
+// the same keys and the same integer in them, a reply of four values per
+// limit.
+var (
+	//go:embed testdata/rolling/sliding_window_v2.lua
+	slidingWindowV2 string
+	//go:embed testdata/rolling/fixed_window_v2.lua
+	fixedWindowV2 string
+)
+
 // v1Key is the key the previous release used for the limit "user" of id.
 func v1Key(prefix, code, id string, lim ratelimit.Limit) string {
 	sum := sha256.Sum256([]byte(id))
@@ -120,6 +130,78 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 					clock.Set(base.Add(90 * time.Second))
 					if got := admit(t, l, id, 20); got != 5 {
 						t.Fatalf("upgraded instance admitted %d half-way through the window after a full one, want 5", got)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestRollingDeployFromIntegerCounters upgrades a deployment from the
+// release whose counter scripts replied with four values per limit to the
+// current one. Keys and their integers did not change, so both releases
+// count on the same key: whichever instance a request reaches, the caller
+// gets exactly the limit in a window, and the next window weighs the
+// previous one's count.
+func TestRollingDeployFromIntegerCounters(t *testing.T) {
+	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) // a multiple of the window
+	algs := []struct {
+		alg  ratelimit.Algorithm
+		code string
+		v2   string
+		// next is how many the next window admits half-way through, after
+		// a full window.
+		next int
+	}{
+		{ratelimit.SlidingWindow, "sw", slidingWindowV2, 5},
+		{ratelimit.FixedWindow, "fw", fixedWindowV2, 10},
+	}
+	for _, topo := range startTopologies(t) {
+		t.Run(topo.name, func(t *testing.T) {
+			client := topo.newClient(t)
+			for _, a := range algs {
+				t.Run(string(a.alg), func(t *testing.T) {
+					lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
+					clock := testkit.NewClock(base.Add(10 * time.Second))
+					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll3"})
+					id := "caller-v2-" + a.code
+					sum := sha256.Sum256([]byte(id))
+					key := "roll3:{" + base64.RawURLEncoding.EncodeToString(sum[:16]) + "}:" + a.code + ":user:10/1m"
+					v2 := redis.NewScript(a.v2)
+					// Requests alternate between an instance not yet upgraded
+					// and an upgraded one.
+					spend := func(i int) bool {
+						if i%2 == 0 {
+							v, err := v2.Run(context.Background(), client, []string{key}, "1", lim.Count, lim.Window.Microseconds(), clock.Now().UnixMicro()).Slice()
+							if err != nil {
+								t.Fatalf("previous release's script: %v", err)
+							}
+							return v[0] == int64(1)
+						}
+						d, err := l.Allow(context.Background(), id, lim)
+						if err != nil {
+							t.Fatal(err)
+						}
+						return d.Allowed
+					}
+					admitted := 0
+					for i := range 16 {
+						if spend(i) {
+							admitted++
+						}
+					}
+					if admitted != 10 {
+						t.Fatalf("admitted %d in one window across both releases, want the limit, 10", admitted)
+					}
+					clock.Set(base.Add(90 * time.Second))
+					admitted = 0
+					for i := range 16 {
+						if spend(i + 1) {
+							admitted++
+						}
+					}
+					if admitted != a.next {
+						t.Fatalf("admitted %d half-way through the next window, want %d", admitted, a.next)
 					}
 				})
 			}

@@ -90,3 +90,37 @@ func FuzzKeys(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCounterDecision feeds the counter scripts' reply values, as a broken
+// or hostile server could send them, to the code that turns them into a
+// Decision: whatever the value, it answers without panicking, Allowed
+// follows the value's sign, and a well-formed value gives counts within
+// the limit's range.
+func FuzzCounterDecision(f *testing.F) {
+	f.Add(int64(10), int64(60_000), int64(0), int64(1_764_590_000_123_456), int64(1), false)
+	f.Add(int64(10), int64(60_000), int64(-1), int64(1_764_590_000_123_456), int64(1), true)
+	f.Add(int64(1_000_000), int64(1_000), int64(-1<<63), int64(-1), int64(1_000_000), false)
+	f.Add(int64(3), int64(1), int64(1<<62), int64(1<<62), int64(3), true)
+	f.Fuzz(func(t *testing.T, count, windowMillis, v, nowUs, cost int64, fixed bool) {
+		l := Limit{Name: "fuzz", Count: count, Window: time.Duration(windowMillis) * time.Millisecond}
+		if fixed {
+			l.Algorithm = FixedWindow
+		}
+		if l.Validate() != nil || cost < 1 || cost > count {
+			return
+		}
+		d := counterDecision(l, v, nowUs, cost, true)
+		if d.Allowed != (v >= 0) {
+			t.Fatalf("value %d: Allowed = %v", v, d.Allowed)
+		}
+		x := v
+		if x < 0 {
+			x = -1 - x
+		}
+		if x < (2*count+1)*(count+1) && nowUs >= 0 {
+			if d.Remaining < 0 || d.Remaining > count || d.ResetAfter < 0 || d.RetryAfter < 0 || d.ResetAfter > 2*l.Window || d.RetryAfter > 2*l.Window {
+				t.Fatalf("value %d at %d: %+v", v, nowUs, d)
+			}
+		}
+	})
+}

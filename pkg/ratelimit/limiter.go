@@ -284,13 +284,16 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if len(vals) != 2+4*n {
-		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*n)
-	}
 	for i, v := range vals {
 		if _, ok := v.(int64); !ok {
 			return false, fmt.Errorf("%w: script reply value %d is %T, want an integer", ErrUnavailable, i, v)
 		}
+	}
+	if counterReply(g.algorithm) {
+		return counterDecisions(vals, cost, spend, checks, g.indexes, out)
+	}
+	if len(vals) != 2+4*n {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*n)
 	}
 	at := time.UnixMicro(vals[1].(int64))
 	for i, ci := range g.indexes {
@@ -304,6 +307,22 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 			At:         at,
 			Shadow:     checks[ci].Shadow,
 		}
+	}
+	return vals[0].(int64) == 1, nil
+}
+
+// counterDecisions fills in the decisions of a counter script's reply
+// (counters.go): the request's answer, the Redis time, then one value per
+// limit.
+func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexes []int, out []Decision) (bool, error) {
+	if len(vals) != 2+len(indexes) {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(indexes))
+	}
+	now := vals[1].(int64)
+	for i, ci := range indexes {
+		c := checks[ci]
+		out[ci] = counterDecision(c.Limit, vals[2+i].(int64), now, cost, spend)
+		out[ci].Shadow = c.Shadow
 	}
 	return vals[0].(int64) == 1, nil
 }

@@ -27,9 +27,9 @@ func decisionReplyOutcome(cmd redis.Cmder) (outcome string, ok bool) {
 		return scriptreply.Error, true
 	}
 	vals, ok := reply.Val().([]any)
-	// { allowed, now_us, then four values per limit }: see the scripts'
-	// headers and runGroup.
-	if !ok || len(vals) < 6 || (len(vals)-2)%4 != 0 {
+	// { allowed, now_us, then per limit four values, or one for the
+	// counters }: see the scripts' headers and runGroup.
+	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
 		return scriptreply.Error, true
 	}
 	switch vals[0] {
@@ -52,23 +52,29 @@ func isDecisionScript(cmd redis.Cmder) bool {
 	if !ok || !(strings.EqualFold(verb, "evalsha") || strings.EqualFold(verb, "eval")) {
 		return false
 	}
-	body, ok := args[1].(string)
-	if !ok {
-		return false
-	}
-	_, ours := decisionScripts()[body]
+	_, ours := decisionScripts()[body(cmd)]
 	return ours
 }
 
+// body is what an EVALSHA or EVAL carries as its first argument: the SHA-1
+// or the source.
+func body(cmd redis.Cmder) string {
+	s, _ := cmd.Args()[1].(string)
+	return s
+}
+
 // decisionScripts holds the SHA-1 and the source of every script, which is
-// what an EVALSHA or an EVAL carries as its first argument. The scripts are
-// embedded, so the set never changes; it is built on first use.
-var decisionScripts = sync.OnceValue(func() map[string]struct{} {
+// what an EVALSHA or an EVAL carries as its first argument, and whether the
+// script is a counter, whose reply has one value per limit (counters.go).
+// The scripts are embedded, so the set never changes; it is built on first
+// use.
+var decisionScripts = sync.OnceValue(func() map[string]bool {
 	set := newScriptSet()
-	bodies := make(map[string]struct{}, 2*len(set.all()))
+	bodies := make(map[string]bool, 2*len(set.all()))
 	for _, sc := range set.all() {
-		bodies[sc.sha] = struct{}{}
-		bodies[sc.src] = struct{}{}
+		counter := sc == &set.slidingWindow || sc == &set.fixedWindow
+		bodies[sc.sha] = counter
+		bodies[sc.src] = counter
 	}
 	return bodies
 })

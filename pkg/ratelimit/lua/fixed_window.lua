@@ -10,7 +10,8 @@
 -- Redis clock a live key always holds the current or the previous window.
 --
 -- A spend increments first: INCRBY cost is the whole write when the key
--- already holds this window. A new key, or one left from an older window,
+-- already holds this window (the fast path below, for a lone limit). A
+-- stored S is never 0 (a write always holds cost >= 1 units). A new key, or one left from an older window,
 -- is rewritten once with SET PX; a denial puts every key back (DECRBY, or
 -- DEL of a key INCRBY created).
 --
@@ -27,13 +28,19 @@
 --           enforced (see the shadow rule below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
--- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
---           reset_after_us, retry_after_us }.
--- allowed (the first value) follows the enforced limits only.
--- Shadow rule: the request is admitted iff every enforced limit admits it.
--- Nothing is changed unless it is admitted and the cost is positive; then
--- every enforced limit spends, and every shadow limit that admits the cost on
--- its own spends too (its state is what enforcing it would have left).
+-- Returns { allowed (1|0), now_us, then per limit v }: allowed is the
+-- request's answer, admitted iff every enforced limit admits it; v is the
+-- limit's count in this window before this request when the limit admits
+-- the cost on its own, and -1 - that count when it does not. The caller
+-- works out remaining, reset and retry-after from it.
+-- Shadow rule: nothing is changed unless the request is admitted and the
+-- cost is positive; then every enforced limit spends, and every shadow limit
+-- that admits the cost on its own spends too (its state is what enforcing it
+-- would have left).
+--
+-- SET is given the new value as a Lua number: Redis 7 writes it with %.17g,
+-- the plain digits of an integer below 2^53, so the key stays
+-- integer-encoded.
 --
 -- Complexity: O(number of limits); one INCRBY per limit on a spend (a GET on
 -- a peek), plus a SET when a limit's window changed and an undo on a denial.
@@ -41,28 +48,90 @@
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
-  now = tonumber(now)
+  now = now + 0
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local cost = tonumber(ARGV[1])
-local spend = cost > 0
-if not spend then cost = -cost end
+-- A cost of 1, the common case, is recognised without a conversion.
+local cost = 1
+if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- decide works out limit i: whether it admits the cost, what the reply
--- says of it, the value before this call's INCRBY (s), and the value to
--- store with its expiry when the key must be rewritten (false when the
--- INCRBY already holds it).
-local function decide(i)
-  local limit = tonumber(ARGV[2 * i])
+-- settle reads s, the value key i held before this call (0 when missing, -1
+-- when not an integer): its count in this window (0 when it holds another
+-- window or nothing), and whether the key must be rewritten.
+local function settle(i, s, window, m, base, index)
+  if s > 0 then
+    if s - base >= 0 and s - base < m then return s - base, false end
+    return 0, true
+  elseif s == 0 then
+    -- A new key: carry over the previous layout's state.
+    local head = string.match(KEYS[i], '^(.*)/')
+    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
+    if legacy then
+      local si, sc = string.match(legacy, '^(%d+):(%d+)$')
+      if si and si + 0 == index then
+        return sc + 0, true
+      end
+    end
+  end
+  return 0, true
+end
+
+-- The fast path: one limit and a spend. A lone limit spends exactly when it
+-- admits, whether it is enforced or a shadow.
+if n == 1 and cost > 0 then
+  local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local window = tonumber(ARGV[2 * i + 1])
-  local index = math.floor(now / window)
-  local left = window - (now - index * window)
   local m = 2 * limit + 1
-  local period = math.floor(9007199254740992 / m)
+  local period = 9007199254740992 / m
+  local elapsed = now % window
+  local index = (now - elapsed) / window
+  local base = (index % (period - period % 1)) * m
+  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  if type(s) == 'number' then
+    s = s - cost
+    local v = s - base
+    if s > 0 and v >= 0 and v < m then
+      -- The key holds this window: the INCRBY was the whole write.
+      if v + cost <= limit then return { 1, now, v } end
+      redis.call('DECRBY', KEYS[1], ARGV[1])
+      return { shadow and 1 or 0, now, -1 - v }
+    end
+  else
+    s = -1 -- not an integer: not ours, replaced below
+  end
+  -- The key must be rewritten for this window, or put back.
+  local count = settle(1, s, window, m, base, index)
+  if count + cost <= limit then
+    redis.call('SET', KEYS[1], base + count + cost, 'PX', math.ceil((window - elapsed) / 1000))
+    return { 1, now, count }
+  end
+  if s > 0 then
+    redis.call('DECRBY', KEYS[1], ARGV[1])
+  elseif s == 0 then
+    redis.call('DEL', KEYS[1])
+  end
+  return { shadow and 1 or 0, now, -1 - count }
+end
+
+-- The general path: several limits, or a peek.
+local spend = cost > 0
+if not spend then cost = -cost end
+local reply = { 1, now }
+local all_ok = true
+local oks, olds, rewrites, ttls = {}, {}, {}, {}
+
+for i = 1, n do
+  local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
+  local shadow = limit < 0
+  if shadow then limit = -limit end
+  local m = 2 * limit + 1
+  local period = 9007199254740992 / m
+  local elapsed = now % window
+  local index = (now - elapsed) / window
+  local base = (index % (period - period % 1)) * m
 
   local s
   if spend then
@@ -70,97 +139,46 @@ local function decide(i)
     if type(s) == 'number' then
       s = s - cost
     else
-      s = -1 -- not an integer: not ours, replaced below
+      s = -1
     end
   else
     s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
-
-  local count, fresh = 0, s <= 0
-  if s > 0 then
-    count = s % m
-    if (s - count) / m ~= index % period then
-      count, fresh = 0, true
-    end
-  elseif s == 0 then
-    -- A new key: carry over the previous layout's state.
-    local head = string.match(KEYS[i], '^(.*)/')
-    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
-    if legacy then
-      local si, sc = string.match(legacy, '^(%d+):(%d+)$')
-      if si and tonumber(si) == index then
-        count = tonumber(sc)
-      end
-    end
-  end
+  local count, fresh = settle(i, s, window, m, base, index)
 
   local ok = count + cost <= limit
-  local retry = 0
-  if not ok then
-    retry = left
+  if ok then
+    reply[i + 2] = count
+  else
+    reply[i + 2] = -1 - count
+    if not shadow then
+      all_ok = false
+      reply[1] = 0
+    end
   end
-  local after = count
-  if ok and spend then after = count + cost end
-  local remaining = limit - after
-  if remaining < 0 then remaining = 0 end
-  local reset = 0
-  if after > 0 then reset = left end
-
-  local rewrite, ttl = false, 0
-  if spend and fresh then
-    rewrite = (index % period) * m + after
-    ttl = math.ceil(left / 1000)
+  oks[i], olds[i] = ok, s
+  if fresh then
+    rewrites[i] = base + count + cost
+    ttls[i] = math.ceil((window - elapsed) / 1000)
   end
-  return ok, remaining, reset, retry, s, rewrite, ttl, shadow
 end
 
+if not spend then return reply end
+
 -- undo puts key i back as it was before this call's INCRBY.
-local function undo(i, s)
-  if s > 0 then
+local function undo(i)
+  if olds[i] > 0 then
     redis.call('DECRBY', KEYS[i], ARGV[1])
-  elseif s == 0 then
+  elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
   end
 end
 
-if n == 1 then
-  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(1)
-  if not ok then
-    if spend then undo(1, s) end
-    return { shadow and 1 or 0, now, 0, remaining, reset, retry }
-  end
-  if rewrite then
-    redis.call('SET', KEYS[1], string.format('%d', rewrite), 'PX', ttl)
-  end
-  return { 1, now, 1, remaining, reset, retry }
-end
-
-local result = { 1, now }
-local all_ok = true
-local oks, olds, rewrites, ttls = {}, {}, {}, {}
 for i = 1, n do
-  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(i)
-  if not ok and not shadow then all_ok = false end
-  oks[i] = ok
-  result[4 * i - 1] = ok and 1 or 0
-  result[4 * i] = remaining
-  result[4 * i + 1] = reset
-  result[4 * i + 2] = retry
-  olds[i], rewrites[i], ttls[i] = s, rewrite, ttl
-end
-
-if not all_ok then
-  result[1] = 0
-  if spend then
-    for i = 1, n do undo(i, olds[i]) end
-  end
-elseif spend then
-  for i = 1, n do
-    if not oks[i] then
-      undo(i, olds[i]) -- a shadow limit that denies on its own spends nothing
-    elseif rewrites[i] then
-      redis.call('SET', KEYS[i], string.format('%d', rewrites[i]), 'PX', ttls[i])
-    end
+  if not all_ok or not oks[i] then
+    undo(i) -- a shadow limit that denies on its own spends nothing either
+  elseif rewrites[i] then
+    redis.call('SET', KEYS[i], rewrites[i], 'PX', ttls[i])
   end
 end
-return result
+return reply

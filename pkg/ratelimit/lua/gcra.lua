@@ -35,25 +35,24 @@
 local n = #KEYS
 local now = ARGV[3 * n + 2]
 if now then
-  now = tonumber(now)
+  now = now + 0
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local cost = tonumber(ARGV[1])
+-- A cost of 1, the common case, is recognised without a conversion.
+local cost = 1
+if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 local spend = cost > 0
 if not spend then cost = -cost end
 
-local result = { 1, now }
-local pending = {}
-local all_ok = true
+local reply = { 1, now }
+local writes = {}
 
-for i = 1, #KEYS do
-  local count = tonumber(ARGV[3 * i - 1])
+for i = 1, n do
+  local count, window, burst = ARGV[3 * i - 1] + 0, ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
   local shadow = count < 0
   if shadow then count = -count end
-  local window = tonumber(ARGV[3 * i])
-  local burst = tonumber(ARGV[3 * i + 1])
 
   -- backlog: max(TAT - now, 0) in scaled units
   local backlog = 0
@@ -61,7 +60,7 @@ for i = 1, #KEYS do
   if stored then
     local su, sf = string.match(stored, '^(%d+):(%d+)$')
     if su then
-      su, sf = tonumber(su), tonumber(sf)
+      su = su + 0
       if su >= now then
         backlog = (su - now) * count + sf
       end
@@ -70,37 +69,36 @@ for i = 1, #KEYS do
 
   local tolerance = burst * window
   local next_backlog = backlog + cost * window
-  local ok = next_backlog <= tolerance
-
-  local retry = 0
-  if not ok then
+  local after, retry = backlog, 0
+  if next_backlog <= tolerance then
+    writes[i] = next_backlog
+    reply[4 * i - 1] = 1
+    if spend then after = next_backlog end
+  else
     retry = math.ceil((next_backlog - tolerance) / count)
-    if not shadow then all_ok = false end
+    reply[4 * i - 1] = 0
+    if not shadow then reply[1] = 0 end
   end
-
-  local after = backlog
-  if ok and spend then after = next_backlog end
-  local remaining = math.floor((tolerance - after) / window)
-  if remaining < 0 then remaining = 0 end
-
-  result[#result + 1] = ok and 1 or 0
-  result[#result + 1] = remaining
-  result[#result + 1] = math.ceil(after / count)
-  result[#result + 1] = retry
-  pending[i] = ok and { count, next_backlog }
+  local room = tolerance - after
+  if room > 0 then
+    reply[4 * i] = (room - room % window) / window
+  else
+    reply[4 * i] = 0
+  end
+  reply[4 * i + 1] = math.ceil(after / count)
+  reply[4 * i + 2] = retry
 end
 
-if not all_ok then
-  result[1] = 0
-elseif spend then
-  for i = 1, #KEYS do
-    if pending[i] then
-      local count, backlog = pending[i][1], pending[i][2]
-      local whole = math.floor(backlog / count)
-      local fraction = backlog - whole * count
-      local ttl_ms = math.ceil((whole + 1) / 1000)
-      redis.call('SET', KEYS[i], string.format('%d:%d', now + whole, fraction), 'PX', ttl_ms)
+if spend and reply[1] == 1 then
+  for i = 1, n do
+    local backlog = writes[i]
+    if backlog then
+      local count = ARGV[3 * i - 1] + 0
+      if count < 0 then count = -count end
+      local fraction = backlog % count
+      local whole = (backlog - fraction) / count
+      redis.call('SET', KEYS[i], string.format('%d:%d', now + whole, fraction), 'PX', math.ceil((whole + 1) / 1000))
     end
   end
 end
-return result
+return reply

@@ -80,12 +80,14 @@ end
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
-  now = tonumber(now)
+  now = now + 0
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local cost = tonumber(ARGV[1])
+-- A cost of 1, the common case, is recognised without a conversion.
+local cost = 1
+if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 local spend = cost > 0
 if not spend then cost = -cost end
 
@@ -94,10 +96,10 @@ local pending = {}
 local all_ok = true
 
 for i = 1, #KEYS do
-  local limit = tonumber(ARGV[2 * i])
+  local limit = ARGV[2 * i] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local window = tonumber(ARGV[2 * i + 1])
+  local window = ARGV[2 * i + 1] + 0
   local cap_a = math.floor(limit * (K + 1) / K)
 
   -- The bucket of now, computed relative to its window so that every

@@ -30,12 +30,14 @@
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
-  now = tonumber(now)
+  now = now + 0
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local cost = tonumber(ARGV[1])
+-- A cost of 1, the common case, is recognised without a conversion.
+local cost = 1
+if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 local spend = cost > 0
 if not spend then cost = -cost end
 
@@ -44,10 +46,10 @@ local all_ok = true
 local oks = {}
 
 for i = 1, #KEYS do
-  local limit = tonumber(ARGV[2 * i])
+  local limit = ARGV[2 * i] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local window = tonumber(ARGV[2 * i + 1])
+  local window = ARGV[2 * i + 1] + 0
   local oldest_live = '(' .. string.format('%d', now - window)
 
   local count = redis.call('ZCOUNT', KEYS[i], oldest_live, '+inf')
@@ -86,7 +88,7 @@ if not all_ok then
 elseif spend then
   for i = 1, #KEYS do
     if oks[i] then
-      local window = tonumber(ARGV[2 * i + 1])
+      local window = ARGV[2 * i + 1] + 0
       redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
       -- Members are "<now>:<n>"; n continues after any member already at now,
       -- so units admitted in the same microsecond stay distinct.

@@ -15,13 +15,15 @@
 -- expires when the window after the one it was written in ends, so on the
 -- Redis clock a live key is never more than two windows old and the tag
 -- names its window without ambiguity. current never exceeds count, so
--- INCRBY cost (cost <= count) only ever adds to the current field.
+-- INCRBY cost (cost <= count) only ever adds to the current field. A stored
+-- S is never 0 (a write always holds cost >= 1 units).
 --
 -- A spend increments first: INCRBY cost is the whole write when the key
--- already holds this window (the common case: one command besides TIME).
--- When the key is new or holds an older window, it is rewritten once with
--- SET PX (the expiry only changes with the window). When a limit denies,
--- every key is put back as it was (DECRBY, or DEL of a key INCRBY created).
+-- already holds this window (the common case: one command besides TIME,
+-- taken by the fast path below for a lone limit). When the key is new or
+-- holds an older window, it is rewritten once with SET PX (the expiry only
+-- changes with the window). A denial puts every key back as it was (DECRBY,
+-- or DEL of a key INCRBY created).
 --
 -- Rolling deploys: a key this script creates imports, once, the state of
 -- the same limit under the previous layout (<prefix>:{tag}:sw:<name>:<count>:
@@ -37,16 +39,20 @@
 --           enforced (see the shadow rule below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
--- Returns { allowed (1|0), now_us, then per limit: allowed (1|0), remaining,
---           reset_after_us, retry_after_us }.
--- reset_after: time until the counter would be empty with no more traffic.
--- retry_after: for a limit that does not admit the cost now, the smallest
---              wait after which it would (0 otherwise).
--- allowed (the first value) follows the enforced limits only.
--- Shadow rule: the request is admitted iff every enforced limit admits it.
--- Nothing is changed unless it is admitted and the cost is positive; then
--- every enforced limit spends, and every shadow limit that admits the cost on
--- its own spends too (its state is what enforcing it would have left).
+-- Returns { allowed (1|0), now_us, then per limit v }: allowed is the
+-- request's answer, admitted iff every enforced limit admits it; v =
+-- previous * M + current, the limit's counts as of now before this request,
+-- when the limit admits the cost on its own, and -1 - that when it does not.
+-- The caller works out remaining, reset and retry-after from them (they are
+-- functions of the counts, the cost and now).
+-- Shadow rule: nothing is changed unless the request is admitted and the
+-- cost is positive; then every enforced limit spends, and every shadow limit
+-- that admits the cost on its own spends too (its state is what enforcing it
+-- would have left).
+--
+-- SET is given the new value as a Lua number: Redis 7 writes it with %.17g,
+-- the plain digits of an integer below 2^53, so the key stays
+-- integer-encoded.
 --
 -- Complexity: O(number of limits); one INCRBY per limit on a spend (a GET on
 -- a peek), plus a SET when a limit's window changed and an undo on a denial.
@@ -54,30 +60,104 @@
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
-  now = tonumber(now)
+  now = now + 0
 else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
-local cost = tonumber(ARGV[1])
-local spend = cost > 0
-if not spend then cost = -cost end
+-- A cost of 1, the common case, is recognised without a conversion.
+local cost = 1
+if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- decide works out limit i: whether it admits the cost, what the reply
--- says of it, the value before this call's INCRBY (s), and the value to
--- store with its expiry when the key must be rewritten (false when the
--- INCRBY already holds it).
-local function decide(i)
-  local limit = tonumber(ARGV[2 * i])
+-- legacy reads the state the previous layout left for key i, for a key this
+-- call found missing: its current and previous counts as of window index.
+local function legacy(i, window, index)
+  local head = string.match(KEYS[i], '^(.*)/')
+  local old = head and redis.call('GET', head .. ':' .. (window / 1000))
+  if old then
+    local si, sc, sp = string.match(old, '^(%d+):(%d+):(%d+)$')
+    if si then
+      si = si + 0
+      if si == index then
+        return sc + 0, sp + 0
+      elseif si == index - 1 then
+        return 0, sc + 0
+      end
+    end
+  end
+  return 0, 0
+end
+
+-- The fast path: one limit and a spend. A lone limit spends exactly when it
+-- admits, whether it is enforced or a shadow.
+if n == 1 and cost > 0 then
+  local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local window = tonumber(ARGV[2 * i + 1])
-  local index = math.floor(now / window)
-  local elapsed = now - index * window
-  local left = window - elapsed
   local m = 2 * limit + 1
-  local p = limit + 1
-  local period = math.floor(9007199254740992 / (p * m))
+  local pm = (limit + 1) * m
+  local period = 9007199254740992 / pm
+  period = period - period % 1
+  local elapsed = now % window
+  local index = (now - elapsed) / window
+  local base = (index % period) * pm
+  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  local current, previous = 0, 0
+  if type(s) == 'number' then
+    s = s - cost
+    if s > 0 then
+      local v = s - base
+      if v >= 0 and v < pm then
+        -- The key holds this window: the INCRBY was the whole write.
+        current = v % m
+        if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
+          return { 1, now, v }
+        end
+        redis.call('DECRBY', KEYS[1], ARGV[1])
+        return { shadow and 1 or 0, now, -1 - v }
+      end
+      -- The key holds an older window: the count of the window just before
+      -- this one becomes the previous count.
+      local old = s % pm
+      if (index - (s - old) / pm) % period == 1 then previous = old % m end
+    elseif s == 0 then
+      current, previous = legacy(1, window, index)
+    end
+  else
+    s = -1 -- not an integer: not ours, replaced below
+  end
+  -- The key must be rewritten for this window, or put back.
+  local v = previous * m + current
+  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
+    redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) / 1000))
+    return { 1, now, v }
+  end
+  if s > 0 then
+    redis.call('DECRBY', KEYS[1], ARGV[1])
+  elseif s == 0 then
+    redis.call('DEL', KEYS[1])
+  end
+  return { shadow and 1 or 0, now, -1 - v }
+end
+
+-- The general path: several limits, or a peek.
+local spend = cost > 0
+if not spend then cost = -cost end
+local reply = { 1, now }
+local all_ok = true
+local oks, olds, rewrites, ttls = {}, {}, {}, {}
+
+for i = 1, n do
+  local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
+  local shadow = limit < 0
+  if shadow then limit = -limit end
+  local m = 2 * limit + 1
+  local pm = (limit + 1) * m
+  local period = 9007199254740992 / pm
+  period = period - period % 1
+  local elapsed = now % window
+  local index = (now - elapsed) / window
+  local base = (index % period) * pm
 
   local s
   if spend then
@@ -85,145 +165,61 @@ local function decide(i)
     if type(s) == 'number' then
       s = s - cost
     else
-      s = -1 -- not an integer: not ours, replaced below
+      s = -1
     end
   else
     s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
 
-  local current, previous, fresh = 0, 0, s <= 0
+  local current, previous, fresh = 0, 0, true
   if s > 0 then
-    current = s % m
-    local rest = (s - current) / m
-    previous = rest % p
-    local d = (index - (rest - previous) / p) % period
-    if d == 1 then
-      current, previous = 0, current
-    elseif d ~= 0 then
-      current, previous = 0, 0
+    local old = s % pm
+    local d = (index - (s - old) / pm) % period
+    if d == 0 then
+      current = old % m
+      previous = (old - current) / m
+      fresh = false
+    elseif d == 1 then
+      previous = old % m
     end
-    if d ~= 0 then fresh = true end
   elseif s == 0 then
-    -- A new key (created by this INCRBY, or missing on a peek): carry over
-    -- the previous layout's state.
-    local head = string.match(KEYS[i], '^(.*)/')
-    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
-    if legacy then
-      local si, sc, sp = string.match(legacy, '^(%d+):(%d+):(%d+)$')
-      if si then
-        si = tonumber(si)
-        if si == index then
-          current, previous = tonumber(sc), tonumber(sp)
-        elseif si == index - 1 then
-          previous = tonumber(sc)
-        end
-      end
+    current, previous = legacy(i, window, index)
+  end
+
+  local v = previous * m + current
+  local ok = previous * (window - elapsed) + (current + cost) * window <= limit * window
+  if ok then
+    reply[i + 2] = v
+  else
+    reply[i + 2] = -1 - v
+    if not shadow then
+      all_ok = false
+      reply[1] = 0
     end
   end
-
-  -- used and capacity in units of 1/window requests
-  local used = previous * left + current * window
-  local capacity = limit * window
-  local ok = used + cost * window <= capacity
-
-  local retry = 0
-  if not ok then
-    -- Smallest elapsed e in this window with previous*(window-e) <= room*window.
-    local room = limit - cost - current
-    local need = window
-    if room >= 0 and previous > 0 then
-      need = window - math.floor(room * window / previous)
-    end
-    if need < window then
-      retry = need - elapsed
-    else
-      -- Not in this window: in the next one, this window's count becomes the
-      -- previous one and nothing is current yet.
-      local room_next = limit - cost
-      local need_next = 0
-      if current > 0 then
-        need_next = window - math.floor(room_next * window / current)
-        if need_next < 0 then need_next = 0 end
-      end
-      if need_next < window then
-        retry = left + need_next
-      else
-        retry = left + window
-      end
-    end
+  oks[i], olds[i] = ok, s
+  if fresh then
+    rewrites[i] = base + v + cost
+    ttls[i] = math.ceil((2 * window - elapsed) / 1000)
   end
-
-  local after = used
-  local new_current = current
-  if ok and spend then
-    after = used + cost * window
-    new_current = current + cost
-  end
-  local remaining = math.floor((capacity - after) / window)
-  if remaining < 0 then remaining = 0 end
-
-  local reset = 0
-  if new_current > 0 then
-    reset = left + window
-  elseif previous > 0 then
-    reset = left
-  end
-
-  local rewrite, ttl = false, 0
-  if spend and fresh then
-    rewrite = ((index % period) * p + previous) * m + new_current
-    ttl = math.ceil((left + window) / 1000)
-  end
-  return ok, remaining, reset, retry, s, rewrite, ttl, shadow
 end
 
+if not spend then return reply end
+
 -- undo puts key i back as it was before this call's INCRBY.
-local function undo(i, s)
-  if s > 0 then
+local function undo(i)
+  if olds[i] > 0 then
     redis.call('DECRBY', KEYS[i], ARGV[1])
-  elseif s == 0 then
+  elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
   end
 end
 
-if n == 1 then
-  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(1)
-  if not ok then
-    if spend then undo(1, s) end
-    return { shadow and 1 or 0, now, 0, remaining, reset, retry }
-  end
-  if rewrite then
-    redis.call('SET', KEYS[1], string.format('%d', rewrite), 'PX', ttl)
-  end
-  return { 1, now, 1, remaining, reset, retry }
-end
-
-local result = { 1, now }
-local all_ok = true
-local oks, olds, rewrites, ttls = {}, {}, {}, {}
 for i = 1, n do
-  local ok, remaining, reset, retry, s, rewrite, ttl, shadow = decide(i)
-  if not ok and not shadow then all_ok = false end
-  oks[i] = ok
-  result[4 * i - 1] = ok and 1 or 0
-  result[4 * i] = remaining
-  result[4 * i + 1] = reset
-  result[4 * i + 2] = retry
-  olds[i], rewrites[i], ttls[i] = s, rewrite, ttl
-end
-
-if not all_ok then
-  result[1] = 0
-  if spend then
-    for i = 1, n do undo(i, olds[i]) end
-  end
-elseif spend then
-  for i = 1, n do
-    if not oks[i] then
-      undo(i, olds[i]) -- a shadow limit that denies on its own spends nothing
-    elseif rewrites[i] then
-      redis.call('SET', KEYS[i], string.format('%d', rewrites[i]), 'PX', ttls[i])
-    end
+  if not all_ok or not oks[i] then
+    undo(i) -- a shadow limit that denies on its own spends nothing either
+  elseif rewrites[i] then
+    redis.call('SET', KEYS[i], rewrites[i], 'PX', ttls[i])
   end
 end
-return result
+return reply

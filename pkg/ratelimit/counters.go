@@ -1,0 +1,98 @@
+package ratelimit
+
+import "time"
+
+// The counter scripts (sliding_window.lua, fixed_window.lua) reply with the
+// request's answer, the Redis time and, per limit, the counts it held before
+// the request: the smallest reply that determines the decision. What a Decision reports
+// besides them (remaining, reset, retry-after) is worked out here, with the
+// same integer arithmetic the scripts' admission uses, so that it stays
+// exact to the microsecond.
+
+// counterDecision turns one limit's value of a counter script's reply into
+// its Decision. v is the limit's counts before this request (see the
+// scripts' headers), -1 - them when the limit does not admit cost; nowUs is
+// the script's time; spend is false for a peek.
+func counterDecision(l Limit, v, nowUs, cost int64, spend bool) Decision {
+	d := Decision{Limit: l, Allowed: v >= 0, At: time.UnixMicro(nowUs)}
+	if !d.Allowed {
+		v = -1 - v
+	}
+	window := l.Window.Microseconds()
+	elapsed := nowUs % window
+	if elapsed < 0 {
+		elapsed += window
+	}
+	left := window - elapsed
+	limit := l.Count
+	spent := d.Allowed && spend
+	if l.Algorithm.orDefault() == FixedWindow {
+		count := v
+		if !d.Allowed {
+			d.RetryAfter = micros(left)
+		}
+		if spent {
+			count += cost
+		}
+		d.Remaining = max(limit-count, 0)
+		if count > 0 {
+			d.ResetAfter = micros(left)
+		}
+		return d
+	}
+
+	m := 2*limit + 1
+	current, previous := v%m, v/m
+	used := previous*left + current*window
+	capacity := limit * window
+	if !d.Allowed {
+		// At least 1 us: a denial whose counts would fit now can only come
+		// from a reply the script never sends, and must still say wait.
+		d.RetryAfter = micros(max(slidingRetry(limit, window, elapsed, cost, previous, current), 1))
+	}
+	if spent {
+		used += cost * window
+		current += cost
+	}
+	if capacity > used {
+		d.Remaining = (capacity - used) / window
+	}
+	switch {
+	case current > 0:
+		d.ResetAfter = micros(left + window)
+	case previous > 0:
+		d.ResetAfter = micros(left)
+	}
+	return d
+}
+
+// slidingRetry is the smallest wait after which a sliding-window limit
+// admits cost, with no other traffic, elapsed microseconds into its window.
+func slidingRetry(limit, window, elapsed, cost, previous, current int64) int64 {
+	left := window - elapsed
+	// In this window: the smallest elapsed e with
+	// previous*(window-e) <= room*window.
+	room := limit - cost - current
+	need := window
+	if room >= 0 && previous > 0 {
+		need = window - room*window/previous
+	}
+	if need < window {
+		return need - elapsed
+	}
+	// In the next one, this window's count becomes the previous one and
+	// nothing is current yet.
+	needNext := int64(0)
+	if current > 0 {
+		needNext = max(window-(limit-cost)*window/current, 0)
+	}
+	if needNext < window {
+		return left + needNext
+	}
+	return left + window
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// counterReply reports the algorithms whose scripts reply as above.
+func counterReply(a Algorithm) bool { return counterLayout(a) }
