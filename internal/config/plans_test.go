@@ -218,6 +218,10 @@ func TestShadow(t *testing.T) {
 	if len(req.Limits) != 2 || !req.Limits[0].Shadow || !req.Limits[1].Shadow {
 		t.Errorf("stage shadow: %+v", req.Limits)
 	}
+	// A route on a stage, where values have no spaces: METHOD:/glob.
+	if s, err := config.ParseShadow("post:/v1/reports,pro"); err != nil || strings.Join(s.Names(), "|") != "POST /v1/reports|pro" {
+		t.Errorf("ParseShadow with a colon: %v, %v", s.Names(), err)
+	}
 }
 
 // TestForRequest: a configured plan replaces the tier's limits; an unknown

@@ -10,8 +10,9 @@ import (
 )
 
 // StageVarShadow is the stage variable of RATE_LIMIT_SHADOW. API Gateway
-// allows no spaces or '*' in stage variable values, so on a stage only
-// tiers, plans and single limits can be named, not routes.
+// allows no spaces or '*' in stage variable values: a route is written
+// there with a colon, "POST:/v1/reports", and a route whose glob holds
+// '*' cannot be named on a stage.
 const StageVarShadow = "rateLimitShadow"
 
 // maxShadowNames bounds RATE_LIMIT_SHADOW.
@@ -29,8 +30,9 @@ type Shadow struct {
 
 // ParseShadow parses a comma-separated list of names. The empty string
 // and "none" shadow nothing. Tier, plan and limit names are
-// case-insensitive; a route is "METHOD /glob" (ANY for every method),
-// normalized as RATE_LIMIT_ROUTES normalizes it.
+// case-insensitive; a route is "METHOD /glob" (ANY for every method), or
+// "METHOD:/glob" where spaces are not allowed, normalized as
+// RATE_LIMIT_ROUTES normalizes it.
 func ParseShadow(s string) (Shadow, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
@@ -56,6 +58,9 @@ func ParseShadow(s string) (Shadow, error) {
 
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
+	if method, path, ok := strings.Cut(item, ":/"); ok && !strings.Contains(method, " ") {
+		item = method + " /" + path
+	}
 	if strings.Contains(item, " ") {
 		method, glob, err := parseRouteName(item)
 		if err != nil {
