@@ -14,9 +14,11 @@ import (
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
-// caller's tier on the request's stage, and every matching route limit,
-// counted for the same identity), then one decision that spends on all of
-// them or none.
+// caller's plan's or tier's limits on the request's stage, and every
+// matching route limit, counted for the same identity, with the route's
+// cost and each limit's shadow flag), then one decision that spends on all
+// of them or none. A request from a blocked or an unlimited network
+// (RATE_LIMIT_NETWORKS) is decided by that alone, without a Redis call.
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -37,7 +39,8 @@ func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, 
 
 // Quota answers GET /v1/quota: it spends one call from the caller's
 // quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
-// identity) and, when that admits it, peeks at the caller's tier and route
+// identity) and, when that admits it, peeks at every limit of the caller's
+// plan or tier and its route
 // limits, which it never spends (the Outcome's Kind and Result are then
 // the peek's). When the quota limit denies, the Outcome has QuotaDenied
 // set and its Result is that denial: nothing is peeked,
