@@ -40,9 +40,8 @@ func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, 
 // Quota answers GET /v1/quota: it spends one call from the caller's
 // quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
 // identity) and, when that admits it, peeks at every limit of the caller's
-// plan or tier and its route
-// limits, which it never spends (the Outcome's Kind and Result are then
-// the peek's). When the quota limit denies, the Outcome has QuotaDenied
+// plan or tier and its route limits, which it never spends (the Outcome's
+// Kind and Result are then the peek's). When the quota limit denies, the Outcome has QuotaDenied
 // set and its Result is that denial: nothing is peeked,
 // and a caller flooding the quota costs one Redis call per denied request
 // at most (none while the deny cache holds the denial), never a read of its
