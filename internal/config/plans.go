@@ -62,7 +62,8 @@ func splitEntries(s, extraSeps string) []string {
 // before it), such as "free=20/1s,600/1m;pro=100/1s,6000/1m,10000/1d". Plan
 // names are case-insensitive, letters, digits and underscores (the
 // characters a stage variable name allows), at most 64; "unlimited" and
-// "blocked" are reserved for RATE_LIMIT_NETWORKS. The empty string and
+// "blocked" are reserved for RATE_LIMIT_NETWORKS, and the tier names and
+// "quota" are not plan names. The empty string and
 // "none" mean no plans.
 //
 // A bad entry is reported and that plan left out (its callers get their
@@ -117,8 +118,13 @@ func planName(raw string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("plan name %q: want 1 to %d letters, digits and underscores", clip(strings.TrimSpace(raw)), identity.MaxPlanLen)
 	}
-	if name == NetworkUnlimited || name == NetworkBlocked {
+	switch name {
+	case NetworkUnlimited, NetworkBlocked:
 		return "", fmt.Errorf("plan name %q is reserved for RATE_LIMIT_NETWORKS", name)
+	case identity.TierAnonymous, identity.TierUser, identity.TierOrg, QuotaLimitName:
+		// A plan's limits are named after it: the same name as a tier's
+		// would share its Redis keys and its shadow-list entry.
+		return "", fmt.Errorf("plan name %q is a tier's or the quota's name", name)
 	}
 	return name, nil
 }

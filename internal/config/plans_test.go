@@ -69,6 +69,7 @@ func TestParsePlans(t *testing.T) {
 		{"bad limit leaves the plan out", "free=5/1m;pro=100/1s,lots", map[string]string{"free": "5/1m"}, `plan "pro"`},
 		{"bad name", "free=5/1m;pro-x=1/1s", map[string]string{"free": "5/1m"}, "pro-x"},
 		{"reserved name", "unlimited=5/1m", map[string]string{}, "reserved"},
+		{"a tier's name", "user=5/1m;pro=1/1s", map[string]string{"pro": "1/1s"}, "tier"},
 		{"twice", "free=5/1m;FREE=6/1m", map[string]string{"free": "5/1m"}, "twice"},
 		{"no name", "5/1m", map[string]string{}, "want name="},
 	}
