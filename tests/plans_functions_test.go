@@ -468,7 +468,9 @@ func TestPlanHeadersAgree(t *testing.T) {
 		t.Errorf("the authorizer's policy %q differs from the API function's RateLimit-Policy %q", policy, resp.Header.Get("RateLimit-Policy"))
 	}
 	rateLimit, _ := a.resp.Context["rateLimit"].(string)
-	if name, r := checkRateLimit(t, rateLimit); name != "pro-1s" || r != 3 {
+	// 3 left of the second's 5, or 4 if a second boundary passed between
+	// the two requests (the sliding window then weighs the first less).
+	if name, r := checkRateLimit(t, rateLimit); name != "pro-1s" || r < 3 || r > 4 {
 		t.Errorf("the authorizer's RateLimit names %s with r=%d, want pro-1s with 3", name, r)
 	}
 
