@@ -113,13 +113,24 @@ func New(rt Runtime, opts Options) http.Handler {
 // HTML body that no rate limit counts.
 func cleanPathsOnly(next, notFound http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := r.URL.Path
-		if p == "" || p[0] != '/' || (p != "/" && path.Clean(p) != p && path.Clean(p)+"/" != p) {
+		if !isCleanPath(r.URL.Path) {
 			notFound.ServeHTTP(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isCleanPath reports whether ServeMux serves p as it is, without a
+// redirect: an absolute path that path.Clean leaves alone, or one with a
+// single trailing slash after a clean path other than the root ("//" is
+// not "/" plus a trailing slash: ServeMux redirects it to "/").
+func isCleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	clean := path.Clean(p)
+	return p == clean || (clean != "/" && p == clean+"/")
 }
 
 // routeName names a request in the middleware's log lines as the decision
