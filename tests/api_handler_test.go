@@ -454,7 +454,8 @@ func TestAPILoginRouteLimit(t *testing.T) {
 	}
 	resp := invokeAPI(t, api, login)
 	checkAPI429(t, resp)
-	if got := resp.Header.Get("RateLimit-Policy"); got != `"POST /auth/*";q=5;w=60` {
+	// Both policies apply; RateLimit names the route limit, which denied.
+	if got := resp.Header.Get("RateLimit-Policy"); got != `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60` {
 		t.Fatalf("429 RateLimit-Policy %q", got)
 	}
 	// The tier limit of the same caller is untouched by the denial and

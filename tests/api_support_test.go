@@ -236,9 +236,26 @@ func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
 	if h.Get("RateLimit-Limit") != h.Get("X-RateLimit-Limit") || h.Get("RateLimit-Remaining") != h.Get("X-RateLimit-Remaining") {
 		t.Fatalf("RateLimit-* and X-RateLimit-* disagree: %v", h)
 	}
-	policy := regexp.MustCompile(`^"[^"]*";q=` + h.Get("RateLimit-Limit") + `;w=[0-9]+$`)
-	if !policy.MatchString(h.Get("RateLimit-Policy")) {
-		t.Fatalf("RateLimit-Policy %q does not match limit %s", h.Get("RateLimit-Policy"), h.Get("RateLimit-Limit"))
+	// RateLimit-Policy lists every policy that applies; the one RateLimit
+	// names is among them, with the quota RateLimit-Limit says.
+	policies, err := parseSFList(h.Get("RateLimit-Policy"))
+	if err != nil {
+		t.Fatalf("RateLimit-Policy: %v", err)
+	}
+	closest, err := parseSFList(h.Get("RateLimit"))
+	if err != nil || len(closest) != 1 {
+		t.Fatalf("RateLimit %q: %v", h.Get("RateLimit"), err)
+	}
+	limit, _ := strconv.ParseInt(h.Get("RateLimit-Limit"), 10, 64)
+	listed := false
+	for _, p := range policies {
+		q, _ := p.Param("q")
+		if _, ok := p.Param("w"); ok && p.Value == closest[0].Value && q == limit {
+			listed = true
+		}
+	}
+	if !listed {
+		t.Fatalf("RateLimit-Policy %q does not list %v with limit %s", h.Get("RateLimit-Policy"), closest[0].Value, h.Get("RateLimit-Limit"))
 	}
 	rl := regexp.MustCompile(`^"[^"]*";r=` + h.Get("RateLimit-Remaining") + `;t=` + h.Get("RateLimit-Reset") + `$`)
 	if !rl.MatchString(h.Get("RateLimit")) {

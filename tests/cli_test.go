@@ -387,7 +387,8 @@ func TestSlidegateCheck(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 			t.Fatalf("%v\n%s", err, r.stdout)
 		}
-		if r.code != 1 || len(rep.Errors) == 0 || len(rep.Warnings) < 2 || len(rep.Limits) != 5 || len(rep.Routes) == 0 {
+		// Five limits, and the shipped dev stage's two plans.
+		if r.code != 1 || len(rep.Errors) == 0 || len(rep.Warnings) < 2 || len(rep.Limits) != 7 || len(rep.Routes) == 0 {
 			t.Errorf("exit %d, %+v", r.code, rep)
 		}
 		for _, e := range rep.Errors {

@@ -125,7 +125,11 @@ type dashRun struct {
 func dashRealRun(t *testing.T) dashRun {
 	t.Helper()
 	srv := redistest.StartServer(t)
-	fn := obsStart(t, obsEnv(srv.URL(), nil))
+	fn := obsStart(t, obsEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_ROUTES":   "POST /auth/*=5/1m:sliding-log,GET /v1/shadowed=1/1m",
+		"RATE_LIMIT_SHADOW":   "GET /v1/shadowed",
+		"RATE_LIMIT_NETWORKS": "192.0.2.0/24=blocked,203.0.113.0/24=unlimited",
+	}))
 	token := azToken(t, obsJWTSecret, obsSubject)
 	forged := azToken(t, "not-the-secret-at-all", obsSubject)
 	rest := func(ip, method, path string, headers map[string]string) []byte {
@@ -151,6 +155,11 @@ func dashRealRun(t *testing.T) dashRun {
 	for range 3 { // the API function's own decisions, denied on the third
 		invoke("api", obsHTTPAPIEvent(t, "GET", "/v1/items", "198.51.100.126", "dash-http", nil, ""))
 	}
+	for range 2 { // the shadow route limit 1: allowed, shadow-denied
+		invoke("authorizer", rest("198.51.100.128", "GET", "/v1/shadowed", nil))
+	}
+	invoke("authorizer", rest("192.0.2.9", "GET", "/v1/items", nil))   // blocked
+	invoke("authorizer", rest("203.0.113.9", "GET", "/v1/items", nil)) // unlimited
 	srv.Stop()
 	invoke("authorizer", rest("198.51.100.127", "GET", "/v1/items", nil))
 	invoke("authorizer", rest("198.51.100.127", "POST", "/auth/login", nil))
@@ -334,7 +343,7 @@ func dashboardErrors(tpl tplTemplate, body string, run dashRun) []error {
 		}
 	}
 	var want []string
-	for _, o := range []string{"allowed", "denied", "degraded", "rejected"} {
+	for _, o := range []string{"allowed", "denied", "degraded", "rejected", "shadow-denied", "blocked", "unlimited"} {
 		want = append(want, "Decisions outcome="+o)
 	}
 	for _, tier := range []string{"anonymous", "user", "org"} {

@@ -439,3 +439,36 @@ func stageLimit(t *testing.T, stage, param string) int64 {
 	}
 	return count
 }
+
+// TestLocalAPIDemoPlan: `make local` serves the dev stage's plans: its
+// demo key local-pro-key, and a token whose plan claim says pro, get plan
+// pro's three limits, listed in RateLimit-Policy (the REST gateway's
+// answer, as API Gateway would give it).
+func TestLocalAPIDemoPlan(t *testing.T) {
+	api := startLocalAPIWith(t, "dev", "", false, map[string]string{"API_KEY_HASHES": "", "JWT_PLAN_CLAIM": "plan"})
+	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": "plan-user", "iss": localJWTIssuer, "aud": localJWTAudience, "plan": "pro",
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix(),
+	}).SignedString([]byte(localJWTSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, header := range map[string]map[string]string{
+		"demo key":   {"x-api-key": server.DemoProAPIKey},
+		"plan claim": {"Authorization": "Bearer " + token},
+	} {
+		r := api.do(t, "GET", "/v1/items", header)
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: %d %s", name, r.status, r.body)
+		}
+		policies, err := parseSFList(r.header.Get("RateLimit-Policy"))
+		if err != nil || len(policies) != 3 {
+			t.Fatalf("%s: RateLimit-Policy %q: %v, want plan pro's three limits", name, r.header.Get("RateLimit-Policy"), err)
+		}
+		for i, want := range []string{"pro-1s", "pro-1m", "pro-1d"} {
+			if policies[i].Value != want {
+				t.Errorf("%s: policy %d is %v, want %s", name, i, policies[i].Value, want)
+			}
+		}
+	}
+}

@@ -384,8 +384,8 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 				t.Fatalf("default routes for POST /auth/login: %v", login)
 			}
 			checks := []ratelimit.Check{
-				{Identity: "attacker", Limit: cfg.Tiers.Anonymous},
-				{Identity: "attacker", Limit: login[0].Limit},
+				{Identity: "attacker", Limit: cfg.Tiers.Anonymous[0].Limit},
+				{Identity: "attacker", Limit: login[0].Limits[0].Limit},
 			}
 			var admitted []time.Time
 			attempt := func() {

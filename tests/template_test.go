@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"github.com/slidegate/slidegate/internal/config"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -660,6 +661,10 @@ func tplStageVariables(t *testing.T) []string {
 			return nil
 		})
 	}
+	// Not a variable but the prefix of one per plan (rateLimitPlanPro),
+	// which the operator sets for the plans a stage changes: the template
+	// knows no plan names.
+	delete(names, config.StageVarPlanPrefix)
 	return tplSortedKeys(names)
 }
 
@@ -976,5 +981,73 @@ func TestTemplateIPv6(t *testing.T) {
 	vars := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
 	if ref, ok := yamlRef(yamlGet(vars, "RATE_LIMIT_IPV6_PREFIX")); !ok || ref != "RateLimitIpv6Prefix" {
 		t.Error("Globals: RATE_LIMIT_IPV6_PREFIX is not !Ref RateLimitIpv6Prefix")
+	}
+}
+
+// TestTemplatePlanParameters: the tier parameters take limit lists (days
+// included) and refuse what the functions would; the plan, cost, shadow
+// and network parameters reach the functions' environment, the shadow list
+// also both APIs' stage variables, within what a stage variable value may
+// hold; every value the shipped samconfig.toml gives them parses without
+// an error in the functions' configuration.
+func TestTemplatePlanParameters(t *testing.T) {
+	tpl := tplLoad(t)
+	params := yamlGet(tpl.root, "Parameters")
+	pattern := func(name string) *regexp.Regexp {
+		t.Helper()
+		re, err := regexp.Compile("^(?:" + yamlScalar(yamlGet(yamlGet(params, name), "AllowedPattern")) + ")$")
+		if err != nil {
+			t.Fatalf("%s AllowedPattern: %v", name, err)
+		}
+		return re
+	}
+	for _, name := range []string{"RateLimitAnonymous", "RateLimitUser", "RateLimitOrg"} {
+		re := pattern(name)
+		for v, want := range map[string]bool{
+			"30/1m": true, "20/1s,600/1m,10000/1d": true, "5/1m:sliding-log,100/1d:token-bucket": true,
+			"20/1s,": false, "20/1s 600/1m": false, "1/1m,1/1m,1/1m,1/1m,1/1m,1/1m,1/1m,1/1m,1/1m": false, "lots": false,
+		} {
+			if re.MatchString(v) != want {
+				t.Errorf("%s AllowedPattern: %q accepted = %v, want %v", name, v, !want, want)
+			}
+		}
+	}
+	shadow := pattern("RateLimitShadow")
+	for v, want := range map[string]bool{"none": true, "pro,user,pro-1d": true, "POST:/v1/reports": true, "POST /v1/reports": false, "GET:/a/*": false} {
+		if shadow.MatchString(v) != want {
+			t.Errorf("RateLimitShadow AllowedPattern: %q accepted = %v, want %v", v, !want, want)
+		}
+	}
+
+	env := yamlGet(yamlGet(yamlGet(yamlGet(tpl.root, "Globals"), "Function"), "Environment"), "Variables")
+	for variable, param := range map[string]string{
+		"RATE_LIMIT_PLANS": "RateLimitPlans", "RATE_LIMIT_COSTS": "RateLimitCosts", "RATE_LIMIT_SHADOW": "RateLimitShadow",
+		"RATE_LIMIT_NETWORKS": "RateLimitNetworks", "JWT_PLAN_CLAIM": "JwtPlanClaim",
+	} {
+		if ref, ok := yamlRef(yamlGet(env, variable)); !ok || ref != param {
+			t.Errorf("Globals: %s is not !Ref %s", variable, param)
+		}
+		if yamlGet(params, param) == nil {
+			t.Errorf("no parameter %s", param)
+		}
+	}
+
+	for _, stage := range []string{"dev", "prod"} {
+		spec, err := deployconfig.Load(filepath.Join("..", "template.yaml"), filepath.Join("..", "samconfig.toml"), stage)
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		getenv := func(k string) string { return spec.Environment[k] }
+		cfg, err := config.FromEnv(getenv)
+		if err != nil {
+			t.Errorf("stage %s: the functions' configuration reports %v", stage, err)
+			continue
+		}
+		if len(cfg.Plans) == 0 {
+			t.Errorf("stage %s: no plan configured; the shipped samconfig.toml sells some", stage)
+		}
+		if _, err := config.ResolveStage(cfg, config.StageValuesOf(spec.StageVariables)); err != nil {
+			t.Errorf("stage %s: its stage variables report %v", stage, err)
+		}
 	}
 }

@@ -101,7 +101,8 @@ func run() error {
 	for _, r := range srv.Spec.Routes {
 		logger.Info("route", "method", r.Method, "path", r.Resource, "function", r.Function, "authorizer", r.Authorized && srv.Spec.HasAuthorizer)
 	}
-	logger.Info("try", "curl", "curl -i http://"+srv.Addr()+"/v1/items", "org tier", "-H 'x-api-key: "+server.DemoAPIKey+"'")
+	logger.Info("try", "curl", "curl -i http://"+srv.Addr()+"/v1/items", "org tier", "-H 'x-api-key: "+server.DemoAPIKey+"'",
+		"plan pro", "-H 'x-api-key: "+server.DemoProAPIKey+"'")
 
 	<-ctx.Done()
 	stop()

@@ -73,3 +73,34 @@ func TestStageVarFlag(t *testing.T) {
 		t.Errorf("got %v, %v", s, err)
 	}
 }
+
+// TestCallerPlan: --plan names the plan; without it an API_KEY_HASHES key
+// brings its own; a name that is no plan name is refused.
+func TestCallerPlan(t *testing.T) {
+	keyPlans := map[string]string{identity.KeyHash("pro-key"): "pro"}
+	cases := []struct {
+		name  string
+		flags callerFlags
+		want  string
+		err   bool
+	}{
+		{"key with a plan", callerFlags{apiKey: "pro-key"}, "pro", false},
+		{"key without one", callerFlags{apiKey: "other"}, "", false},
+		{"--plan wins", callerFlags{apiKey: "pro-key", plan: "Free"}, "free", false},
+		{"subject with --plan", callerFlags{sub: "alice", plan: "pro"}, "pro", false},
+		{"subject without", callerFlags{sub: "alice"}, "", false},
+		{"bad plan", callerFlags{sub: "alice", plan: "pro plan"}, "", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			caller, err := c.flags.caller(64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.flags.planOf(caller, keyPlans)
+			if got != c.want || (err != nil) != c.err {
+				t.Errorf("plan %q, %v; want %q, error %v", got, err, c.want, c.err)
+			}
+		})
+	}
+}

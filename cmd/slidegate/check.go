@@ -25,8 +25,13 @@ type report struct {
 	Limits   []limitReport          `json:"limits"`
 	Routes   []routeReport          `json:"routes"`
 	APIKeys  string                 `json:"apiKeys"`
-	Errors   []string               `json:"errors"`
-	Warnings []string               `json:"warnings"`
+	// Costs, Shadow and Networks are RATE_LIMIT_COSTS, the stage's shadow
+	// list and RATE_LIMIT_NETWORKS as the functions read them.
+	Costs    []string `json:"costs"`
+	Shadow   []string `json:"shadow"`
+	Networks []string `json:"networks"`
+	Errors   []string `json:"errors"`
+	Warnings []string `json:"warnings"`
 }
 
 // limitReport is one limit as the functions resolve it on the stage.
@@ -120,6 +125,13 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 	cfg, limits := api.cfg, api.limits
 	rep.Limits = limitsOf(cfg, limits)
 	rep.Routes = routesOf(api.spec, cfg, limits)
+	rep.Costs, rep.Shadow, rep.Networks = []string{}, limits.Shadow.Names(), []string{}
+	for _, c := range limits.Costs {
+		rep.Costs = append(rep.Costs, c.String())
+	}
+	if n := cfg.Networks.String(); n != "" {
+		rep.Networks = strings.Split(n, ",")
+	}
 	switch {
 	case cfg.APIKeyHashes != nil:
 		rep.APIKeys = fmt.Sprintf("%d known keys from API_KEY_HASHES", len(cfg.APIKeyHashes))
@@ -178,7 +190,7 @@ func checkNames(sc *stageConfig, sf stageFlags, e env, warn func(string, ...any)
 	known := deployconfig.StageVariableNames()
 	check := func(where string, vars map[string]string) {
 		for _, name := range sortedKeys(vars) {
-			if !slices.Contains(known, name) {
+			if !slices.Contains(known, name) && !strings.HasPrefix(name, config.StageVarPlanPrefix) {
 				warn("stage variable %s (%s) overrides nothing: the functions read only %s", name, where, strings.Join(known, ", "))
 			}
 		}
@@ -210,10 +222,17 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	tiers := limits.Tiers
 	v6 := fmt.Sprintf("per source IP (IPv6 per /%d)", limits.IPv6Prefix)
 	out := []limitReport{
-		{Name: identity.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: algorithmName(tiers.Anonymous.Algorithm), Per: v6, Failure: "per route"},
-		{Name: identity.TierUser, Limit: tiers.User.String(), Algorithm: algorithmName(tiers.User.Algorithm), Per: "per verified JWT subject", Failure: "per route"},
-		{Name: identity.TierOrg, Limit: tiers.Org.String(), Algorithm: algorithmName(tiers.Org.Algorithm), Per: "per API key", Failure: "per route"},
+		{Name: identity.TierAnonymous, Limit: tiers.Anonymous.String(), Algorithm: listAlgorithms(tiers.Anonymous), Per: v6, Failure: "per route"},
+		{Name: identity.TierUser, Limit: tiers.User.String(), Algorithm: listAlgorithms(tiers.User), Per: "per verified JWT subject", Failure: "per route"},
+		{Name: identity.TierOrg, Limit: tiers.Org.String(), Algorithm: listAlgorithms(tiers.Org), Per: "per API key", Failure: "per route"},
 		{Name: config.QuotaLimitName, Limit: limits.Quota.String(), Algorithm: algorithmName(limits.Quota.Algorithm), Per: "per caller, each GET /v1/quota", Failure: "fails open"},
+	}
+	for _, name := range limits.Plans.Names() {
+		p := limits.Plans[name]
+		out = append(out, limitReport{
+			Name: name, Limit: p.String(), Algorithm: listAlgorithms(p),
+			Per: "plan: per caller on it, instead of its tier", Failure: "per route",
+		})
 	}
 	for _, r := range limits.Routes {
 		failure := "fails open"
@@ -221,11 +240,23 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 			failure = "fails closed"
 		}
 		out = append(out, limitReport{
-			Name: r.Limit.Name, Limit: r.Limit.String(), Algorithm: algorithmName(r.Limit.Algorithm),
+			Name: r.Name(), Limit: r.Limits.String(), Algorithm: listAlgorithms(r.Limits),
 			Per: "per caller, each matching request", Failure: failure,
 		})
 	}
 	return out
+}
+
+// listAlgorithms names the algorithms of a limit list, each once, in
+// order.
+func listAlgorithms(list config.LimitList) string {
+	var names []string
+	for _, l := range list {
+		if a := algorithmName(l.Algorithm); !slices.Contains(names, a) {
+			names = append(names, a)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // routesOf lists the template's routes with the limits that count them.
@@ -239,7 +270,7 @@ func routesOf(spec *deployconfig.Spec, cfg *config.Config, limits *config.Limits
 			rr.Limits = append(rr.Limits, "tier")
 		}
 		for _, l := range routeLimitsOf(limits, r.Method, path) {
-			rr.Limits = append(rr.Limits, l.Limit.Name)
+			rr.Limits = append(rr.Limits, l.Name())
 		}
 		out = append(out, rr)
 	}
@@ -294,10 +325,12 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 			continue
 		}
 		if !config.IsFailClosed(cfg.FailClosed, samplePath(l.Path.Text)) {
-			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Limit.Name)
+			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Name())
 		}
-		if alg := algorithmName(l.Limit.Algorithm); alg != string(ratelimit.SlidingLog) {
-			warn("login route limit %q is %s, an approximate algorithm: some rolling window admits more than %s; sliding-log is exact (%s=%s:sliding-log)", l.Limit.Name, alg, l.Limit, l.Limit.Name, l.Limit)
+		for _, x := range l.Limits {
+			if alg := algorithmName(x.Algorithm); alg != string(ratelimit.SlidingLog) {
+				warn("login route limit %q is %s, an approximate algorithm: some rolling window admits more than %s; sliding-log is exact (%s=%s:sliding-log)", x.Name, alg, x.Limit, l.Name(), x.Limit)
+			}
 		}
 	}
 }
@@ -307,10 +340,16 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 // divided by RATE_LIMIT_FALLBACK_INSTANCES, rounded up, at least one.
 func checkFallback(cfg *config.Config, limits *config.Limits, warn func(string, ...any)) {
 	n := cfg.FallbackInstances
-	failOpen := []ratelimit.Limit{limits.Tiers.Anonymous, limits.Tiers.User, limits.Tiers.Org, limits.Quota}
+	failOpen := []ratelimit.Limit{limits.Quota}
+	for _, list := range []config.LimitList{limits.Tiers.Anonymous, limits.Tiers.User, limits.Tiers.Org} {
+		failOpen = append(failOpen, list.Limits()...)
+	}
+	for _, name := range limits.Plans.Names() {
+		failOpen = append(failOpen, limits.Plans[name].Limits()...)
+	}
 	for _, r := range limits.Routes {
 		if !config.IsFailClosed(cfg.FailClosed, samplePath(r.Path.Text)) {
-			failOpen = append(failOpen, r.Limit)
+			failOpen = append(failOpen, r.Limits.Limits()...)
 		}
 	}
 	for _, l := range failOpen {
@@ -371,6 +410,14 @@ func printReport(w io.Writer, rep *report) {
 		fmt.Fprintf(tw, "  %s %s\t%s\t%s\t%s\n", r.Method, r.Resource, r.Function, limits, failure)
 	}
 	tw.Flush()
+	for _, l := range []struct {
+		name   string
+		values []string
+	}{{"costs", rep.Costs}, {"shadow (evaluated, not enforced)", rep.Shadow}, {"networks", rep.Networks}} {
+		if len(l.values) > 0 {
+			fmt.Fprintf(w, "\n%s: %s\n", l.name, strings.Join(l.values, ", "))
+		}
+	}
 	fmt.Fprintf(w, "\napi keys: %s\n\n", rep.APIKeys)
 	for _, msg := range rep.Warnings {
 		fmt.Fprintln(w, "warning:", msg)

@@ -21,7 +21,7 @@ import (
 
 // callerFlags name the caller to inspect or reset.
 type callerFlags struct {
-	ip, apiKey, apiKeyHash, sub string
+	ip, apiKey, apiKeyHash, sub, plan string
 }
 
 func (f *callerFlags) register(fs *flag.FlagSet) {
@@ -29,6 +29,7 @@ func (f *callerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "an API `key` (tier org); prefer --api-key-hash to keep it out of shell history")
 	fs.StringVar(&f.apiKeyHash, "api-key-hash", "", "an API key's SHA-256 `hex` (tier org), as in API_KEY_HASHES")
 	fs.StringVar(&f.sub, "sub", "", "a verified JWT's `subject` (tier user)")
+	fs.StringVar(&f.plan, "plan", "", "the caller's `plan` (its token's plan claim, its key's usage plan); an API_KEY_HASHES key's own plan is found without it")
 }
 
 // caller resolves the flags into the caller the functions count: its tier
@@ -63,13 +64,35 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	}
 }
 
-// callerChecks are every limit that counts the caller: its tier, every
-// route limit (a request counts against those its route matches) and the
-// quota route's limit.
+// planOf is the caller's plan: --plan, else an org caller's API_KEY_HASHES
+// plan (keyPlans), else none.
+func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (string, error) {
+	if f.plan != "" {
+		p, ok := identity.NormalizePlan(f.plan)
+		if !ok {
+			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip(f.plan))
+		}
+		return p, nil
+	}
+	if h, ok := strings.CutPrefix(c.Identity, identity.KindKey); ok {
+		return keyPlans[h], nil
+	}
+	return "", nil
+}
+
+// callerChecks are every limit that counts the caller: its plan's or
+// tier's, every route limit (a request counts against those its route
+// matches) and the quota route's limit.
 func callerChecks(limits *config.Limits, c identity.Caller) []ratelimit.Check {
-	checks := []ratelimit.Check{{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)}}
+	own, _, _ := limits.CallerLimits(c.Tier, c.Plan)
+	var checks []ratelimit.Check
+	for _, l := range own {
+		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
+	}
 	for _, r := range limits.Routes {
-		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
+		for _, l := range r.Limits {
+			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
+		}
 	}
 	return append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Quota})
 }
@@ -124,6 +147,10 @@ func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, ident
 	}
 	caller, err := c.caller.caller(sc.limits.IPv6Prefix)
 	if err != nil {
+		fmt.Fprintln(e.stderr, "slidegate:", err)
+		return nil, identity.Caller{}, nil, errUsage
+	}
+	if caller.Plan, err = c.caller.planOf(caller, sc.cfg.APIKeyPlans); err != nil {
 		fmt.Fprintln(e.stderr, "slidegate:", err)
 		return nil, identity.Caller{}, nil, errUsage
 	}

@@ -119,14 +119,7 @@ func loadStage(f stageFlags, getenv func(string) string, functionID string, requ
 	}
 	maps.Copy(sc.stageVars, f.stageVars)
 	sc.cfg, sc.cfgErr = config.FromEnv(sc.getenv)
-	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValues{
-		Anonymous:  strings.TrimSpace(sc.stageVars[config.StageVarAnonymous]),
-		User:       strings.TrimSpace(sc.stageVars[config.StageVarUser]),
-		Org:        strings.TrimSpace(sc.stageVars[config.StageVarOrg]),
-		Algorithm:  strings.TrimSpace(sc.stageVars[config.StageVarAlgorithm]),
-		IPv6Prefix: strings.TrimSpace(sc.stageVars[config.StageVarIPv6Prefix]),
-		Quota:      strings.TrimSpace(sc.stageVars[config.StageVarQuota]),
-	})
+	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValuesOf(sc.stageVars))
 	return sc, nil
 }
 

@@ -147,13 +147,20 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 	if edge.UnavailableFromContext(req.Authorizer) {
 		return httplimit.Verdict{}, errAuthorizerUnavailable
 	}
+	switch {
+	case edge.BlockedFromContext(req.Authorizer):
+		return httplimit.Verdict{Blocked: true}, nil
+	case edge.UnlimitedFromContext(req.Authorizer):
+		// Admitted by the authorizer, and counted there: no limit applies.
+		return httplimit.Verdict{}, nil
+	}
 	if req.Authorizer != nil {
 		if decision, ok := edge.DecisionFromContext(req.Authorizer); ok {
 			return httplimit.Verdict{Result: ratelimit.Result{
 				Allowed:   decision.Allowed,
 				Degraded:  decision.Degraded,
 				Decisions: []ratelimit.Decision{decision},
-			}}, nil
+			}, Policy: edge.PolicyFromContext(req.Authorizer)}, nil
 		}
 	}
 	out, err := d.rt.Decide(r.Context(), req.Request)
@@ -164,7 +171,7 @@ func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
 		// one more place for a token in it to land.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized()}, nil
+	return verdictOf(out), nil
 }
 
 // peek reports the caller's limits without spending them: the
@@ -184,7 +191,14 @@ func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 		// Not wrapped again with the route: see spend.
 		return httplimit.Verdict{}, err
 	}
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Enforced: out.QuotaDenied}, nil
+	v := verdictOf(out)
+	v.Enforced = out.QuotaDenied
+	return v, nil
+}
+
+// verdictOf is the middleware's verdict of a decision the function made.
+func verdictOf(out edge.Outcome) httplimit.Verdict {
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Blocked: out.Kind == edge.Blocked, Policy: edge.PolicyList(out.Result)}
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -16,8 +16,9 @@ const maxLoginBody = 4 << 10
 
 // QuotaLimit is one limit in the GET /v1/quota answer.
 type QuotaLimit struct {
-	// Name is the policy name: the tier ("anonymous", "user", "org") or the
-	// route limit ("POST /auth/*").
+	// Name is the policy name: the tier ("anonymous", "user", "org"), the
+	// plan ("pro", or "pro-1m" for one limit of a list) or the route limit
+	// ("POST /auth/*").
 	Name string `json:"name"`
 	// Limit is how many requests fit in one window.
 	Limit int64 `json:"limit"`
@@ -29,6 +30,9 @@ type QuotaLimit struct {
 	// limit is unused again, or until the next request would pass when
 	// none would now.
 	ResetSeconds int64 `json:"reset_seconds"`
+	// Shadow is true for a limit evaluated but not enforced
+	// (RATE_LIMIT_SHADOW): what it says never refuses a request.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 // Quota is the GET /v1/quota answer.
@@ -52,6 +56,7 @@ func serveQuota(w http.ResponseWriter, r *http.Request) {
 			WindowSeconds: wire.CeilSeconds(d.Limit.Window),
 			Remaining:     d.Remaining,
 			ResetSeconds:  wire.ResetSeconds(d),
+			Shadow:        d.Shadow,
 		})
 	}
 	if len(verdict.Result.Decisions) > 0 {

@@ -14,9 +14,11 @@ import (
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
-// caller's tier on the request's stage, and every matching route limit,
-// counted for the same identity), then one decision that spends on all of
-// them or none.
+// caller's plan's or tier's limits on the request's stage, and every
+// matching route limit, counted for the same identity, with the route's
+// cost and each limit's shadow flag), then one decision that spends on all
+// of them or none. A request from a blocked or an unlimited network
+// (RATE_LIMIT_NETWORKS) is decided by that alone, without a Redis call.
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -37,9 +39,9 @@ func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, 
 
 // Quota answers GET /v1/quota: it spends one call from the caller's
 // quota-route limit (RATE_LIMIT_QUOTA, rateLimitQuota, for the caller's
-// identity) and, when that admits it, peeks at the caller's tier and route
-// limits, which it never spends (the Outcome's Kind and Result are then
-// the peek's). When the quota limit denies, the Outcome has QuotaDenied
+// identity) and, when that admits it, peeks at every limit of the caller's
+// plan or tier and its route limits, which it never spends (the Outcome's
+// Kind and Result are then the peek's). When the quota limit denies, the Outcome has QuotaDenied
 // set and its Result is that denial: nothing is peeked,
 // and a caller flooding the quota costs one Redis call per denied request
 // at most (none while the deny cache holds the denial), never a read of its
@@ -64,6 +66,13 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 		return rt.decideResolved(ctx, r)
 	}
 	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
+	network := networkOf(rt.cfg.Networks, r.req.SourceIP)
+	if decidedByNetwork(&out, network, false) {
+		// No limit applies to such a caller, or none it could ever use:
+		// decided without a Redis call, as its other requests are.
+		rt.observe(ctx, r, out, nil)
+		return out, nil
+	}
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
@@ -76,7 +85,9 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil || out.QuotaDenied {
 		return out, err
 	}
-	out.Result, err = r.gate.gate.Peek(ctx, 1, checksFor(r.limits, out.Caller, r.req.Method, r.path)...)
+	limits := rt.requestLimits(ctx, r, network)
+	out.Plan = limits.Plan
+	out.Result, err = r.gate.gate.Peek(ctx, 1, limits.Checks(out.Caller.Identity)...)
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
@@ -135,10 +146,16 @@ func (r resolvedRequest) outcome(failClosed bool) edge.Outcome {
 // a caller checking its quota look like one being allowed or denied.)
 func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.Outcome, error) {
 	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
-	checks := checksFor(r.limits, out.Caller, r.req.Method, r.path)
+	network := networkOf(rt.cfg.Networks, r.req.SourceIP)
+	if decidedByNetwork(&out, network, r.who.Unauthorized) {
+		rt.observe(ctx, r, out, nil)
+		return out, nil
+	}
+	req := rt.requestLimits(ctx, r, network)
+	out.Plan = req.Plan
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
-	res, err := r.gate.gate.Decide(ctx, 1, failurePolicy(out.FailClosed), checks...)
+	res, err := r.gate.gate.Decide(ctx, req.Cost, failurePolicy(out.FailClosed), req.Checks(out.Caller.Identity)...)
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
@@ -159,19 +176,42 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outc
 	})
 }
 
-// checksFor are the limits of a request on a stage, all for the caller's
-// identity: its tier, and every route limit matching method (upper case)
-// and path. Limits of different algorithms are decided by one script call
-// per algorithm (see ratelimit.Limiter.Decide).
-func checksFor(limits *config.Limits, c identity.Caller, method string, path config.RequestPath) []ratelimit.Check {
-	checks := make([]ratelimit.Check, 0, 2)
-	checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Tiers.ForTier(c.Tier)})
-	for _, r := range limits.Routes {
-		if r.MatchesRequest(method, path) {
-			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: r.Limit})
-		}
+// requestLimits are the limits of a request on its stage, all for the
+// caller's identity: its plan's (its own, else its source network's) when
+// that plan is configured, else its tier's, and every route limit
+// matching the request, with the request's cost and each limit's shadow
+// flag. An unconfigured plan is logged once. Limits of different
+// algorithms are decided by one script call per algorithm (see
+// ratelimit.Limiter.Decide).
+func (rt *Runtime) requestLimits(ctx context.Context, r resolvedRequest, network string) config.RequestLimits {
+	plan := r.who.Caller.Plan
+	if plan == "" {
+		plan = network
 	}
-	return checks
+	req := r.limits.ForRequest(r.who.Caller.Tier, plan, r.req.Method, r.path)
+	if req.UnknownPlan != "" {
+		rt.unknownPlans.note(ctx, rt.logger, req.UnknownPlan, r.who.Caller.Tier)
+	}
+	return req
+}
+
+// decidedByNetwork decides out by its source network alone, without a
+// Redis call, when that network is blocked (refused, whatever the request
+// presented) or unlimited (admitted, no limit; a credential that does not
+// verify is still answered as unauthorized). It reports whether it did.
+func decidedByNetwork(out *edge.Outcome, network string, unauthorized bool) bool {
+	switch network {
+	case config.NetworkBlocked:
+		out.Kind, out.Result = edge.Blocked, ratelimit.Result{}
+	case config.NetworkUnlimited:
+		out.Kind, out.Result = edge.Unlimited, ratelimit.Result{Allowed: true}
+		if unauthorized {
+			out.Kind = edge.Unauthorized
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // failurePolicy is the Gate's policy for a route that fails closed or not.

@@ -105,6 +105,8 @@ type Runtime struct {
 	resolver *identity.Resolver
 	logger   *slog.Logger
 	observer *observe.Observer
+	// unknownPlans logs each unconfigured plan a caller carries, once.
+	unknownPlans unknownPlans
 
 	// gatewayKeys and verifier, when configured, are the identity sources
 	// that load in the background (also held by resolver).
@@ -427,7 +429,7 @@ func (rt *Runtime) WaitLoaded(ctx context.Context) error {
 // listing is logged and retried later).
 func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func() time.Time, loads *coldStartLoads) identity.KeyStore {
 	if rt.cfg.APIKeyHashes != nil {
-		return identity.StaticKeys(rt.cfg.APIKeyHashes)
+		return identity.StaticKeyPlans{StaticKeys: rt.cfg.APIKeyHashes, Plans: rt.cfg.APIKeyPlans}
 	}
 	api, err := aws.apiGatewayClient(ctx)
 	if err != nil {
@@ -472,6 +474,7 @@ func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads
 		JWKSURL:    j.JWKSURL,
 		HTTPClient: httpClient,
 		Leeway:     j.Leeway,
+		PlanClaim:  rt.cfg.JWTPlanClaim,
 		Logger:     rt.logger,
 	}
 	if j.HS256SecretARN != "" {

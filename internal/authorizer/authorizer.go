@@ -244,7 +244,7 @@ func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthoriz
 			IsAuthorized: true,
 			Context:      edge.AuthorizerUnavailableContext(o, httplimit.DefaultUnavailableRetryAfter),
 		}, nil
-	case o.Kind == edge.Unavailable, o.Kind == edge.Unauthorized, !o.Admitted() && !forward:
+	case o.Kind == edge.Unavailable, o.Kind == edge.Unauthorized, o.Kind == edge.Blocked, !o.Admitted() && !forward:
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{

@@ -47,34 +47,26 @@ const (
 // turns the list off (an empty value means "the default").
 const None = "none"
 
-// Tiers are the per-caller limits, with the algorithm already applied.
+// Tiers are the per-caller limit lists, with the algorithm already
+// applied.
 type Tiers struct {
-	// Anonymous is the limit per source IP of callers with no verified
+	// Anonymous are the limits per source IP of callers with no verified
 	// identity (RATE_LIMIT_ANONYMOUS, rateLimitAnonymous).
-	Anonymous ratelimit.Limit
-	// User is the limit per verified JWT subject (RATE_LIMIT_USER,
+	Anonymous LimitList
+	// User are the limits per verified JWT subject (RATE_LIMIT_USER,
 	// rateLimitUser).
-	User ratelimit.Limit
-	// Org is the limit per known API key (RATE_LIMIT_ORG, rateLimitOrg).
-	Org ratelimit.Limit
+	User LimitList
+	// Org are the limits per known API key (RATE_LIMIT_ORG, rateLimitOrg).
+	Org LimitList
 	// Algorithm is the algorithm of every limit that does not name its own
 	// (RATE_LIMIT_ALGORITHM, rateLimitAlgorithm). Limits of one request
 	// that share an algorithm are decided by one script call.
 	Algorithm ratelimit.Algorithm
-	// OwnAlgorithm records the tiers whose value named its algorithm
-	// ("30/1m:sliding-log"): a stage's rateLimitAlgorithm leaves them
-	// alone.
-	OwnAlgorithm TierFlags
 }
 
-// TierFlags holds one flag per tier.
-type TierFlags struct {
-	Anonymous, User, Org bool
-}
-
-// ForTier returns the limit of tier; an unknown tier gets the anonymous
-// limit, the smallest promise.
-func (t Tiers) ForTier(tier string) ratelimit.Limit {
+// ForTier returns the limits of tier; an unknown tier gets the anonymous
+// limits, the smallest promise.
+func (t Tiers) ForTier(tier string) LimitList {
 	switch tier {
 	case identity.TierOrg:
 		return t.Org
@@ -172,9 +164,27 @@ type Config struct {
 	RedisIAM RedisIAM
 	// Tiers are the environment's tier limits, before stage variables.
 	Tiers Tiers
+	// Plans are the named plans' limits (RATE_LIMIT_PLANS), before stage
+	// variables.
+	Plans Plans
 	// Routes are the extra per-route limits (RATE_LIMIT_ROUTES), in the
 	// environment's algorithm; a stage's algorithm replaces it.
 	Routes []RouteLimit
+	// Costs are the units requests of some routes spend
+	// (RATE_LIMIT_COSTS).
+	Costs []RouteCost
+	// Shadow are the limits evaluated but not enforced
+	// (RATE_LIMIT_SHADOW), before the stage variable.
+	Shadow Shadow
+	// Networks map source networks to a plan, unlimited or blocked
+	// (RATE_LIMIT_NETWORKS).
+	Networks Networks
+	// APIKeyPlans maps the hash of an API_KEY_HASHES entry written
+	// "hash:plan" to its plan.
+	APIKeyPlans map[string]string
+	// JWTPlanClaim is the claim of a verified JWT that names the caller's
+	// plan (JWT_PLAN_CLAIM); "" reads no plan from tokens.
+	JWTPlanClaim string
 	// FailClosed are the route globs that fail closed.
 	FailClosed []PathGlob
 	// FallbackInstances divides each limit for the local fallback.
@@ -249,19 +259,23 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	alg, err := parseAlgorithm("RATE_LIMIT_ALGORITHM", get("RATE_LIMIT_ALGORITHM"), ratelimit.SlidingWindow)
 	report(err)
 	tiers := Tiers{Algorithm: alg}
-	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = parseTierLimit("RATE_LIMIT_ANONYMOUS", identity.TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
+	tiers.Anonymous, err = parseTierList("RATE_LIMIT_ANONYMOUS", identity.TierAnonymous, get("RATE_LIMIT_ANONYMOUS"), DefaultAnonymous, alg)
 	report(err)
-	tiers.User, tiers.OwnAlgorithm.User, err = parseTierLimit("RATE_LIMIT_USER", identity.TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
+	tiers.User, err = parseTierList("RATE_LIMIT_USER", identity.TierUser, get("RATE_LIMIT_USER"), DefaultUser, alg)
 	report(err)
-	tiers.Org, tiers.OwnAlgorithm.Org, err = parseTierLimit("RATE_LIMIT_ORG", identity.TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
+	tiers.Org, err = parseTierList("RATE_LIMIT_ORG", identity.TierOrg, get("RATE_LIMIT_ORG"), DefaultOrg, alg)
 	report(err)
+	plans, err := ParsePlans(get("RATE_LIMIT_PLANS"), alg)
+	if err != nil {
+		report(fmt.Errorf("RATE_LIMIT_PLANS: %w", err))
+	}
 
 	ipv6Prefix, err := parseIPv6Prefix("RATE_LIMIT_IPV6_PREFIX", get("RATE_LIMIT_IPV6_PREFIX"), DefaultIPv6Prefix)
 	report(err)
 	hashKey, err := parseHashKey(get("RATE_LIMIT_HASH_KEY_SECRET_ARN"), getenv("RATE_LIMIT_HASH_KEY"))
 	report(err)
 
-	quota, quotaOwn, err := parseTierLimit("RATE_LIMIT_QUOTA", QuotaLimitName, get("RATE_LIMIT_QUOTA"), DefaultQuota, alg)
+	quota, quotaOwn, err := parseQuotaLimit("RATE_LIMIT_QUOTA", QuotaLimitName, get("RATE_LIMIT_QUOTA"), DefaultQuota, alg)
 	report(err)
 	denials, err := parseDenials(get("HTTP_API_DENIALS"))
 	report(err)
@@ -270,13 +284,28 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	report(err)
 	failClosed, err := parseFailClosedVar(get("RATE_LIMIT_FAIL_CLOSED"))
 	report(err)
+	costs, err := parseCostsVar(get("RATE_LIMIT_COSTS"), tiers, plans, routes)
+	report(err)
+	shadow, err := parseShadowVar("RATE_LIMIT_SHADOW", get("RATE_LIMIT_SHADOW"), tiers, plans, routes)
+	report(err)
+	networks, err := ParseNetworks(get("RATE_LIMIT_NETWORKS"))
+	if err != nil {
+		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", clip(get("RATE_LIMIT_NETWORKS")), err))
+	}
+	planClaim, err := parsePlanClaim(get("JWT_PLAN_CLAIM"))
+	report(err)
 
 	cfg := &Config{
 		Redis:              redisCfg,
 		RedisAuthSecretARN: get("REDIS_AUTH_SECRET_ARN"),
 		RedisIAM:           redisIAM,
 		Tiers:              tiers,
+		Plans:              plans,
 		Routes:             routes,
+		Costs:              costs,
+		Shadow:             shadow,
+		Networks:           networks,
+		JWTPlanClaim:       planClaim,
 		FailClosed:         failClosed,
 		FallbackInstances:  DefaultFallbackInstances,
 		KeyPrefix:          DefaultKeyPrefix,
@@ -339,9 +368,9 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		}
 	}
 	if v := get("API_KEY_HASHES"); v != "" {
-		hashes, err := parseKeyHashes(v)
+		hashes, keyPlans, err := parseKeyHashes(v)
 		report(err)
-		cfg.APIKeyHashes = hashes
+		cfg.APIKeyHashes, cfg.APIKeyPlans = hashes, keyPlans
 	}
 	if cfg.JWT.Enabled() && (cfg.JWT.Issuer == "" || cfg.JWT.Audience == "") {
 		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip(cfg.JWT.Issuer), clip(cfg.JWT.Audience)))
@@ -499,10 +528,10 @@ func algorithmNamed(s string) (ratelimit.Algorithm, error) {
 	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// parseTierLimit parses a tier's "<count>/<window>[:<algorithm>]",
+// parseQuotaLimit parses RATE_LIMIT_QUOTA's "<count>/<window>[:<algorithm>]",
 // falling back to def (itself always valid). own reports whether the value
 // used named its algorithm.
-func parseTierLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l ratelimit.Limit, own bool, err error) {
+func parseQuotaLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l ratelimit.Limit, own bool, err error) {
 	if v != "" {
 		l, own, perr := makeLimitSpec(tier, v, alg)
 		if perr == nil {
@@ -544,7 +573,7 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 
 // makeLimit parses rate into a validated limit of the given name.
 func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	count, window, err := ratelimit.ParseRate(rate)
+	count, window, err := ratelimit.ParseRate(inHours(rate))
 	if err != nil {
 		return ratelimit.Limit{}, err
 	}
@@ -555,23 +584,101 @@ func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, err
 	return l, nil
 }
 
-// parseKeyHashes parses API_KEY_HASHES: comma-separated SHA-256 hex digests.
-// Bad entries are reported and skipped (there is no default key to use).
-func parseKeyHashes(v string) (map[string]struct{}, error) {
-	hashes := make(map[string]struct{})
+// inHours rewrites a window in days ("10000/1d", "5/7d", "1/d"), which Go
+// durations lack, in hours; any other rate is returned as it is.
+func inHours(rate string) string {
+	num, per, ok := strings.Cut(rate, "/")
+	per = strings.TrimSpace(per)
+	days, isDays := strings.CutSuffix(per, "d")
+	if !ok || !isDays || len(days) > 3 {
+		return rate
+	}
+	n := 1
+	if days != "" {
+		var err error
+		if n, err = strconv.Atoi(days); err != nil || n < 1 || days[0] == '+' {
+			return rate
+		}
+	}
+	return num + "/" + strconv.Itoa(24*n) + "h"
+}
+
+// parseKeyHashes parses API_KEY_HASHES: comma-separated SHA-256 hex
+// digests, each optionally followed by ":plan" (the key's plan). Bad
+// entries are reported and skipped (there is no default key to use); a bad
+// plan is reported and the key kept without a plan (its tier's limits).
+// keyPlans is nil when no entry names a plan.
+func parseKeyHashes(v string) (hashes map[string]struct{}, keyPlans map[string]string, err error) {
+	hashes = make(map[string]struct{})
 	var errs []error
 	for _, part := range strings.Split(v, ",") {
-		h := strings.ToLower(strings.TrimSpace(part))
+		h, rawPlan, hasPlan := strings.Cut(strings.TrimSpace(part), ":")
+		h = strings.ToLower(strings.TrimSpace(h))
 		if h == "" {
 			continue
 		}
 		if !isSHA256Hex(h) {
-			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key); skipped", clip(h)))
+			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key), optionally :plan; skipped", clip(h)))
 			continue
 		}
 		hashes[h] = struct{}{}
+		if !hasPlan {
+			continue
+		}
+		plan, err := planName(rawPlan)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %s...: %w; the key is kept without a plan", h[:8], err))
+			continue
+		}
+		if keyPlans == nil {
+			keyPlans = make(map[string]string)
+		}
+		keyPlans[h] = plan
 	}
-	return hashes, errors.Join(errs...)
+	return hashes, keyPlans, errors.Join(errs...)
+}
+
+// parsePlanClaim reads JWT_PLAN_CLAIM: a claim name, or a namespaced claim
+// URL such as https://example.com/plan; printable ASCII, at most 256 bytes.
+func parsePlanClaim(v string) (string, error) {
+	if len(v) > 256 {
+		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", clip(v))
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= ' ' || c > '~' {
+			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", clip(v))
+		}
+	}
+	return v, nil
+}
+
+// parseCostsVar parses RATE_LIMIT_COSTS and checks it against the limits
+// it is spent on. A value with any bad entry, or with a cost some request
+// could never pay, is rejected whole (every request then costs 1): a
+// half-applied list would silently drop a cost the operator asked for.
+func parseCostsVar(v string, tiers Tiers, plans Plans, routes []RouteLimit) ([]RouteCost, error) {
+	costs, err := ParseCosts(v)
+	if err == nil {
+		err = checkCosts(costs, tiers, plans, routes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; every request costs 1", clip(v), err)
+	}
+	return costs, nil
+}
+
+// parseShadowVar parses RATE_LIMIT_SHADOW (or, on a stage, its stage
+// variable) and checks that every name shadows something. A bad value is
+// rejected whole: every limit is then enforced.
+func parseShadowVar(variable, v string, tiers Tiers, plans Plans, routes []RouteLimit) (Shadow, error) {
+	s, err := ParseShadow(v)
+	if err == nil {
+		err = checkShadowNames(s, tiers, plans, routes)
+	}
+	if err != nil {
+		return Shadow{}, fmt.Errorf("%s=%q: %w; every limit is enforced", variable, clip(v), err)
+	}
+	return s, nil
 }
 
 func isSHA256Hex(s string) bool {

@@ -26,7 +26,7 @@ func TestFromEnvDefaults(t *testing.T) {
 		{"user", cfg.Tiers.User.String(), "600/1m"},
 		{"org", cfg.Tiers.Org.String(), "10000/1m"},
 		{"algorithm", string(cfg.Tiers.Algorithm), "sliding-window"},
-		{"routes", cfg.Routes[0].Limit.Name + "=" + cfg.Routes[0].Limit.String() + ":" + string(cfg.Routes[0].Limit.Algorithm), "POST /auth/*=5/1m:sliding-log"},
+		{"routes", cfg.Routes[0].Limits[0].Name + "=" + cfg.Routes[0].Limits[0].String() + ":" + string(cfg.Routes[0].Limits[0].Algorithm), "POST /auth/*=5/1m:sliding-log"},
 		{"fail closed", cfg.FailClosed[0].Text, "/auth/*"},
 		{"key prefix", cfg.KeyPrefix, "rl"},
 		{"refresh", cfg.APIKeysRefresh.String(), "5m0s"},
@@ -54,7 +54,7 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"RATE_LIMIT_USER", "0/1m", func(c *config.Config) bool { return c.Tiers.User.String() == "600/1m" }},
 		{"RATE_LIMIT_ORG", "10/0s", func(c *config.Config) bool { return c.Tiers.Org.String() == "10000/1m" }},
 		{"RATE_LIMIT_ALGORITHM", "magic", func(c *config.Config) bool { return c.Tiers.Algorithm == ratelimit.SlidingWindow }},
-		{"RATE_LIMIT_ROUTES", "POST /auth/*=5/1m,GET nope", func(c *config.Config) bool { return len(c.Routes) == 1 && c.Routes[0].Limit.Name == "POST /auth/*" }},
+		{"RATE_LIMIT_ROUTES", "POST /auth/*=5/1m,GET nope", func(c *config.Config) bool { return len(c.Routes) == 1 && c.Routes[0].Limits[0].Name == "POST /auth/*" }},
 		{"RATE_LIMIT_FAIL_CLOSED", "auth", func(c *config.Config) bool { return len(c.FailClosed) == 1 && c.FailClosed[0].Text == "/auth/*" }},
 		{"RATE_LIMIT_FALLBACK_INSTANCES", "-3", func(c *config.Config) bool { return c.FallbackInstances == 10 }},
 		{"RATE_LIMIT_KEY_PREFIX", "a{b}", func(c *config.Config) bool { return c.KeyPrefix == "rl" }},
@@ -251,7 +251,7 @@ func TestParseRoutes(t *testing.T) {
 	for _, tc := range cases {
 		var got []string
 		for _, r := range routesFor(routes, tc.method, tc.path) {
-			got = append(got, r.Limit.Name)
+			got = append(got, r.Limits[0].Name)
 		}
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 			t.Errorf("%s %s: %v, want %v", tc.method, tc.path, got, tc.want)
@@ -273,7 +273,7 @@ func TestStageCache(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		// The default login limit names its algorithm: a stage's does not
 		// replace it.
-		if l := cache.For(beta); l.Tiers.Anonymous.String() != "6/1m" || l.Tiers.Algorithm != ratelimit.TokenBucket || l.Routes[0].Limit.Algorithm != ratelimit.SlidingLog {
+		if l := cache.For(beta); l.Tiers.Anonymous.String() != "6/1m" || l.Tiers.Algorithm != ratelimit.TokenBucket || l.Routes[0].Limits[0].Algorithm != ratelimit.SlidingLog {
 			t.Fatalf("beta: %+v", l.Tiers)
 		}
 		if l := cache.For(nil); l.Tiers.Anonymous.String() != "3/1m" || l.Tiers.Algorithm != ratelimit.SlidingWindow {
@@ -341,15 +341,15 @@ func FuzzRoutes(f *testing.F) {
 			return
 		}
 		for _, r := range routes {
-			if err := r.Limit.Validate(); err != nil {
+			if err := r.Limits[0].Validate(); err != nil {
 				t.Fatalf("ParseRoutes(%q) accepted an invalid limit: %v", spec, err)
 			}
 			_ = r.Matches("GET", path)
-			if r.OwnAlgorithm && !strings.Contains(spec, ":") {
+			if r.Limits[0].OwnAlgorithm && !strings.Contains(spec, ":") {
 				t.Fatalf("ParseRoutes(%q): an algorithm of its own without a ':'", spec)
 			}
-			if !r.OwnAlgorithm && r.Limit.Algorithm != "" {
-				t.Fatalf("ParseRoutes(%q): route %s got algorithm %s, want the default passed in", spec, r.Limit.Name, r.Limit.Algorithm)
+			if !r.Limits[0].OwnAlgorithm && r.Limits[0].Algorithm != "" {
+				t.Fatalf("ParseRoutes(%q): route %s got algorithm %s, want the default passed in", spec, r.Limits[0].Name, r.Limits[0].Algorithm)
 			}
 		}
 		globs, _ := config.ParseFailClosed(spec)
@@ -358,15 +358,15 @@ func FuzzRoutes(f *testing.F) {
 }
 
 func FuzzStageVariables(f *testing.F) {
-	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m", "64")
-	f.Add("", "", "", "", "", "")
-	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0", "31")
-	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d", "/48")
-	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window", "5/1m:sliding-log", "129")
-	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "", ":", "-1")
-	cfg, _ := config.FromEnv(envOf(nil))
+	f.Add("6/1m", "600/1m", "10/1s", "token-bucket", "3/1m", "64", "10/1s,100/1m", "pro")
+	f.Add("", "", "", "", "", "", "", "")
+	f.Add("0/0", "x", "1/0.5ms", "leaky-bucket", "0/0", "31", "1/1m,1/60s", "pro-1m,user")
+	f.Add("1000001/1m", "5/367d", "5/-1s", "SLIDING-WINDOW", "10/30d", "/48", ",", "nothing")
+	f.Add("6/1m:sliding-log", "600/1m:", "10/1s:nope", "fixed-window", "5/1m:sliding-log", "129", "1/1d:leaky-bucket", "POST /auth/*")
+	f.Add(":", "1/1m:token-bucket:x", " 5/1m : leaky-bucket ", "", ":", "-1", "5/1m,", "none")
+	cfg, _ := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_PLANS": "pro=20/1s,600/1m", "RATE_LIMIT_COSTS": "POST /r=5"}))
 	cache := config.NewStageCache(cfg, nil)
-	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota, ipv6Prefix string) {
+	f.Fuzz(func(t *testing.T, anonymous, user, org, algorithm, quota, ipv6Prefix, plan, shadow string) {
 		l := cache.For(map[string]string{
 			"rateLimitAnonymous":  anonymous,
 			"rateLimitUser":       user,
@@ -374,14 +374,26 @@ func FuzzStageVariables(f *testing.F) {
 			"rateLimitAlgorithm":  algorithm,
 			"rateLimitQuota":      quota,
 			"rateLimitIpv6Prefix": ipv6Prefix,
+			"rateLimitPlan_pro":   plan,
+			"rateLimitShadow":     shadow,
 		})
-		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org, l.Quota} {
+		for _, list := range append([]config.LimitList{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org}, l.Plans["pro"]) {
+			for _, lim := range list {
+				if err := lim.Validate(); err != nil {
+					t.Fatalf("stage variables gave an unusable limit: %v", err)
+				}
+				if lim.Burst() < 5 {
+					t.Fatalf("stage variables gave limit %s below the cost 5 of POST /r", lim.Name)
+				}
+			}
+		}
+		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous[0].Limit, l.Tiers.User[0].Limit, l.Tiers.Org[0].Limit, l.Quota} {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)
 			}
 		}
-		own := []bool{l.Tiers.OwnAlgorithm.Anonymous, l.Tiers.OwnAlgorithm.User, l.Tiers.OwnAlgorithm.Org}
-		for i, lim := range []ratelimit.Limit{l.Tiers.Anonymous, l.Tiers.User, l.Tiers.Org} {
+		own := []bool{l.Tiers.Anonymous[0].OwnAlgorithm, l.Tiers.User[0].OwnAlgorithm, l.Tiers.Org[0].OwnAlgorithm}
+		for i, lim := range []ratelimit.Limit{l.Tiers.Anonymous[0].Limit, l.Tiers.User[0].Limit, l.Tiers.Org[0].Limit} {
 			if !own[i] && lim.Algorithm != l.Tiers.Algorithm {
 				t.Fatalf("tier algorithm %s differs from the stage's %s though the tier names none", lim.Algorithm, l.Tiers.Algorithm)
 			}

@@ -108,23 +108,25 @@ func splitPath(p string) []string {
 	return out
 }
 
-// RouteLimit is an extra limit on the requests of one method and path glob,
-// counted per caller (the same identity as the caller's tier). Limits of a
-// request that share an algorithm are decided by one script call.
+// RouteLimit is an extra limit list on the requests of one method and
+// path glob, counted per caller (the same identity as the caller's tier or
+// plan). Limits of a request that share an algorithm are decided by one
+// script call.
 type RouteLimit struct {
 	// Method is the HTTP method in upper case, or "*" (also written ANY)
 	// for every method.
 	Method string
 	// Path is the path glob.
 	Path PathGlob
-	// Limit is the budget; its Name is "METHOD /glob", e.g. "POST /auth/*",
-	// the policy name of the RateLimit headers.
-	Limit ratelimit.Limit
-	// OwnAlgorithm is true when the entry named its algorithm
-	// ("=5/1m:sliding-log"): RATE_LIMIT_ALGORITHM and a stage's
-	// rateLimitAlgorithm do not replace it.
-	OwnAlgorithm bool
+	// Limits are the budgets. A list of one limit is named "METHOD /glob",
+	// e.g. "POST /auth/*", the policy name of the RateLimit headers; the
+	// limits of a longer list are named "POST /auth/*-1m" and so on (see
+	// LimitList).
+	Limits LimitList
 }
+
+// Name is the route's name, "METHOD /glob", as RATE_LIMIT_SHADOW names it.
+func (r RouteLimit) Name() string { return r.Method + " " + r.Path.Text }
 
 // Matches reports whether the route limit applies to a request; path is
 // as received (see ParseRequestPath).
@@ -137,25 +139,30 @@ func (r RouteLimit) Matches(method, path string) bool {
 // limit on GET also holds HEAD, which Go's http.ServeMux (like most
 // routers) answers with the GET handler; a limit on HEAD holds HEAD only.
 func (r RouteLimit) MatchesRequest(method string, path RequestPath) bool {
-	return (r.Method == "*" || r.Method == method || (r.Method == "GET" && method == "HEAD")) && r.Path.MatchRequest(path)
+	return methodMatches(r.Method, method) && r.Path.MatchRequest(path)
+}
+
+// methodMatches reports whether a route's method (upper case, or "*")
+// holds a request's.
+func methodMatches(route, method string) bool {
+	return route == "*" || route == method || (route == "GET" && method == "HEAD")
 }
 
 // ParseRoutes parses RATE_LIMIT_ROUTES: comma-separated entries
-// "METHOD /path-glob=N/window[:algorithm]", such as
-// "POST /auth/*=5/1m:sliding-log,GET /search=100/1m". The method may be
-// "*" or "ANY". The empty string and "none" mean no route limits. An entry
-// without its own algorithm gets alg.
+// "METHOD /path-glob=limit-list", such as
+// "POST /auth/*=5/1m:sliding-log,GET /search=100/1m". The limit list is
+// one limit "N/window[:algorithm]" or several separated by commas: a
+// comma-separated item without '=' belongs to the entry before it, so
+// "POST /auth/*=5/1m,100/1d,GET /search=100/1m" gives POST /auth/* two
+// limits. The method may be "*" or "ANY". The empty string and "none" mean
+// no route limits. A limit without its own algorithm gets alg.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
 		return nil, nil
 	}
 	var routes []RouteLimit
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range splitEntries(s, "") {
 		r, err := parseRoute(entry, alg)
 		if err != nil {
 			return nil, err
@@ -169,31 +176,46 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 }
 
 func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
-	route, rate, ok := strings.Cut(entry, "=")
-	if !ok {
-		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window[:algorithm]", clip(entry))
+	method, glob, spec, err := parseRouteEntry(entry)
+	if err != nil {
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
 	}
+	limits, err := ParseLimitList(method+" "+glob.Text, spec, alg)
+	if err != nil {
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+	}
+	return RouteLimit{Method: method, Path: glob, Limits: limits}, nil
+}
+
+// parseRouteEntry splits "METHOD /path-glob=value" into its method (upper
+// case, "*" for ANY), glob and value.
+func parseRouteEntry(entry string) (method string, glob PathGlob, value string, err error) {
+	route, value, ok := strings.Cut(entry, "=")
+	if !ok {
+		return "", PathGlob{}, "", errors.New("want METHOD /path-glob=value")
+	}
+	method, glob, err = parseRouteName(route)
+	return method, glob, value, err
+}
+
+// parseRouteName parses "METHOD /path-glob".
+func parseRouteName(route string) (string, PathGlob, error) {
 	method, path, ok := strings.Cut(strings.TrimSpace(route), " ")
 	if !ok {
-		return RouteLimit{}, fmt.Errorf("route limit %q: want METHOD /path-glob=N/window[:algorithm]", clip(entry))
+		return "", PathGlob{}, errors.New("want METHOD /path-glob")
 	}
 	method = strings.ToUpper(strings.TrimSpace(method))
 	if method == "ANY" {
 		method = "*"
 	}
 	if method != "*" && !isToken(method) {
-		return RouteLimit{}, fmt.Errorf("route limit %q: method %q is not an HTTP method", clip(entry), clip(method))
+		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", clip(method))
 	}
 	glob, err := ParsePathGlob(strings.TrimSpace(path))
 	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+		return "", PathGlob{}, err
 	}
-	name := method + " " + glob.Text
-	limit, own, err := makeLimitSpec(name, rate, alg)
-	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
-	}
-	return RouteLimit{Method: method, Path: glob, Limit: limit, OwnAlgorithm: own}, nil
+	return method, glob, nil
 }
 
 func isToken(s string) bool {

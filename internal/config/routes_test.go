@@ -96,7 +96,7 @@ func TestRouteMethods(t *testing.T) {
 	for _, tc := range cases {
 		var got []string
 		for _, r := range routesFor(routes, tc.method, tc.path) {
-			got = append(got, r.Limit.Name)
+			got = append(got, r.Limits[0].Name)
 		}
 		if strings.Join(got, ",") != tc.want {
 			t.Errorf("%s %s: %v, want %q", tc.method, tc.path, got, tc.want)
@@ -116,12 +116,12 @@ func TestRouteAlgorithms(t *testing.T) {
 		own bool
 	}{{ratelimit.SlidingLog, true}, {ratelimit.FixedWindow, false}, {ratelimit.TokenBucket, true}}
 	for i, w := range want {
-		if routes[i].Limit.Algorithm != w.alg || routes[i].OwnAlgorithm != w.own {
-			t.Errorf("route %d (%s): algorithm %s own %v, want %s %v", i, routes[i].Limit.Name, routes[i].Limit.Algorithm, routes[i].OwnAlgorithm, w.alg, w.own)
+		if routes[i].Limits[0].Algorithm != w.alg || routes[i].Limits[0].OwnAlgorithm != w.own {
+			t.Errorf("route %d (%s): algorithm %s own %v, want %s %v", i, routes[i].Limits[0].Name, routes[i].Limits[0].Algorithm, routes[i].Limits[0].OwnAlgorithm, w.alg, w.own)
 		}
 	}
-	if routes[0].Limit.Name != "POST /auth/*" {
-		t.Errorf("name %q: the algorithm is not part of the policy name", routes[0].Limit.Name)
+	if routes[0].Limits[0].Name != "POST /auth/*" {
+		t.Errorf("name %q: the algorithm is not part of the policy name", routes[0].Limits[0].Name)
 	}
 	for _, bad := range []string{
 		"POST /auth/*=5/1m:",
@@ -149,11 +149,11 @@ func TestTierAndStageAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Tiers.Anonymous.Algorithm != ratelimit.SlidingLog || !cfg.Tiers.OwnAlgorithm.Anonymous {
-		t.Errorf("anonymous: %s, want sliding-log of its own", cfg.Tiers.Anonymous.Algorithm)
+	if cfg.Tiers.Anonymous[0].Algorithm != ratelimit.SlidingLog || !cfg.Tiers.Anonymous[0].OwnAlgorithm {
+		t.Errorf("anonymous: %s, want sliding-log of its own", cfg.Tiers.Anonymous[0].Algorithm)
 	}
-	if cfg.Tiers.User.Algorithm != ratelimit.FixedWindow || cfg.Tiers.OwnAlgorithm.User {
-		t.Errorf("user: %s, want the environment's fixed-window", cfg.Tiers.User.Algorithm)
+	if cfg.Tiers.User[0].Algorithm != ratelimit.FixedWindow || cfg.Tiers.User[0].OwnAlgorithm {
+		t.Errorf("user: %s, want the environment's fixed-window", cfg.Tiers.User[0].Algorithm)
 	}
 	cache := config.NewStageCache(cfg, nil)
 	l := cache.For(map[string]string{"rateLimitAlgorithm": "token-bucket", "rateLimitOrg": "50/1m:sliding-buckets"})
@@ -162,11 +162,11 @@ func TestTierAndStageAlgorithms(t *testing.T) {
 		got  ratelimit.Algorithm
 		want ratelimit.Algorithm
 	}{
-		{"anonymous (own in the environment)", l.Tiers.Anonymous.Algorithm, ratelimit.SlidingLog},
-		{"user (the stage's)", l.Tiers.User.Algorithm, ratelimit.TokenBucket},
-		{"org (own in the stage variable)", l.Tiers.Org.Algorithm, ratelimit.SlidingBuckets},
-		{"login route (own)", l.Routes[0].Limit.Algorithm, ratelimit.SlidingLog},
-		{"search route (the stage's)", l.Routes[1].Limit.Algorithm, ratelimit.TokenBucket},
+		{"anonymous (own in the environment)", l.Tiers.Anonymous[0].Algorithm, ratelimit.SlidingLog},
+		{"user (the stage's)", l.Tiers.User[0].Algorithm, ratelimit.TokenBucket},
+		{"org (own in the stage variable)", l.Tiers.Org[0].Algorithm, ratelimit.SlidingBuckets},
+		{"login route (own)", l.Routes[0].Limits[0].Algorithm, ratelimit.SlidingLog},
+		{"search route (the stage's)", l.Routes[1].Limits[0].Algorithm, ratelimit.TokenBucket},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -184,7 +184,7 @@ func TestTierAndStageAlgorithms(t *testing.T) {
 		t.Errorf("bad stage algorithm: user %s, reported %v", l.Tiers.User, reported)
 	}
 	// A bad tier value in the environment falls back to the default.
-	if cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_USER": "5/1m:"})); err == nil || cfg.Tiers.User.String() != "600/1m" || cfg.Tiers.OwnAlgorithm.User {
+	if cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_USER": "5/1m:"})); err == nil || cfg.Tiers.User.String() != "600/1m" || cfg.Tiers.User[0].OwnAlgorithm {
 		t.Errorf("RATE_LIMIT_USER=5/1m: accepted (%v)", err)
 	}
 }

@@ -25,14 +25,23 @@ const (
 // attacker-controlled (they are not: they come from the deployment).
 const maxStageEntries = 64
 
-// Limits are the limits that apply on one stage: the tiers and the route
-// limits, each in the stage's algorithm unless it names its own.
+// Limits are the limits that apply on one stage: the tiers, the plans and
+// the route limits, each in the stage's algorithm unless it names its own,
+// with the costs and the shadow list.
 type Limits struct {
 	// Tiers are the per-caller limits of the stage.
 	Tiers Tiers
+	// Plans are the plans' limits of the stage (RATE_LIMIT_PLANS and the
+	// rateLimitPlan<Name> stage variables).
+	Plans Plans
 	// Routes are the per-route limits (RATE_LIMIT_ROUTES), checked for the
-	// caller's identity alongside its tier.
+	// caller's identity alongside its tier or plan.
 	Routes []RouteLimit
+	// Costs are the units requests of some routes spend (RATE_LIMIT_COSTS).
+	Costs []RouteCost
+	// Shadow are the limits evaluated but not enforced (RATE_LIMIT_SHADOW,
+	// rateLimitShadow).
+	Shadow Shadow
 	// IPv6Prefix is the prefix length an IPv6 anonymous caller is counted
 	// per (identity.SourceIdentity).
 	IPv6Prefix int
@@ -42,9 +51,25 @@ type Limits struct {
 }
 
 // StageValues are the values of the stage variables a Limits is built
-// from, trimmed; an empty value keeps the environment's.
+// from, trimmed; an empty value keeps the environment's. Plans holds the
+// rateLimitPlan<Name> variables as sorted "name=value" lines.
 type StageValues struct {
-	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota string
+	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans string
+}
+
+// StageValuesOf reads the stage variables a Limits is built from out of
+// an event's stage variables.
+func StageValuesOf(stageVars map[string]string) StageValues {
+	return StageValues{
+		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
+		User:       strings.TrimSpace(stageVars[StageVarUser]),
+		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
+		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
+		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
+		Shadow:     strings.TrimSpace(stageVars[StageVarShadow]),
+		Plans:      stagePlansKey(stageVars),
+	}
 }
 
 // StageCache resolves stage variables over the environment's limits. Each
@@ -72,21 +97,14 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 		base:    cfg,
 		report:  report,
 		entries: make(map[StageValues]*Limits),
-		env:     &Limits{Tiers: cfg.Tiers, Routes: cfg.Routes, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota},
+		env:     envLimits(cfg),
 	}
 }
 
 // For returns the limits of a stage with the given stage variables. The
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
-	key := StageValues{
-		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
-		User:       strings.TrimSpace(stageVars[StageVarUser]),
-		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
-		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
-		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
-		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
-	}
+	key := StageValuesOf(stageVars)
 	if key == (StageValues{}) {
 		return c.env
 	}
@@ -106,62 +124,78 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	return l
 }
 
+// envLimits are the limits of a stage without stage variables.
+func envLimits(cfg *Config) *Limits {
+	return &Limits{Tiers: cfg.Tiers, Plans: cfg.Plans, Routes: cfg.Routes, Costs: cfg.Costs, Shadow: cfg.Shadow, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota}
+}
+
 // ResolveStage parses stage variable values over cfg's environment limits.
 // An empty value keeps the environment's; a bad one is reported and the
-// environment's used. The returned Limits is always usable.
+// environment's used. Stage limits some RATE_LIMIT_COSTS entry could never
+// pay are reported and the environment's limits used on the stage. The
+// returned Limits is always usable.
 func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	var errs []error
+	report := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	prefix, err := parseIPv6Prefix("stage variable "+StageVarIPv6Prefix, v.IPv6Prefix, cfg.IPv6Prefix)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	report(err)
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	report(err)
 	tiers := Tiers{Algorithm: alg}
-	own := cfg.Tiers.OwnAlgorithm
-	tiers.Anonymous, tiers.OwnAlgorithm.Anonymous, err = stageLimit(StageVarAnonymous, identity.TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, own.Anonymous, alg)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	tiers.User, tiers.OwnAlgorithm.User, err = stageLimit(StageVarUser, identity.TierUser, v.User, cfg.Tiers.User, own.User, alg)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	tiers.Org, tiers.OwnAlgorithm.Org, err = stageLimit(StageVarOrg, identity.TierOrg, v.Org, cfg.Tiers.Org, own.Org, alg)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	tiers.Anonymous, err = stageList(StageVarAnonymous, identity.TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, alg)
+	report(err)
+	tiers.User, err = stageList(StageVarUser, identity.TierUser, v.User, cfg.Tiers.User, alg)
+	report(err)
+	tiers.Org, err = stageList(StageVarOrg, identity.TierOrg, v.Org, cfg.Tiers.Org, alg)
+	report(err)
+	plans, err := stagePlans(cfg.Plans, v.Plans, alg)
+	report(err)
 	quotaLimit, _, err := stageLimit(StageVarQuota, QuotaLimitName, v.Quota, cfg.Quota, cfg.QuotaOwnAlgorithm, alg)
-	if err != nil {
-		errs = append(errs, err)
-	}
+	report(err)
 	routes := cfg.Routes
 	if alg != cfg.Tiers.Algorithm {
 		routes = make([]RouteLimit, len(cfg.Routes))
 		for i, r := range cfg.Routes {
-			if !r.OwnAlgorithm {
-				r.Limit.Algorithm = alg
-			}
+			r.Limits = r.Limits.withAlgorithm(alg)
 			routes[i] = r
 		}
 	}
-	return &Limits{Tiers: tiers, Routes: routes, IPv6Prefix: prefix, Quota: quotaLimit}, errors.Join(errs...)
+	shadow := cfg.Shadow
+	if v.Shadow != "" {
+		s, err := parseShadowVar("stage variable "+StageVarShadow, v.Shadow, tiers, plans, routes)
+		if err != nil {
+			report(fmt.Errorf("%w (on this stage: the environment's RATE_LIMIT_SHADOW is used)", err))
+		} else {
+			shadow = s
+		}
+	}
+	limits := &Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: cfg.Costs, Shadow: shadow, IPv6Prefix: prefix, Quota: quotaLimit}
+	if err := checkCosts(cfg.Costs, tiers, plans, routes); err != nil {
+		env := envLimits(cfg)
+		env.IPv6Prefix, env.Shadow = prefix, shadow
+		report(fmt.Errorf("stage variables: limits RATE_LIMIT_COSTS could never pay: %w; the environment's limits are used on this stage", err))
+		return env, errors.Join(errs...)
+	}
+	return limits, errors.Join(errs...)
 }
 
-// stageLimit resolves one tier on a stage: the stage variable's value v
-// when set and valid ("N/window", in the stage's algorithm alg, or
-// "N/window:algorithm"), else the environment's limit env, which keeps its
-// own algorithm when it named one (envOwn) and takes alg otherwise.
-func stageLimit(variable, tier, v string, env ratelimit.Limit, envOwn bool, alg ratelimit.Algorithm) (ratelimit.Limit, bool, error) {
+// stageLimit resolves one single limit on a stage (the quota limit): the
+// stage variable's value v when set and valid ("N/window", in the stage's
+// algorithm alg, or "N/window:algorithm"), else the environment's limit
+// env, which keeps its own algorithm when it named one (envOwn) and takes
+// alg otherwise.
+func stageLimit(variable, name, v string, env ratelimit.Limit, envOwn bool, alg ratelimit.Algorithm) (ratelimit.Limit, bool, error) {
 	if !envOwn {
 		env.Algorithm = alg
 	}
 	if v == "" {
 		return env, envOwn, nil
 	}
-	l, own, err := makeLimitSpec(tier, v, alg)
+	l, own, err := makeLimitSpec(name, v, alg)
 	if err != nil {
 		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip(v), err, env)
 	}

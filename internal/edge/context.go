@@ -40,7 +40,20 @@ const (
 	// authorizer never sets it: it returns an error, which template.yaml's
 	// AUTHORIZER_FAILURE response maps to the same 503.
 	CtxUnavailable = "unavailable"
+	// CtxBlocked is true when the source address is in a blocked network
+	// (RATE_LIMIT_NETWORKS): a REST authorizer answers Deny with it, and
+	// no limit was asked. A REST API answers every Deny with the one
+	// status of its ACCESS_DENIED gateway response (429), so the context
+	// also carries CtxRetryAfter, BlockedRetryAfter, for its body.
+	CtxBlocked = "blocked"
+	// CtxUnlimited is true when the source address is in an unlimited
+	// network: the request was admitted without a limit.
+	CtxUnlimited = "unlimited"
 )
+
+// BlockedRetryAfter is the wait a REST API's 429 asks of a blocked
+// network, whose requests are refused until the configuration changes.
+const BlockedRetryAfter = time.Hour
 
 // AuthorizerUnavailableContext is the HTTP API authorizer's context for a
 // fail-closed route Redis could not decide: the caller's tier, CtxUnavailable
@@ -66,6 +79,17 @@ func UnavailableFromContext(ctx map[string]any) bool {
 // limit closest to denying. Values are strings, numbers and booleans only.
 func AuthorizerContext(o Outcome) map[string]any {
 	ctx := map[string]any{CtxTier: o.Caller.Tier}
+	switch {
+	case o.Kind == Blocked:
+		retry := wire.RetryAfterSeconds(BlockedRetryAfter)
+		ctx[CtxBlocked] = true
+		ctx[CtxRetryAfter] = retry
+		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
+		return ctx
+	case o.Kind == Unlimited:
+		ctx[CtxUnlimited] = true
+		return ctx
+	}
 	if len(o.Result.Decisions) == 0 {
 		return ctx
 	}
@@ -74,7 +98,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	ctx[CtxLimit] = d.Limit.Count
 	ctx[CtxRemaining] = d.Remaining
 	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = wire.PolicyHeader(d.Limit)
+	ctx[CtxPolicy] = PolicyList(o.Result)
 	ctx[CtxRateLimit] = wire.RateLimitHeader(d)
 	ctx[CtxName] = d.Limit.Name
 	ctx[CtxWindow] = wire.CeilSeconds(d.Limit.Window)
@@ -88,6 +112,59 @@ func AuthorizerContext(o Outcome) map[string]any {
 		ctx[CtxDegraded] = true
 	}
 	return ctx
+}
+
+// PolicyList is the RateLimit-Policy value of a result: every enforced
+// limit that applies, in order, each once (draft-ietf-httpapi-ratelimit-
+// headers: the header lists every policy; RateLimit reports the closest
+// to denying). Shadow limits are left out: they deny no one, and a client
+// should not pace itself by them.
+func PolicyList(res ratelimit.Result) string {
+	var b strings.Builder
+	seen := make(map[string]bool, len(res.Decisions))
+	for _, d := range res.Decisions {
+		if d.Shadow || seen[d.Limit.Name] {
+			continue
+		}
+		seen[d.Limit.Name] = true
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(wire.PolicyHeader(d.Limit))
+	}
+	if b.Len() == 0 && len(res.Decisions) > 0 {
+		// Every limit is a shadow: the headers describe the closest.
+		return wire.PolicyHeader(res.Closest().Limit)
+	}
+	return b.String()
+}
+
+// BlockedFromContext reports whether an authorizer context says the
+// request comes from a blocked network (CtxBlocked true).
+func BlockedFromContext(ctx map[string]any) bool {
+	b, ok := ctxBool(ctx, CtxBlocked)
+	return ok && b
+}
+
+// UnlimitedFromContext reports whether an authorizer context says the
+// request comes from an unlimited network (CtxUnlimited true): it was
+// admitted, and no limit applies.
+func UnlimitedFromContext(ctx map[string]any) bool {
+	b, ok := ctxBool(ctx, CtxUnlimited)
+	return ok && b
+}
+
+// PolicyFromContext is the RateLimit-Policy value an authorizer context
+// carries (CtxPolicy), "" when none or when it is not a printable ASCII
+// string, which a header could not carry.
+func PolicyFromContext(ctx map[string]any) string {
+	s, _ := ctxString(ctx, CtxPolicy)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return ""
+		}
+	}
+	return s
 }
 
 // unixCeil is t in Unix seconds, rounded up (the rule of X-RateLimit-Reset).

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -38,6 +39,18 @@ const (
 	// Undecidable: the request's limits can never be decided (a
 	// configuration pkg/ratelimit refuses): an error, 500.
 	Undecidable
+	// ShadowDenied: Redis decided, every enforced limit admitted the
+	// request, and a shadow limit (RATE_LIMIT_SHADOW) would have denied
+	// it: admitted, and reported as such.
+	ShadowDenied
+	// Blocked: the source address is in a blocked network
+	// (RATE_LIMIT_NETWORKS): refused without a Redis call, whatever the
+	// request presented (REST: a Deny whose context says blocked; HTTP
+	// API and API function: 403).
+	Blocked
+	// Unlimited: the source address is in an unlimited network: admitted
+	// without a Redis call and without rate-limit headers.
+	Unlimited
 )
 
 // KindOf is the Kind of a decision: its result, whether the request
@@ -56,6 +69,8 @@ func KindOf(res ratelimit.Result, unauthorized bool, err error) Kind {
 		return UnauthorizedOverLimit
 	case res.Degraded:
 		return Degraded
+	case res.Allowed && shadowDenied(res):
+		return ShadowDenied
 	case res.Allowed:
 		return Allowed
 	default:
@@ -85,6 +100,30 @@ type Outcome struct {
 	// limit's decision alone, and the answer is 429 even on a route that
 	// only reports.
 	QuotaDenied bool
+	// Plan is the plan whose limits applied, "" for the tier's.
+	Plan string
+}
+
+// shadowDenied reports whether a shadow limit denied a request of res.
+func shadowDenied(res ratelimit.Result) bool {
+	for _, d := range res.Decisions {
+		if d.Shadow && !d.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// ShadowDenials names the shadow limits that denied the request,
+// comma-separated ("" for none).
+func (o Outcome) ShadowDenials() string {
+	var names []string
+	for _, d := range o.Result.Decisions {
+		if d.Shadow && !d.Allowed {
+			names = append(names, d.Limit.Name)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // Unauthorized reports whether the request presented an unknown API key or
@@ -96,7 +135,7 @@ func (o Outcome) Unauthorized() bool {
 // Admitted reports whether the request may reach what it asked for: it
 // was decided and every limit that decided it admitted it.
 func (o Outcome) Admitted() bool {
-	return o.Kind == Allowed || (o.Kind == Degraded && o.Result.Allowed)
+	return o.Kind == Allowed || o.Kind == ShadowDenied || o.Kind == Unlimited || (o.Kind == Degraded && o.Result.Allowed)
 }
 
 // IdentityHashUnavailable stands for a caller's hashed identity, in logs

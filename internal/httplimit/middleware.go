@@ -34,6 +34,15 @@ type Verdict struct {
 	// status endpoint's own limit per caller) and that limit denied. The
 	// Result is then that denial.
 	Enforced bool
+	// Blocked refuses the request with 403 and wire.ForbiddenBody, no
+	// rate-limit headers: its source network is blocked, whatever its
+	// limits say.
+	Blocked bool
+	// Policy, when set, is the RateLimit-Policy value to send: every
+	// policy that applies, where the Result may hold the closest decision
+	// only (one rebuilt from an authorizer's context). Empty: the policy
+	// of the closest decision.
+	Policy string
 }
 
 // Limited reports whether the verdict is about at least one limit.
@@ -68,8 +77,11 @@ type Options struct {
 // probe interval, short enough that a blip is not felt for long.
 const DefaultUnavailableRetryAfter = time.Second
 
-// headerRetryAfter is the one header the middleware writes itself.
-const headerRetryAfter = "Retry-After"
+// The headers the middleware writes itself.
+const (
+	headerRetryAfter      = "Retry-After"
+	headerRateLimitPolicy = "RateLimit-Policy"
+)
 
 // Middleware returns net/http middleware that rate-limits every request
 // through decide, which is called once per request and is expected to spend
@@ -80,6 +92,8 @@ const headerRetryAfter = "Retry-After"
 // The answer follows the request's edge.Kind (edge.KindOf of the verdict
 // and decide's error):
 //
+//   - a Blocked verdict (edge.Blocked): 403 with wire.ForbiddenBody, no
+//     rate-limit headers; the handler is not called.
 //   - Unavailable (decide's error wraps ratelimit.ErrUnavailable: a
 //     fail-closed route Redis could not decide): 503 with Retry-After and
 //     wire.ServiceUnavailableBody; the handler is not called.
@@ -114,6 +128,10 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			verdict, err := decide(r)
+			if err == nil && verdict.Blocked {
+				writeJSON(w, http.StatusForbidden, wire.ForbiddenBody())
+				return
+			}
 			kind := edge.KindOf(verdict.Result, verdict.Unauthorized, err)
 			switch kind {
 			case edge.Unavailable:
@@ -132,6 +150,9 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 			}
 			closest := verdict.Result.Closest()
 			ratelimit.SetHeaders(w.Header(), closest)
+			if verdict.Policy != "" {
+				w.Header().Set(headerRateLimitPolicy, verdict.Policy)
+			}
 			switch {
 			case kind == edge.UnauthorizedOverLimit || (!verdict.Result.Allowed && (!opts.ReportOnly || verdict.Enforced)):
 				// Equal to the closest decision's t, which Closest picks

@@ -36,6 +36,32 @@ type KeyStore interface {
 	Lookup(ctx context.Context, apiID, stage, hash string) KeyStatus
 }
 
+// KeyPlanner is a KeyStore that also knows the plan of a known key.
+type KeyPlanner interface {
+	// KeyPlan returns the plan of the key of hash on the stage stage of the
+	// REST API apiID, in NormalizePlan's form, "" for none. It never waits
+	// for the network.
+	KeyPlan(ctx context.Context, apiID, stage, hash string) string
+}
+
+// UsagePlanTag is the usage plan tag that names the slidegate plan of the
+// usage plan's keys; without it, the usage plan's own name is the plan
+// when it is a plan name (NormalizePlan).
+const UsagePlanTag = "slidegate:plan"
+
+// StaticKeyPlans are API_KEY_HASHES entries with their plans (entries
+// written "hash:plan"): a KeyPlanner over StaticKeys.
+type StaticKeyPlans struct {
+	StaticKeys
+	// Plans maps a key hash to its plan; a hash without an entry has none.
+	Plans map[string]string
+}
+
+// KeyPlan implements KeyPlanner.
+func (s StaticKeyPlans) KeyPlan(_ context.Context, _, _, hash string) string {
+	return s.Plans[hash]
+}
+
 // StaticKeys is a fixed set of key hashes (API_KEY_HASHES), valid on every
 // API and stage.
 type StaticKeys map[string]struct{}
@@ -147,6 +173,9 @@ type keySnapshot struct {
 	// account holds the hashes of every enabled key of the account and
 	// region: the known keys of a lookup without an API id.
 	account map[string]struct{}
+	// plans maps a stage of a REST API to the plan of each key hash whose
+	// usage plan on that stage names one (UsagePlanTag, or its name).
+	plans map[apiStage]map[string]string
 	// unknown is the negative cache of this listing.
 	unknown unknownKeys
 }
@@ -236,6 +265,18 @@ func (g *GatewayKeys) Lookup(ctx context.Context, apiID, stage, hash string) Key
 	return KeyUnknown
 }
 
+// KeyPlan implements KeyPlanner: the plan of the usage plan the key is
+// attached to on the stage (API Gateway attaches a key to at most one usage
+// plan per stage), from the last listing. A lookup without an API id or a
+// stage has no plan.
+func (g *GatewayKeys) KeyPlan(_ context.Context, apiID, stage, hash string) string {
+	snap := g.current.Load()
+	if snap == nil || apiID == "" || stage == "" {
+		return ""
+	}
+	return snap.plans[apiStage{apiID: apiID, stage: stage}][hash]
+}
+
 // schedule starts the next listing in the background when it is due, or,
 // for early, when the interval since the last one has passed. It never
 // waits for the listing.
@@ -317,6 +358,7 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 		byStage: make(map[apiStage]map[string]struct{}),
 		byAPI:   make(map[string]map[string]struct{}),
 		account: make(map[string]struct{}),
+		plans:   make(map[apiStage]map[string]string),
 	}
 
 	hashByID := make(map[string]string)
@@ -340,6 +382,7 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 
 	type usagePlan struct {
 		id     string
+		plan   string // the slidegate plan of its keys, "" for none
 		stages []apiStage
 	}
 	var plans []usagePlan
@@ -353,7 +396,7 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 			if p.Id == nil {
 				continue
 			}
-			plan := usagePlan{id: *p.Id}
+			plan := usagePlan{id: *p.Id, plan: usagePlanPlan(p.Tags, aws.ToString(p.Name))}
 			for _, s := range p.ApiStages {
 				if s.ApiId != nil && *s.ApiId != "" && s.Stage != nil && *s.Stage != "" {
 					plan.stages = append(plan.stages, apiStage{apiID: *s.ApiId, stage: *s.Stage})
@@ -377,9 +420,33 @@ func listGatewayKeys(ctx context.Context, api GatewayAPI) (*keySnapshot, error) 
 		for _, st := range p.stages {
 			addHashes(snap.byStage, st, planHashes[i])
 			addHashes(snap.byAPI, st.apiID, planHashes[i])
+			if p.plan == "" {
+				continue
+			}
+			byHash := snap.plans[st]
+			if byHash == nil {
+				byHash = make(map[string]string, len(planHashes[i]))
+				snap.plans[st] = byHash
+			}
+			for _, h := range planHashes[i] {
+				byHash[h] = p.plan
+			}
 		}
 	}
 	return snap, nil
+}
+
+// usagePlanPlan is the slidegate plan of a usage plan's keys: its
+// UsagePlanTag tag when that is a plan name, else its own name when that
+// is one, else none.
+func usagePlanPlan(tags map[string]string, name string) string {
+	if p, ok := NormalizePlan(tags[UsagePlanTag]); ok {
+		return p
+	}
+	if p, ok := NormalizePlan(name); ok {
+		return p
+	}
+	return ""
 }
 
 // addHashes adds hashes to the set of k in sets.

@@ -54,6 +54,10 @@ type gwPlan struct {
 	id     string
 	stages []string
 	keyIDs []string
+	// name is the usage plan's name ("plan <id>" when empty); tags its
+	// tags.
+	name string
+	tags map[string]string
 }
 
 func newGatewayServer(t *testing.T, keys []gwKey, plans []gwPlan) (*gatewayServer, *apigateway.Client) {
@@ -103,7 +107,15 @@ func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 				stages = append(stages, map[string]string{"apiId": api, "stage": stage})
 			}
-			items = append(items, map[string]any{"id": p.id, "name": "plan " + p.id, "apiStages": stages})
+			name := p.name
+			if name == "" {
+				name = "plan " + p.id
+			}
+			item := map[string]any{"id": p.id, "name": name, "apiStages": stages}
+			if p.tags != nil {
+				item["tags"] = p.tags
+			}
+			items = append(items, item)
 		}
 	case strings.HasPrefix(path, "/usageplans/") && strings.HasSuffix(path, "/keys"):
 		if s.failPlanKeys {
@@ -531,5 +543,42 @@ func TestGatewayKeysUnreachable(t *testing.T) {
 	}
 	if got := calls.Load(); got != 1 {
 		t.Errorf("%d API calls, want the cold-start one only", got)
+	}
+}
+
+// TestGatewayKeyPlans: a key's plan is its usage plan's slidegate:plan tag,
+// else the usage plan's name when that is a plan name, on the stages of
+// that usage plan only.
+func TestGatewayKeyPlans(t *testing.T) {
+	_, api := newGatewayServer(t,
+		[]gwKey{{"k1", "tagged", true}, {"k2", "named", true}, {"k3", "unnamed", true}, {"k4", "bad-tag", true}},
+		[]gwPlan{
+			{id: "p1", stages: []string{"api/prod"}, keyIDs: []string{"k1"}, name: "Pro Monthly", tags: map[string]string{"slidegate:plan": "Pro"}},
+			{id: "p2", stages: []string{"api/prod"}, keyIDs: []string{"k2"}, name: "Free"},
+			{id: "p3", stages: []string{"api/prod"}, keyIDs: []string{"k3"}, name: "Legacy plan 2019"},
+			{id: "p4", stages: []string{"api/prod"}, keyIDs: []string{"k4"}, name: "enterprise", tags: map[string]string{"slidegate:plan": "not a plan"}},
+			{id: "p5", stages: []string{"api/dev"}, keyIDs: []string{"k1"}, name: "trial"},
+		})
+	keys := identity.NewGatewayKeys(api, 5*time.Minute, newClock().Now, nil)
+	if err := keys.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ apiID, stage, key, want string }{
+		{"api", "prod", "tagged", "pro"},
+		{"api", "dev", "tagged", "trial"},
+		{"api", "prod", "named", "free"},
+		{"api", "prod", "unnamed", ""},
+		{"api", "prod", "bad-tag", "enterprise"},
+		{"api", "", "tagged", ""},
+		{"other", "prod", "tagged", ""},
+	} {
+		if got := keys.KeyPlan(context.Background(), c.apiID, c.stage, identity.KeyHash(c.key)); got != c.want {
+			t.Errorf("KeyPlan(%q, %q, %q) = %q, want %q", c.apiID, c.stage, c.key, got, c.want)
+		}
+	}
+	r := identity.NewResolver(keys, nil, nil)
+	res := r.ResolveForAPI(context.Background(), "api", "prod", map[string]string{"x-api-key": "tagged"}, "192.0.2.1", 64)
+	if res.Caller.Tier != identity.TierOrg || res.Caller.Plan != "pro" {
+		t.Errorf("resolved %+v, want org with plan pro", res.Caller)
 	}
 }

@@ -101,6 +101,8 @@ func FuzzVerifyToken(f *testing.F) {
 	v := identity.NewVerifier(identity.VerifierConfig{
 		Issuer: fuzzIssuer, Audience: fuzzAudience, HS256Secret: []byte(fuzzHS256), JWKSURL: jwks.URL,
 		Leeway: identity.DefaultLeeway, Now: func() time.Time { return fuzzNow },
+		// The plan claim's decoding runs on every token that gets that far.
+		PlanClaim: "plan",
 	})
 	// pinned holds the same RSA key, its JWK naming RS256: it verifies no
 	// other alg with it.

@@ -43,6 +43,11 @@ type Caller struct {
 	Identity string
 	// APIKey is the raw key of an org caller; never logged.
 	APIKey string
+	// Plan is the caller's plan (NormalizePlan's form), "" for none: from
+	// its API key (API_KEY_HASHES "hash:plan", or the key's usage plan) or
+	// its verified JWT's plan claim. Whether the plan is configured is
+	// for the caller of Resolve to decide.
+	Plan string
 }
 
 // Resolution is the answer of Resolve.
@@ -95,7 +100,8 @@ func (r *Resolver) Resolve(ctx context.Context, headers map[string]string, sourc
 // Order: an x-api-key header, when present, decides alone (known on the stage:
 // org; unknown: unauthorized); otherwise an Authorization bearer token
 // (verifies: user; does not: unauthorized; no JWT configuration: ignored);
-// otherwise anonymous.
+// otherwise anonymous. An org caller's plan is its key's (when keys is a
+// KeyPlanner), a user's its token's plan claim (VerifierConfig.PlanClaim).
 func (r *Resolver) ResolveForAPI(ctx context.Context, apiID, stage string, headers map[string]string, sourceIP string, ipv6Prefix int) Resolution {
 	res := r.resolve(ctx, apiID, stage, headers, sourceIP, ipv6Prefix)
 	if res.Caller.Tier == TierAnonymous && res.Caller.Identity == KindIP+InvalidSource {
@@ -115,7 +121,11 @@ func (r *Resolver) resolve(ctx context.Context, apiID, stage string, headers map
 		hash := KeyHash(key)
 		switch r.keys.Lookup(ctx, apiID, stage, hash) {
 		case KeyKnown:
-			return Resolution{Caller: Caller{Tier: TierOrg, Identity: KindKey + hash, APIKey: key}}
+			c := Caller{Tier: TierOrg, Identity: KindKey + hash, APIKey: key}
+			if kp, ok := r.keys.(KeyPlanner); ok {
+				c.Plan = kp.KeyPlan(ctx, apiID, stage, hash)
+			}
+			return Resolution{Caller: c}
 		case KeyUnverifiable:
 			// The key list could not be read: the key is neither trusted
 			// nor rejected, and the caller is counted as anonymous.
@@ -126,11 +136,11 @@ func (r *Resolver) resolve(ctx context.Context, apiID, stage string, headers map
 	}
 
 	if token, ok := bearerToken(headers["authorization"]); ok && r.verifier != nil {
-		sub, err := r.verifier.Verify(ctx, token)
+		claims, err := r.verifier.VerifyClaims(ctx, token)
 		if err != nil {
 			return Resolution{Caller: anonymous, Unauthorized: true, Reason: "bearer token: " + err.Error()}
 		}
-		return Resolution{Caller: Caller{Tier: TierUser, Identity: KindSubject + sub}}
+		return Resolution{Caller: Caller{Tier: TierUser, Identity: KindSubject + claims.Subject, Plan: claims.Plan}}
 	}
 	return Resolution{Caller: anonymous}
 }

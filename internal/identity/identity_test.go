@@ -273,3 +273,58 @@ func TestResolverOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestResolverPlans: an org caller's plan comes from API_KEY_HASHES
+// "hash:plan", a user's from the token's plan claim (plain or namespaced);
+// a plan claim that is not a plan name gives no plan, and never fails the
+// token.
+func TestResolverPlans(t *testing.T) {
+	secret := []byte("resolver-plans-hs256-secret-0123456789")
+	sign := func(claims jwt.MapClaims) string {
+		claims["iss"], claims["aud"], claims["sub"], claims["exp"] = "iss", "aud", "bob", time.Now().Add(time.Hour).Unix()
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	keys := identity.StaticKeyPlans{
+		StaticKeys: identity.StaticKeys{identity.KeyHash("pro-key"): {}, identity.KeyHash("plain-key"): {}},
+		Plans:      map[string]string{identity.KeyHash("pro-key"): "pro"},
+	}
+	plain := identity.NewResolver(keys, identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256Secret: secret, PlanClaim: "plan"}), nil)
+	namespaced := identity.NewResolver(keys, identity.NewVerifier(identity.VerifierConfig{Issuer: "iss", Audience: "aud", HS256Secret: secret, PlanClaim: "https://example.com/plan"}), nil)
+	cases := []struct {
+		name     string
+		r        *identity.Resolver
+		headers  map[string]string
+		wantTier string
+		wantPlan string
+	}{
+		{"key with a plan", plain, map[string]string{"x-api-key": "pro-key"}, identity.TierOrg, "pro"},
+		{"key without a plan", plain, map[string]string{"x-api-key": "plain-key"}, identity.TierOrg, ""},
+		{"token with a plan", plain, map[string]string{"authorization": "Bearer " + sign(jwt.MapClaims{"plan": "Pro"})}, identity.TierUser, "pro"},
+		{"token without a plan", plain, map[string]string{"authorization": "Bearer " + sign(jwt.MapClaims{})}, identity.TierUser, ""},
+		{"plan claim not a string", plain, map[string]string{"authorization": "Bearer " + sign(jwt.MapClaims{"plan": []string{"pro"}})}, identity.TierUser, ""},
+		{"plan claim not a plan name", plain, map[string]string{"authorization": "Bearer " + sign(jwt.MapClaims{"plan": "pro plan!"})}, identity.TierUser, ""},
+		{"namespaced claim", namespaced, map[string]string{"authorization": "Bearer " + sign(jwt.MapClaims{"https://example.com/plan": "enterprise", "plan": "free"})}, identity.TierUser, "enterprise"},
+		{"anonymous has no plan", plain, nil, identity.TierAnonymous, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.Resolve(context.Background(), tc.headers, "192.0.2.1")
+			if got.Caller.Tier != tc.wantTier || got.Caller.Plan != tc.wantPlan || got.Unauthorized {
+				t.Errorf("got %+v unauthorized=%v, want tier %s plan %q", got.Caller, got.Unauthorized, tc.wantTier, tc.wantPlan)
+			}
+		})
+	}
+}
+
+func TestNormalizePlan(t *testing.T) {
+	for in, want := range map[string]string{"pro": "pro", " Pro_2 ": "pro_2", "": "", "pro-x": "", "p\u00e9": "", strings.Repeat("a", 65): ""} {
+		got, ok := identity.NormalizePlan(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("NormalizePlan(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}

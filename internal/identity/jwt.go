@@ -99,6 +99,20 @@ type VerifierConfig struct {
 	Now func() time.Time
 	// Logger logs JWKS fetches.
 	Logger *slog.Logger
+	// PlanClaim is the claim naming the caller's plan (JWT_PLAN_CLAIM),
+	// such as "plan" or a namespaced "https://example.com/plan"; empty
+	// reads no plan.
+	PlanClaim string
+}
+
+// Claims are what a verified token says about its caller.
+type Claims struct {
+	// Subject is the sub claim.
+	Subject string
+	// Plan is the plan claim (VerifierConfig.PlanClaim) in NormalizePlan's
+	// form; "" when there is no plan claim, or it is not a JSON string
+	// holding a plan name.
+	Plan string
 }
 
 // Verifier verifies bearer JWTs. It is safe for concurrent use.
@@ -117,6 +131,7 @@ type VerifierConfig struct {
 // bytes.
 type Verifier struct {
 	issuer, audience string
+	planClaim        string
 	parser           *jwt.Parser
 	leeway           time.Duration
 	now              func() time.Time
@@ -161,7 +176,7 @@ func NewVerifier(cfg VerifierConfig) *Verifier {
 		jwt.WithLeeway(leeway),
 		jwt.WithTimeFunc(now),
 	}
-	v := &Verifier{issuer: cfg.Issuer, audience: cfg.Audience, parser: jwt.NewParser(opts...), leeway: leeway, now: now}
+	v := &Verifier{issuer: cfg.Issuer, audience: cfg.Audience, parser: jwt.NewParser(opts...), leeway: leeway, now: now, planClaim: cfg.PlanClaim}
 	if len(cfg.HS256Secret) > 0 {
 		// A refused secret is kept as the reason HS256 tokens do not
 		// verify; the configuration reports it (JWT_HS256_SECRET).
@@ -307,24 +322,32 @@ func (v *Verifier) Wait(ctx context.Context) error {
 // network: a token whose kid is not in the JWKS already fetched does not
 // verify, and starts a fetch in the background (at most one per
 // JWKSRefetchInterval) for the tokens after it.
-func (v *Verifier) Verify(_ context.Context, token string) (string, error) {
+func (v *Verifier) Verify(ctx context.Context, token string) (string, error) {
+	c, err := v.VerifyClaims(ctx, token)
+	return c.Subject, err
+}
+
+// VerifyClaims is Verify returning the plan claim with the subject. A
+// plan claim that is not a plan name does not fail the token: the caller
+// simply has no plan.
+func (v *Verifier) VerifyClaims(_ context.Context, token string) (Claims, error) {
 	if v.issuer == "" || v.audience == "" {
-		return "", fmt.Errorf("%w: JWT_ISSUER and JWT_AUDIENCE are not configured", ErrTokenInvalid)
+		return Claims{}, fmt.Errorf("%w: JWT_ISSUER and JWT_AUDIENCE are not configured", ErrTokenInvalid)
 	}
 	if len(token) > maxCredentialLen {
-		return "", fmt.Errorf("%w: longer than %d bytes", ErrTokenInvalid, maxCredentialLen)
+		return Claims{}, fmt.Errorf("%w: longer than %d bytes", ErrTokenInvalid, maxCredentialLen)
 	}
-	var claims tokenClaims
+	claims := tokenClaims{planClaim: v.planClaim}
 	if _, err := v.parser.ParseWithClaims(token, &claims, v.key); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTokenInvalid, err)
+		return Claims{}, fmt.Errorf("%w: %w", ErrTokenInvalid, err)
 	}
 	if err := v.checkLifetime(&claims); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrTokenInvalid, err)
+		return Claims{}, fmt.Errorf("%w: %w", ErrTokenInvalid, err)
 	}
 	if claims.Subject == "" || len(claims.Subject) > maxSubjectLen {
-		return "", fmt.Errorf("%w: sub is empty or longer than %d bytes", ErrTokenInvalid, maxSubjectLen)
+		return Claims{}, fmt.Errorf("%w: sub is empty or longer than %d bytes", ErrTokenInvalid, maxSubjectLen)
 	}
-	return claims.Subject, nil
+	return Claims{Subject: claims.Subject, Plan: claims.plan}, nil
 }
 
 // key is the parser's keyfunc: the HS256 secret for an HS256 token (never
@@ -381,6 +404,10 @@ func (v *Verifier) checkLifetime(c *tokenClaims) error {
 // strings, which the library would accept) from 0 to maxNumericDate.
 type tokenClaims struct {
 	jwt.RegisteredClaims
+	// planClaim is the name of the plan claim to read ("" for none), set
+	// before decoding; plan is its value, when it is a plan name.
+	planClaim string
+	plan      string
 }
 
 // UnmarshalJSON implements json.Unmarshaler.
@@ -399,6 +426,16 @@ func (c *tokenClaims) UnmarshalJSON(b []byte) error {
 	}{{"exp", times.Exp}, {"nbf", times.Nbf}, {"iat", times.Iat}} {
 		if err := checkNumericDate(t.raw); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
+		}
+	}
+	if c.planClaim != "" {
+		var all map[string]json.RawMessage
+		if err := json.Unmarshal(b, &all); err != nil {
+			return err
+		}
+		var plan string
+		if raw, ok := all[c.planClaim]; ok && json.Unmarshal(raw, &plan) == nil {
+			c.plan, _ = NormalizePlan(plan)
 		}
 	}
 	return json.Unmarshal(b, &c.RegisteredClaims)

@@ -31,6 +31,9 @@ const (
 	ReasonUnauthorized = "unauthorized credential"
 	ReasonUnavailable  = "redis unavailable on a fail-closed route"
 	ReasonUndecidable  = "limits cannot be decided"
+	ReasonShadowDenied = "over a shadow limit only: admitted"
+	ReasonBlocked      = "blocked network"
+	ReasonUnlimited    = "unlimited network"
 )
 
 // Decision outcomes, as logged and counted in metrics: the Kind of an
@@ -43,6 +46,15 @@ const (
 	// unauthorized credential (either Kind) or a request that could not
 	// be decided (Unavailable, Undecidable).
 	OutcomeRejected = "rejected"
+	// OutcomeShadowDenied: admitted, though a shadow limit
+	// (RATE_LIMIT_SHADOW) would have denied it.
+	OutcomeShadowDenied = "shadow-denied"
+	// OutcomeBlocked: refused without a Redis call, its source address
+	// being in a blocked network (RATE_LIMIT_NETWORKS).
+	OutcomeBlocked = "blocked"
+	// OutcomeUnlimited: admitted without a Redis call, its source address
+	// being in an unlimited network.
+	OutcomeUnlimited = "unlimited"
 )
 
 // Name is how an outcome of kind k is logged and counted.
@@ -54,6 +66,12 @@ func Name(k edge.Kind) string {
 		return OutcomeDenied
 	case edge.Degraded:
 		return OutcomeDegraded
+	case edge.ShadowDenied:
+		return OutcomeShadowDenied
+	case edge.Blocked:
+		return OutcomeBlocked
+	case edge.Unlimited:
+		return OutcomeUnlimited
 	default:
 		return OutcomeRejected
 	}
@@ -153,9 +171,9 @@ func level(k edge.Kind) slog.Level {
 	switch k {
 	case edge.Unavailable, edge.Undecidable:
 		return slog.LevelError
-	case edge.Allowed:
+	case edge.Allowed, edge.Unlimited:
 		return slog.LevelDebug
-	case edge.Denied:
+	case edge.Denied, edge.ShadowDenied, edge.Blocked:
 		return slog.LevelInfo
 	default:
 		return slog.LevelWarn
@@ -177,6 +195,12 @@ func reason(k edge.Kind) (reason, budget string) {
 		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
 	case edge.Allowed:
 		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
+	case edge.ShadowDenied:
+		return ReasonShadowDenied, OutcomeShadowDenied + ": " + ReasonShadowDenied
+	case edge.Blocked:
+		return ReasonBlocked, OutcomeBlocked + ": " + ReasonBlocked
+	case edge.Unlimited:
+		return ReasonUnlimited, OutcomeUnlimited + ": " + ReasonUnlimited
 	default:
 		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
 	}
@@ -224,6 +248,12 @@ func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, break
 		if !out.Result.Allowed {
 			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
+	}
+	if out.Plan != "" {
+		attrs = append(attrs, slog.String("plan", out.Plan))
+	}
+	if out.Kind == edge.ShadowDenied {
+		attrs = append(attrs, slog.String("shadowLimits", edge.Clip(out.ShadowDenials(), maxReasonLen)))
 	}
 	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))

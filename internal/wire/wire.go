@@ -24,6 +24,7 @@ const (
 	CodeServiceUnavailable = "SERVICE_UNAVAILABLE"
 	CodeUnauthorized       = "UNAUTHORIZED"
 	CodeInternalError      = "INTERNAL_ERROR"
+	CodeForbidden          = "FORBIDDEN"
 )
 
 // TooManyRequestsBody is the JSON body of a 429, e.g.
@@ -46,6 +47,12 @@ func ServiceUnavailableBody(retryAfterSeconds int64) []byte {
 // and do not verify.
 func UnauthorizedBody() []byte {
 	return []byte(`{"error":{"code":"` + CodeUnauthorized + `","message":"The API key or bearer token is not valid."}}`)
+}
+
+// ForbiddenBody is the JSON body of a 403: the request's source network
+// is blocked (RATE_LIMIT_NETWORKS).
+func ForbiddenBody() []byte {
+	return []byte(`{"error":{"code":"` + CodeForbidden + `","message":"Requests from this network are not accepted."}}`)
 }
 
 // InternalErrorBody is the JSON body of a 500: a request could not be rate

@@ -34,6 +34,12 @@ const (
 	// DemoAPIKey is the API key `make local` knows (tier org) when
 	// API_KEY_HASHES is unset: AWS would list the API Gateway keys instead.
 	DemoAPIKey = "local-demo-key"
+	// DemoProAPIKey is a second known key, on plan pro (API_KEY_HASHES
+	// "hash:pro"): the stage's RateLimitPlans says what pro allows.
+	DemoProAPIKey = "local-pro-key"
+	// DemoPlanClaim is JWT_PLAN_CLAIM with the demo JWT secret: a demo
+	// token carrying "plan": "pro" is on plan pro.
+	DemoPlanClaim = "plan"
 	// DemoJWTIssuer, DemoJWTAudience and DemoJWTSecret verify HS256 bearer
 	// tokens (tier user) when no JWT variable is set.
 	DemoJWTIssuer   = "slidegate-local"
@@ -227,9 +233,11 @@ func functionEnv(getenv func(string) string, template map[string]string, redisUR
 		defaults["JWT_ISSUER"] = DemoJWTIssuer
 		defaults["JWT_AUDIENCE"] = DemoJWTAudience
 		defaults["JWT_HS256_SECRET"] = DemoJWTSecret
+		defaults["JWT_PLAN_CLAIM"] = DemoPlanClaim
 	}
 	sum := sha256.Sum256([]byte(DemoAPIKey))
-	defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:])
+	pro := sha256.Sum256([]byte(DemoProAPIKey))
+	defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
 	if getenv("RATE_LIMIT_HASH_KEY_SECRET_ARN") == "" {
 		defaults["RATE_LIMIT_HASH_KEY"] = DemoHashKey
 	}

@@ -1,0 +1,136 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"github.com/slidegate/slidegate/internal/identity"
+	"strconv"
+	"strings"
+
+	"github.com/slidegate/slidegate/internal/limitspec"
+)
+
+// MaxCosts bounds RATE_LIMIT_COSTS.
+const MaxCosts = 64
+
+// RouteCost is how many units a request of one method and path glob
+// spends (RATE_LIMIT_COSTS).
+type RouteCost struct {
+	// Method is the HTTP method in upper case, or "*" for every method; a
+	// cost on GET also holds HEAD, as for route limits.
+	Method string
+	// Path is the path glob.
+	Path PathGlob
+	// Cost is the units such a request spends, from 1 to
+	// limitspec.MaxCount.
+	Cost int64
+}
+
+// ParseCosts parses RATE_LIMIT_COSTS: comma-separated entries
+// "METHOD /path-glob=units", such as "POST /v1/reports=10,GET
+// /v1/export/*=5". The empty string and "none" mean every request costs
+// 1. A request matching several entries costs what the first says.
+func ParseCosts(s string) ([]RouteCost, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, None) {
+		return nil, nil
+	}
+	var costs []RouteCost
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		method, glob, value, err := parseRouteEntry(entry)
+		if err != nil {
+			return nil, fmt.Errorf("cost %q: %w", clip(entry), err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil || n < 1 || n > limitspec.MaxCount {
+			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), limitspec.MaxCount)
+		}
+		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
+	}
+	if len(costs) > MaxCosts {
+		return nil, fmt.Errorf("more than %d costs", MaxCosts)
+	}
+	return costs, nil
+}
+
+// String renders the entry as RATE_LIMIT_COSTS writes it.
+func (c RouteCost) String() string {
+	return c.Method + " " + c.Path.Text + "=" + strconv.FormatInt(c.Cost, 10)
+}
+
+// CostFor is the cost of a request of method (upper case) and path: the
+// first matching entry's, 1 when none matches.
+func CostFor(costs []RouteCost, method string, path RequestPath) int64 {
+	for _, c := range costs {
+		if methodMatches(c.Method, method) && c.Path.MatchRequest(path) {
+			return c.Cost
+		}
+	}
+	return 1
+}
+
+// checkCosts refuses costs that some request could never pay: a cost
+// above the burst (ratelimit.Limit.Burst) of a limit it is spent on. A
+// request's cost is spent on every limit the request is checked against:
+// every limit of every tier and plan (any of them may be the caller's),
+// and the route limits whose requests can match the cost's entry.
+func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit) error {
+	var errs []error
+	for _, c := range costs {
+		if c.Cost == 1 {
+			continue
+		}
+		over := func(owner string, list LimitList) {
+			for _, l := range list {
+				if c.Cost > l.Burst() {
+					errs = append(errs, fmt.Errorf("cost %s is above limit %s %s (%s admits at most %d units at once): such a request could never pass",
+						c, l.Name, l.Limit, l.Algorithm, l.Burst()))
+					return
+				}
+			}
+		}
+		over(identity.TierAnonymous, tiers.Anonymous)
+		over(identity.TierUser, tiers.User)
+		over(identity.TierOrg, tiers.Org)
+		for _, name := range plans.Names() {
+			over(name, plans[name])
+		}
+		for _, r := range routes {
+			if methodsOverlap(c.Method, r.Method) && globsOverlap(c.Path.segments, r.Path.segments) {
+				over(r.Name(), r.Limits)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// methodsOverlap reports whether some request method is held by both a
+// cost's method and a route limit's (see methodMatches).
+func methodsOverlap(a, b string) bool {
+	return a == "*" || b == "*" || a == b || (a == "GET" && b == "HEAD") || (a == "HEAD" && b == "GET")
+}
+
+// globsOverlap reports whether some path matches both globs (segment
+// lists as ParsePathGlob keeps them; see PathGlob for the rules).
+func globsOverlap(a, b []string) bool {
+	switch {
+	case len(a) == 1 && a[0] == "**", len(b) == 1 && b[0] == "**":
+		// Zero or more segments: the other glob matches some path.
+		return true
+	case len(a) == 1 && a[0] == "*":
+		// The rest of the path, one segment or more.
+		return len(b) > 0
+	case len(b) == 1 && b[0] == "*":
+		return len(a) > 0
+	case len(a) == 0 || len(b) == 0:
+		return len(a) == len(b)
+	}
+	if a[0] != "*" && b[0] != "*" && a[0] != b[0] {
+		return false
+	}
+	return globsOverlap(a[1:], b[1:])
+}

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// MaxListLimits bounds the limits of one tier, plan or route: each is one
+// more key the decision's script reads and writes.
+const MaxListLimits = 8
+
+// ListedLimit is one limit of a LimitList.
+type ListedLimit struct {
+	ratelimit.Limit
+	// OwnAlgorithm is true when the limit named its algorithm
+	// ("20/1s:token-bucket"): RATE_LIMIT_ALGORITHM and a stage's
+	// rateLimitAlgorithm do not replace it.
+	OwnAlgorithm bool
+}
+
+// LimitList is every limit of one tier, plan or route, written
+// "20/1s,600/1m,10000/1d" (each item "N/window[:algorithm]"). A request
+// passes only if every limit of the list admits it, and then spends on all
+// of them; a denied request spends on none.
+//
+// A list of one limit is named after its owner ("anonymous", "pro",
+// "POST /auth/*"), as a single limit always was; the limits of a longer
+// list are named owner-window ("pro-1s", "pro-1m", "pro-1d"), so two
+// limits of one list may not share a window. The name is the policy name
+// of the RateLimit headers and part of the Redis key.
+type LimitList []ListedLimit
+
+// Limits returns the list's limits, in order, as a new slice.
+func (l LimitList) Limits() []ratelimit.Limit {
+	out := make([]ratelimit.Limit, len(l))
+	for i, x := range l {
+		out[i] = x.Limit
+	}
+	return out
+}
+
+// String renders the list's rates, e.g. "20/1s,600/1m".
+func (l LimitList) String() string {
+	parts := make([]string, len(l))
+	for i, x := range l {
+		parts[i] = rateText(x.Limit)
+	}
+	return strings.Join(parts, ",")
+}
+
+// withAlgorithm returns the list with alg as the algorithm of every limit
+// that did not name its own; l itself is not changed.
+func (l LimitList) withAlgorithm(alg ratelimit.Algorithm) LimitList {
+	out := make(LimitList, len(l))
+	for i, x := range l {
+		if !x.OwnAlgorithm {
+			x.Algorithm = alg
+		}
+		out[i] = x
+	}
+	return out
+}
+
+// windowText is the window of l as the configuration writes it: "1m",
+// "10s", and whole days in days ("1d").
+func windowText(l ratelimit.Limit) string {
+	if day := 24 * time.Hour; l.Window%day == 0 {
+		return strconv.FormatInt(int64(l.Window/day), 10) + "d"
+	}
+	_, w, _ := strings.Cut(l.String(), "/")
+	return w
+}
+
+// rateText renders a limit's rate as the configuration writes it
+// ("10000/1d").
+func rateText(l ratelimit.Limit) string {
+	return strconv.FormatInt(l.Count, 10) + "/" + windowText(l)
+}
+
+// ParseLimitList parses a list of limits owned by owner (a tier, a plan or
+// a route): comma-separated "N/window[:algorithm]" items. An item without
+// its own algorithm gets alg. Empty items are an error, and so are more
+// than MaxListLimits items and two items with the same window.
+func ParseLimitList(owner, spec string, alg ratelimit.Algorithm) (LimitList, error) {
+	items := strings.Split(spec, ",")
+	if len(items) > MaxListLimits {
+		return nil, fmt.Errorf("%d limits; at most %d", len(items), MaxListLimits)
+	}
+	list := make(LimitList, 0, len(items))
+	seen := make(map[string]bool, len(items))
+	for _, item := range items {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return nil, errors.New("an empty limit in the list")
+		}
+		l, own, err := makeLimitSpec(owner, item, alg)
+		if err != nil {
+			return nil, err
+		}
+		w := windowText(l)
+		if seen[w] {
+			return nil, fmt.Errorf("two limits per %s (each limit of a list needs its own window)", w)
+		}
+		seen[w] = true
+		list = append(list, ListedLimit{Limit: l, OwnAlgorithm: own})
+	}
+	if len(list) > 1 {
+		for i := range list {
+			list[i].Name = owner + "-" + windowText(list[i].Limit)
+			if err := list[i].Validate(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return list, nil
+}
+
+// parseTierList parses a tier's limit list, falling back to def (itself
+// always valid).
+func parseTierList(name, tier, v, def string, alg ratelimit.Algorithm) (LimitList, error) {
+	var err error
+	if v != "" {
+		l, perr := ParseLimitList(tier, v, alg)
+		if perr == nil {
+			return l, nil
+		}
+		err = fmt.Errorf("%s=%q: %w; using %s", name, clip(v), perr, def)
+	}
+	l, derr := ParseLimitList(tier, def, alg)
+	if derr != nil {
+		// def is a constant or an already validated value.
+		panic(fmt.Sprintf("config: default %s=%q: %v", name, def, derr))
+	}
+	return l, err
+}
+
+// stageList resolves one tier or plan on a stage: the stage variable's
+// value v when set and valid, else the environment's list env in the
+// stage's algorithm alg (for the limits that name none).
+func stageList(variable, owner, v string, env LimitList, alg ratelimit.Algorithm) (LimitList, error) {
+	env = env.withAlgorithm(alg)
+	if v == "" {
+		return env, nil
+	}
+	l, err := ParseLimitList(owner, v, alg)
+	if err != nil {
+		using := env.String()
+		if len(env) == 0 {
+			using = "the caller's tier limits"
+		}
+		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip(v), err, using)
+	}
+	return l, nil
+}
