@@ -88,4 +88,19 @@ func BenchmarkDecision(b *testing.B) {
 			}
 		}
 	})
+	// A tier and a route limit of two algorithms, as a login request has
+	// (the route a token bucket here, so that every decision admits).
+	b.Run("decide/sliding-window-tier+token-bucket-route", func(b *testing.B) {
+		id := "bench-two-algorithms"
+		checks := []ratelimit.Check{
+			{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 1_000_000, Window: 15 * time.Minute}},
+			{Identity: id, Limit: ratelimit.Limit{Name: "POST /auth/*", Count: 1_000_000, Window: 15 * time.Minute, Algorithm: ratelimit.TokenBucket}},
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := limiter.Decide(ctx, 1, checks...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

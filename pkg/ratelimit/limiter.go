@@ -117,10 +117,10 @@ func (l *Limiter) Allow(ctx context.Context, identity string, limit Limit) (Deci
 // and on none of them otherwise.
 //
 // Checks of one identity share a hash tag and are decided together by one
-// script call: atomic, one round trip. Checks of different identities live
-// in different slots and cannot be decided atomically; Decide then first
-// peeks at every group and spends nothing if any denies, and only then
-// spends group by group. A concurrent request that fills a later group
+// script call, whatever their algorithms: atomic, one round trip. Checks of
+// different identities live in different slots and cannot be decided
+// atomically; Decide then first peeks at every identity's group and spends
+// nothing if any denies, and only then spends group by group. A concurrent request that fills a later group
 // between the peek and the spend can leave the earlier groups charged for a
 // request that is denied; the window is one round trip wide.
 func (l *Limiter) Decide(ctx context.Context, cost int64, checks ...Check) (Result, error) {
@@ -169,6 +169,16 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 	groups := l.groupChecks(checks)
 	if len(groups) == 1 {
 		ok, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Allowed = ok
+		return res, nil
+	}
+
+	if sameTag(groups) {
+		// One identity, several algorithms: one call decides them all.
+		ok, err := l.runMixed(ctx, cost, spend, checks, groups, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -253,12 +263,76 @@ var singleIndex = []int{0}
 
 // runGroup makes one script call for a group and fills in its decisions.
 func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
-	sc := l.scripts.forAlgorithm(g.algorithm)
 	n := len(g.indexes)
-	stride := limitArgs(g.algorithm)
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
-	cmd := make([]any, 0, 5+n*(1+stride))
+	cmd := make([]any, 0, 5+n*(1+limitArgs(g.algorithm)))
 	cmd = append(cmd, nil, nil, n)
+	cmd = l.appendKeys(cmd, checks, g)
+	cmd = append(cmd, costArg(cost, spend))
+	cmd = l.appendLimitArgs(cmd, checks, g)
+	if l.now != nil {
+		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
+	}
+	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, cmd)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return groupDecisions(vals, cost, spend, checks, g, out)
+}
+
+// sameTag reports whether every group counts the same identity: one slot.
+func sameTag(groups []group) bool {
+	for _, g := range groups[1:] {
+		if g.tag != groups[0].tag {
+			return false
+		}
+	}
+	return true
+}
+
+// runMixed decides groups of one identity that use different algorithms
+// with one call of the mixed script (lua/mixed.lua): all or nothing, like
+// one group.
+func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, error) {
+	cmd := make([]any, 0, 8+len(checks)*4+len(groups)*3)
+	cmd = append(cmd, nil, nil, len(checks))
+	for _, g := range groups {
+		cmd = l.appendKeys(cmd, checks, g)
+	}
+	cmd = append(cmd, costArg(cost, spend), len(groups))
+	for _, g := range groups {
+		cmd = append(cmd, mixedCode(g.algorithm), len(g.indexes), limitArgs(g.algorithm))
+		cmd = l.appendLimitArgs(cmd, checks, g)
+	}
+	if l.now != nil {
+		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
+	}
+	vals, err := l.scripts.mixed.run(ctx, l.client, cmd)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if len(vals) != 2+len(groups) {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(groups))
+	}
+	allowed, ok := vals[0].(int64)
+	if !ok {
+		return false, fmt.Errorf("%w: script reply value 0 is %T, want an integer", ErrUnavailable, vals[0])
+	}
+	for i, g := range groups {
+		sub, ok := vals[2+i].([]any)
+		if !ok {
+			return false, fmt.Errorf("%w: script reply value %d is %T, want a group's reply", ErrUnavailable, 2+i, vals[2+i])
+		}
+		// A denied request's groups answered as peeks.
+		if _, err := groupDecisions(sub, cost, spend && allowed == 1, checks, g, out); err != nil {
+			return false, err
+		}
+	}
+	return allowed == 1, nil
+}
+
+// appendKeys appends the keys of a group's limits to cmd.
+func (l *Limiter) appendKeys(cmd []any, checks []Check, g group) []any {
 	for _, ci := range g.indexes {
 		c := checks[ci]
 		e := l.limits.get(c.Limit)
@@ -268,7 +342,12 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 			cmd = append(cmd, l.keys.keyWithSuffix(g.tag, e.suffix))
 		}
 	}
-	cmd = append(cmd, costArg(cost, spend))
+	return cmd
+}
+
+// appendLimitArgs appends the script arguments of a group's limits to cmd.
+func (l *Limiter) appendLimitArgs(cmd []any, checks []Check, g group) []any {
+	stride := limitArgs(g.algorithm)
 	for _, ci := range g.indexes {
 		c := checks[ci]
 		args := &l.limits.get(c.Limit).args
@@ -277,13 +356,12 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 		}
 		cmd = append(cmd, args[:stride]...)
 	}
-	if l.now != nil {
-		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
-	}
-	vals, err := sc.run(ctx, l.client, cmd)
-	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
+	return cmd
+}
+
+// groupDecisions fills in the decisions of a group from its script's reply
+// and returns the group's answer.
+func groupDecisions(vals []any, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
 	for i, v := range vals {
 		if _, ok := v.(int64); !ok {
 			return false, fmt.Errorf("%w: script reply value %d is %T, want an integer", ErrUnavailable, i, v)
@@ -292,6 +370,7 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	if counterReply(g.algorithm) {
 		return counterDecisions(vals, cost, spend, checks, g.indexes, out)
 	}
+	n := len(g.indexes)
 	if len(vals) != 2+4*n {
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+4*n)
 	}

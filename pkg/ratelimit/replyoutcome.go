@@ -28,7 +28,8 @@ func decisionReplyOutcome(cmd redis.Cmder) (outcome string, ok bool) {
 	}
 	vals, ok := reply.Val().([]any)
 	// { allowed, now_us, then per limit four values, or one for the
-	// counters }: see the scripts' headers and runGroup.
+	// counters, or per group its reply for the mixed script }: see the
+	// scripts' headers and runGroup.
 	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
 		return scriptreply.Error, true
 	}
@@ -65,16 +66,17 @@ func body(cmd redis.Cmder) string {
 
 // decisionScripts holds the SHA-1 and the source of every script, which is
 // what an EVALSHA or an EVAL carries as its first argument, and whether the
-// script is a counter, whose reply has one value per limit (counters.go).
+// script's reply is not four values per limit: the counters' (one value per
+// limit, counters.go) and the mixed script's (one reply per group).
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
 	set := newScriptSet()
 	bodies := make(map[string]bool, 2*len(set.all()))
 	for _, sc := range set.all() {
-		counter := sc == &set.slidingWindow || sc == &set.fixedWindow
-		bodies[sc.sha] = counter
-		bodies[sc.src] = counter
+		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed
+		bodies[sc.sha] = short
+		bodies[sc.src] = short
 	}
 	return bodies
 })

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,29 +23,63 @@ type script struct {
 }
 
 // scriptSet holds the script of every algorithm. Token and leaky buckets
-// share the GCRA script; they differ only in the burst they pass.
+// share the GCRA script; they differ only in the burst they pass. mixed
+// decides the limits of one identity that use several algorithms in one
+// call (lua/mixed.lua).
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
+	mixed                                                        script
 }
 
-func mustLoadScript(file string) script {
+func mustReadScript(file string) string {
 	src, err := luaFiles.ReadFile("lua/" + file)
 	if err != nil {
 		// The files are embedded at build time; a missing one is a build bug.
 		panic(fmt.Sprintf("ratelimit: embedded script %s: %v", file, err))
 	}
-	sum := sha1.Sum(src)
-	return script{name: file, src: string(src), sha: hex.EncodeToString(sum[:])}
+	return string(src)
 }
 
+func newScript(name, src string) script {
+	sum := sha1.Sum([]byte(src))
+	return script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+func mustLoadScript(file string) script { return newScript(file, mustReadScript(file)) }
+
 func newScriptSet() scriptSet {
-	return scriptSet{
+	s := scriptSet{
 		slidingWindow:  mustLoadScript("sliding_window.lua"),
 		slidingLog:     mustLoadScript("sliding_log.lua"),
 		gcra:           mustLoadScript("gcra.lua"),
 		fixedWindow:    mustLoadScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 	}
+	// mixed.lua runs the algorithms' scripts as functions of their KEYS and
+	// ARGV, by their mixedCode.
+	var b strings.Builder
+	b.WriteString("local algorithms = {}\n")
+	for code, sc := range []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets} {
+		fmt.Fprintf(&b, "-- %s\nalgorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", sc.name, code+1, sc.src)
+	}
+	b.WriteString(mustReadScript("mixed.lua"))
+	s.mixed = newScript("mixed.lua", b.String())
+	return s
+}
+
+// mixedCode is an algorithm's code in mixed.lua.
+func mixedCode(a Algorithm) int {
+	switch a.orDefault() {
+	case SlidingLog:
+		return 2
+	case TokenBucket, LeakyBucket:
+		return 3
+	case FixedWindow:
+		return 4
+	case SlidingBuckets:
+		return 5
+	}
+	return 1
 }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
@@ -63,7 +98,7 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets}
+	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed}
 }
 
 // loadOn loads every script into one node's script cache and checks that the

@@ -1,0 +1,67 @@
+-- mixed.lua: one call for the limits of one identity that use different
+-- algorithms (a login route's sliding log under a sliding-window tier).
+-- Before this part, scripts.go puts every algorithm's script, each wrapped as
+--     algorithms[code] = function(KEYS, ARGV) <the script> end
+-- with code 1 sliding window, 2 sliding log, 3 GCRA, 4 fixed window, 5
+-- sliding buckets. This part runs them: every group first as a peek, then,
+-- when every enforced limit admits, every group as a spend, all at one now
+-- and in one script, so a denial spends nothing and no other request comes
+-- in between.
+--
+-- KEYS      the keys of every group, group after group; one hash tag.
+-- ARGV[1]   cost: units this request spends on every limit; negative to
+--           peek (never writes) at -cost.
+-- ARGV[2]   g, the number of groups; then per group: its algorithm's code,
+--           its number of limits k, the number of arguments per limit a,
+--           then its k*a limit arguments as its script takes them.
+-- ARGV[last] (optional, after the groups) now in microseconds; absent:
+--           Redis TIME (production).
+--
+-- Returns { allowed (1|0), now_us, then per group the reply of its script }.
+-- allowed: every enforced limit of every group admits the cost.
+--
+-- Complexity: that of every group's script, twice on a spend.
+
+local cost = ARGV[1]
+local g = ARGV[2] + 0
+local groups = {}
+local at, first = 3, 1
+for i = 1, g do
+  local code, k, a = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
+  local keys, args = {}, { cost }
+  for j = 1, k do keys[j] = KEYS[first + j - 1] end
+  for j = 1, k * a do args[j + 1] = ARGV[at + 2 + j] end
+  groups[i] = { algorithms[code], keys, args }
+  first = first + k
+  at = at + 3 + k * a
+end
+local now = ARGV[at]
+if not now then
+  local t = redis.call('TIME')
+  now = string.format('%d', t[1] * 1000000 + t[2])
+end
+for i = 1, g do
+  local args = groups[i][3]
+  args[#args + 1] = now
+end
+
+-- run calls group i's script with cost c (a string).
+local function run(i, c)
+  local grp = groups[i]
+  grp[3][1] = c
+  return grp[1](grp[2], grp[3])
+end
+
+local spend = cost + 0 > 0
+local peek = cost
+if spend then peek = '-' .. cost end
+local reply = { 1, now + 0 }
+for i = 1, g do
+  local r = run(i, peek)
+  reply[i + 2] = r
+  if r[1] ~= 1 then reply[1] = 0 end
+end
+if spend and reply[1] == 1 then
+  for i = 1, g do reply[i + 2] = run(i, cost) end
+end
+return reply
