@@ -6,8 +6,8 @@ import "time"
 // request's answer, the Redis time and, per limit, the counts it held before
 // the request: the smallest reply that determines the decision. What a Decision reports
 // besides them (remaining, reset, retry-after) is worked out here, with the
-// same integer arithmetic the scripts' admission uses, so that it stays
-// exact to the microsecond.
+// same integer arithmetic and the same clock the scripts' admission uses,
+// so that it stays exact to the microsecond.
 
 // counterDecision turns one limit's value of a counter script's reply into
 // its Decision. v is the limit's counts before this request (see the
@@ -18,37 +18,46 @@ func counterDecision(l Limit, v, nowUs, cost int64, spend bool) Decision {
 	if !d.Allowed {
 		v = -1 - v
 	}
-	window := l.Window.Microseconds()
-	elapsed := nowUs % window
-	if elapsed < 0 {
-		elapsed += window
-	}
-	left := window - elapsed
+	windowUs := l.Window.Microseconds()
+	elapsedUs := floorMod(nowUs, windowUs)
+	leftUs := windowUs - elapsedUs
 	limit := l.Count
 	spent := d.Allowed && spend
 	if l.Algorithm.orDefault() == FixedWindow {
 		count := v
 		if !d.Allowed {
-			d.RetryAfter = micros(left)
+			d.RetryAfter = micros(leftUs)
 		}
 		if spent {
 			count += cost
 		}
 		d.Remaining = max(limit-count, 0)
 		if count > 0 {
-			d.ResetAfter = micros(left)
+			d.ResetAfter = micros(leftUs)
 		}
 		return d
 	}
 
+	// The admission's clock: microseconds, or milliseconds for a long
+	// limit, as the script decides it (see millisecondClock).
+	unit := int64(1)
+	if millisecondClock(l) {
+		unit = 1000
+	}
+	window := windowUs / unit
+	elapsed := floorMod(floorDiv(nowUs, unit), window)
+	left := window - elapsed
 	m := 2*limit + 1
 	current, previous := v%m, v/m
 	used := previous*left + current*window
 	capacity := limit * window
 	if !d.Allowed {
-		// At least 1 us: a denial whose counts would fit now can only come
-		// from a reply the script never sends, and must still say wait.
-		d.RetryAfter = micros(max(slidingRetry(limit, window, elapsed, cost, previous, current), 1))
+		// The wait ends where the script's clock reaches elapsed+wait, a
+		// tick boundary: exact to the microsecond on either clock. At least
+		// 1 us: a denial whose counts would fit now can only come from a
+		// reply the script never sends, and must still say wait.
+		wait := (elapsed+slidingRetry(limit, window, elapsed, cost, previous, current))*unit - elapsedUs
+		d.RetryAfter = micros(max(wait, 1))
 	}
 	if spent {
 		used += cost * window
@@ -59,15 +68,28 @@ func counterDecision(l Limit, v, nowUs, cost int64, spend bool) Decision {
 	}
 	switch {
 	case current > 0:
-		d.ResetAfter = micros(left + window)
+		d.ResetAfter = micros(leftUs + windowUs)
 	case previous > 0:
-		d.ResetAfter = micros(left)
+		d.ResetAfter = micros(leftUs)
 	}
 	return d
 }
 
+// floorDiv and floorMod divide rounding toward minus infinity, as the
+// scripts' Lua arithmetic does (a time before 1970 included).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
+
 // slidingRetry is the smallest wait after which a sliding-window limit
-// admits cost, with no other traffic, elapsed microseconds into its window.
+// admits cost, with no other traffic, elapsed ticks into its window; every
+// argument and the result are in the ticks of the script's clock.
 func slidingRetry(limit, window, elapsed, cost, previous, current int64) int64 {
 	left := window - elapsed
 	// In this window: the smallest elapsed e with

@@ -70,23 +70,58 @@ const (
 	maxCountWindow = limitspec.MaxCountWindow
 )
 
-// checkScale reports a count and window whose product the scripts cannot
-// compute exactly.
-func checkScale(count int64, window time.Duration) error {
+// checkScale reports a count and window whose products the algorithm's
+// script cannot compute exactly. The sliding window decides a long limit in
+// milliseconds (see millisecondClock), so its bound is on count x window in
+// milliseconds; the fixed window compares counts only and has no bound; the
+// algorithms that keep time stamps in microseconds keep the bound on count
+// x window in microseconds.
+func checkScale(count int64, window time.Duration, a Algorithm) error {
+	switch a.orDefault() {
+	case FixedWindow:
+		return nil
+	case SlidingWindow:
+		if ms := window.Milliseconds(); ms > 0 && count > maxCountWindow/ms {
+			return fmt.Errorf("count %d per %s is too large for %s to compute exactly (count x window in milliseconds must stay below 2^50); use a shorter window", count, formatWindow(window), SlidingWindow)
+		}
+		return nil
+	}
 	if us := window.Microseconds(); us > 0 && count > maxCountWindow/us {
-		return fmt.Errorf("count %d per %s is too large to compute exactly (count x window in microseconds must stay below 2^50); use a shorter window", count, formatWindow(window))
+		return fmt.Errorf("count %d per %s is too large for %s to compute exactly (count x window in microseconds must stay below 2^50); use a shorter window, or %s or %s", count, formatWindow(window), a, SlidingWindow, FixedWindow)
 	}
 	return nil
+}
+
+// millisecondClock reports whether the sliding-window script decides l on
+// the millisecond clock: when count x window in microseconds passes 2^50,
+// the bound under which the microsecond products are exact. It depends on
+// the count and window only, so the script's caller and the decoder of its
+// reply agree on it without asking each other.
+func millisecondClock(l Limit) bool {
+	us := l.Window.Microseconds()
+	return l.Algorithm.orDefault() == SlidingWindow && us > 0 && l.Count > maxCountWindow/us
 }
 
 // Limit is a budget of Count units per Window for one identity.
 //
 // Count is from 1 to 1,000,000. Window is a whole number of milliseconds
 // from 1ms to 366 days (key expiry, PEXPIRE, and window edges then agree).
-// The scripts compute with count x window in microseconds as Lua numbers
-// (doubles), so that product may not exceed 2^50: 10,000/1d or
-// 1,000,000/30m are limits, 10,000/30d is not (a quota, not a rate).
-// Validate, ParseRate and every decision enforce these bounds.
+// The scripts compute in exact integers on Lua numbers (doubles), which
+// bounds count x window per algorithm:
+//
+//   - SlidingWindow: count x window in milliseconds may not exceed 2^50
+//     (1,000,000/1d, 100,000/30d and 10,000/366d are limits; 1,000,000/30d
+//     is not). A limit whose count x window in microseconds passes 2^50
+//     (100,000/1d, not 10,000/1d) is decided on a millisecond clock: the
+//     weight of its previous window steps each millisecond (never below
+//     the exact weight), and its Retry-After is the exact wait until that
+//     clock admits, so it is never early and at most 1ms late.
+//   - FixedWindow: no bound beyond count and window.
+//   - SlidingLog, TokenBucket, LeakyBucket, SlidingBuckets: count x window
+//     in microseconds may not exceed 2^50 (10,000/1d or 1,000,000/18m, not
+//     100,000/1d).
+//
+// Validate and every decision enforce these bounds.
 type Limit struct {
 	// Name is the policy name: it appears in the RateLimit headers and in the
 	// Redis key, e.g. "anonymous", "user", "org" or a route limit's name.
@@ -123,10 +158,10 @@ func (l Limit) Validate() error {
 	if l.Window < minWindow || l.Window > maxWindow || l.Window%time.Millisecond != 0 {
 		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, minWindow, maxWindow)
 	}
-	if err := checkScale(l.Count, l.Window); err != nil {
+	if _, err := parseAlgorithm(string(l.Algorithm)); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
-	if _, err := parseAlgorithm(string(l.Algorithm)); err != nil {
+	if err := checkScale(l.Count, l.Window, l.Algorithm); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
 	}
 	return nil
@@ -135,6 +170,8 @@ func (l Limit) Validate() error {
 // ParseRate parses the configuration syntax "<count>/<window>", such as
 // "30/1m", "5/10s" or "10000/1h". The window is a Go duration; a bare unit
 // means one of it ("100/m" is "100/1m"). Surrounding spaces are ignored.
+// It checks the count and the window each on its own; whether their product
+// fits depends on the algorithm, which [Limit.Validate] checks.
 func ParseRate(s string) (count int64, window time.Duration, err error) {
 	raw := s
 	s = strings.TrimSpace(s)
@@ -157,9 +194,6 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 	}
 	if window < minWindow || window > maxWindow || window%time.Millisecond != 0 {
 		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), minWindow, maxWindow)
-	}
-	if err := checkScale(count, window); err != nil {
-		return 0, 0, fmt.Errorf("rate %q: %w", truncate(raw, 64), err)
 	}
 	return count, window, nil
 }

@@ -34,9 +34,7 @@ func TestParseRate(t *testing.T) {
 		{name: "window over a year", in: "30/9000h", bad: true},
 		{name: "garbage unit", in: "30/1parsec", bad: true},
 		{name: "two slashes", in: "30/1m/2", bad: true},
-		{name: "largest exact product", in: "1000000/18m", count: 1000000, window: 18 * time.Minute},
-		{name: "product beyond exact arithmetic", in: "1000000/19m", bad: true},
-		{name: "a month is a quota, not a rate", in: "10000/720h", bad: true},
+		{name: "the product is Validate's (it depends on the algorithm)", in: "1000000/8784h", count: 1000000, window: 8784 * time.Hour},
 		{name: "overflowing count", in: "99999999999999999999/1m", bad: true},
 	}
 	for _, tt := range tests {
@@ -127,5 +125,72 @@ func TestValidateRejectsUnenforceableRequests(t *testing.T) {
 	}
 	if err := validate(10, []Check{{Identity: "a", Limit: ok}}); err != nil {
 		t.Fatalf("cost equal to count rejected: %v", err)
+	}
+}
+
+// TestValidateBoundsCountTimesWindowPerAlgorithm pins down which long limits
+// each algorithm accepts: the scripts compute in exact integers on doubles,
+// and the bound on count x window depends on what each one multiplies.
+func TestValidateBoundsCountTimesWindowPerAlgorithm(t *testing.T) {
+	const day = 24 * time.Hour
+	tests := []struct {
+		name   string
+		count  int64
+		window time.Duration
+		// accepted lists the algorithms that accept the limit; every other
+		// one must refuse it.
+		accepted []Algorithm
+	}{
+		{"a daily quota of 10,000: within 2^50 us", 10000, day, Algorithms()},
+		{"the largest exact microsecond product", 1000000, 18 * time.Minute, Algorithms()},
+		{"one minute past it", 1000000, 19 * time.Minute, []Algorithm{SlidingWindow, FixedWindow}},
+		{"a daily quota of 100,000", 100000, day, []Algorithm{SlidingWindow, FixedWindow}},
+		{"a daily quota of 1,000,000", 1000000, day, []Algorithm{SlidingWindow, FixedWindow}},
+		{"13 days of 1,000,000: below 2^50 ms", 1000000, 13 * day, []Algorithm{SlidingWindow, FixedWindow}},
+		{"14 days of 1,000,000: past 2^50 ms", 1000000, 14 * day, []Algorithm{FixedWindow}},
+		{"a month of 10,000", 10000, 30 * day, []Algorithm{SlidingWindow, FixedWindow}},
+		{"a year of 10,000", 10000, 366 * day, []Algorithm{SlidingWindow, FixedWindow}},
+		{"a year of 1,000,000", 1000000, 366 * day, []Algorithm{FixedWindow}},
+	}
+	for _, tt := range tests {
+		for _, a := range Algorithms() {
+			l := Limit{Name: "quota", Count: tt.count, Window: tt.window, Algorithm: a}
+			want := false
+			for _, ok := range tt.accepted {
+				want = want || ok == a
+			}
+			err := l.Validate()
+			if (err == nil) != want {
+				t.Errorf("%s: %s %s: Validate() = %v, want accepted %v", tt.name, a, l, err, want)
+				continue
+			}
+			if err != nil && (!strings.Contains(err.Error(), string(a)) || !strings.Contains(err.Error(), "2^50")) {
+				t.Errorf("%s: %s: error %q names neither the algorithm nor the bound", tt.name, a, err)
+			}
+		}
+	}
+	// The default algorithm (the zero value) is the sliding window's rule.
+	if err := (Limit{Name: "quota", Count: 1000000, Window: day}).Validate(); err != nil {
+		t.Errorf("1000000/1d in the default algorithm: %v", err)
+	}
+}
+
+func TestMillisecondClockOnlyForLongSlidingWindows(t *testing.T) {
+	tests := []struct {
+		limit Limit
+		want  bool
+	}{
+		{Limit{Count: 10000, Window: 24 * time.Hour}, false},
+		{Limit{Count: 1000000, Window: 18 * time.Minute}, false},
+		{Limit{Count: 1000000, Window: 19 * time.Minute}, true},
+		{Limit{Count: 100000, Window: 24 * time.Hour}, true},
+		{Limit{Count: 100000, Window: 24 * time.Hour, Algorithm: SlidingWindow}, true},
+		{Limit{Count: 100000, Window: 24 * time.Hour, Algorithm: FixedWindow}, false},
+		{Limit{Count: 30, Window: time.Minute}, false},
+	}
+	for _, tt := range tests {
+		if got := millisecondClock(tt.limit); got != tt.want {
+			t.Errorf("millisecondClock(%s %s) = %v, want %v", tt.limit.Algorithm, tt.limit, got, tt.want)
+		}
 	}
 }

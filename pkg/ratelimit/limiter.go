@@ -434,7 +434,7 @@ func costArg(cost int64, spend bool) any {
 // end of its keys and its script arguments, formatted and boxed.
 type limitEntry struct {
 	suffix string
-	args   [3]any // count, window in microseconds, burst
+	args   [3]any // count, window (in microseconds, or see millisecondClock), burst
 	// shadowArgs are args for a shadow check: the count negated, which is
 	// how the scripts tell a shadow limit.
 	shadowArgs [3]any
@@ -457,11 +457,16 @@ func (c *limitCache) get(l Limit) *limitEntry {
 	if ok {
 		return e
 	}
+	window := strconv.FormatInt(l.Window.Microseconds(), 10)
+	if millisecondClock(l) {
+		// The sliding-window script's mark of a long limit.
+		window = strconv.FormatInt(-l.Window.Milliseconds(), 10)
+	}
 	e = &limitEntry{
 		suffix: keySuffix(l),
 		args: [3]any{
 			strconv.FormatInt(l.Count, 10),
-			strconv.FormatInt(l.Window.Microseconds(), 10),
+			window,
 			strconv.FormatInt(l.Burst(), 10),
 		},
 	}

@@ -36,7 +36,8 @@
 -- ARGV[2i], ARGV[2i+1]
 --           limit i: count, window in microseconds. A negative count
 --           -c marks a shadow limit of count c: decided and reported, never
---           enforced (see the shadow rule below).
+--           enforced (see the shadow rule below). A negative window -w
+--           marks a long limit, whose window is w milliseconds (see below).
 -- ARGV[2n+2] (optional) now in microseconds; absent: Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per limit v }: allowed is the
@@ -49,6 +50,17 @@
 -- cost is positive; then every enforced limit spends, and every shadow limit
 -- that admits the cost on its own spends too (its state is what enforcing it
 -- would have left).
+--
+-- Long limits: the admission compares products of a count and the window
+-- (limit * window), exact only below 2^53. For a limit whose count x window
+-- in microseconds would pass 2^50 (a daily quota of 100,000), the caller
+-- sends the window in milliseconds, negated, and the limit is decided on
+-- the millisecond clock floor(now / 1000): elapsed and window in ms. Its
+-- window index is the same (floor(now_us / window_us) = floor(floor(now_us
+-- / 1000) / window_ms) for a whole-ms window), so its key and state are
+-- those of the microsecond rule; only the weight of the previous window
+-- moves in steps of 1 ms, never below the exact weight. Ordinary limits
+-- pay one comparison for this.
 --
 -- SET is given the new value as a Lua number: Redis 7 writes it with %.17g,
 -- the plain digits of an integer below 2^53, so the key stays
@@ -71,9 +83,9 @@ if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
 -- legacy reads the state the previous layout left for key i, for a key this
 -- call found missing: its current and previous counts as of window index.
-local function legacy(i, window, index)
+local function legacy(i, window_ms, index)
   local head = string.match(KEYS[i], '^(.*)/')
-  local old = head and redis.call('GET', head .. ':' .. (window / 1000))
+  local old = head and redis.call('GET', head .. ':' .. window_ms)
   if old then
     local si, sc, sp = string.match(old, '^(%d+):(%d+):(%d+)$')
     if si then
@@ -94,12 +106,14 @@ if n == 1 and cost > 0 then
   local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
+  local clock, unit = now, 1
+  if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
   local m = 2 * limit + 1
   local pm = (limit + 1) * m
   local period = 9007199254740992 / pm
   period = period - period % 1
-  local elapsed = now % window
-  local index = (now - elapsed) / window
+  local elapsed = clock % window
+  local index = (clock - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
   local current, previous = 0, 0
@@ -121,7 +135,7 @@ if n == 1 and cost > 0 then
       local old = s % pm
       if (index - (s - old) / pm) % period == 1 then previous = old % m end
     elseif s == 0 then
-      current, previous = legacy(1, window, index)
+      current, previous = legacy(1, window * unit / 1000, index)
     end
   else
     s = -1 -- not an integer: not ours, replaced below
@@ -129,7 +143,7 @@ if n == 1 and cost > 0 then
   -- The key must be rewritten for this window, or put back.
   local v = previous * m + current
   if previous * (window - elapsed) + (current + cost) * window <= limit * window then
-    redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) / 1000))
+    redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) * unit / 1000))
     return { 1, now, v }
   end
   if s > 0 then
@@ -151,12 +165,14 @@ for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
+  local clock, unit = now, 1
+  if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
   local m = 2 * limit + 1
   local pm = (limit + 1) * m
   local period = 9007199254740992 / pm
   period = period - period % 1
-  local elapsed = now % window
-  local index = (now - elapsed) / window
+  local elapsed = clock % window
+  local index = (clock - elapsed) / window
   local base = (index % period) * pm
 
   local s
@@ -183,7 +199,7 @@ for i = 1, n do
       previous = old % m
     end
   elseif s == 0 then
-    current, previous = legacy(i, window, index)
+    current, previous = legacy(i, window * unit / 1000, index)
   end
 
   local v = previous * m + current
@@ -200,7 +216,7 @@ for i = 1, n do
   oks[i], olds[i] = ok, s
   if fresh then
     rewrites[i] = base + v + cost
-    ttls[i] = math.ceil((2 * window - elapsed) / 1000)
+    ttls[i] = math.ceil((2 * window - elapsed) * unit / 1000)
   end
 end
 
