@@ -41,7 +41,7 @@ func TestLimitLists(t *testing.T) {
 		{"empty item", "1/1m,,2/1h"},
 		{"too many", "1/1ms,1/2ms,1/3ms,1/4ms,1/5ms,1/6ms,1/7ms,1/8ms,1/9ms"},
 		{"bad algorithm", "1/1m:magic"},
-		{"too large to compute", "100000/1d"},
+		{"too large to compute", "1000000/30d"},
 		{"not days", "1/1.5d"},
 	}
 	for _, b := range bad {
@@ -378,4 +378,61 @@ func FuzzNetworks(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDailyQuotaLimits: a daily quota of 100,000 or 1,000,000 is a limit
+// for the sliding window (the default) and the fixed window, in the
+// environment and on a stage; an algorithm that cannot enforce it refuses
+// it with an error naming that algorithm, and a stage algorithm that cannot
+// enforce an environment limit is reported and the environment's used.
+func TestDailyQuotaLimits(t *testing.T) {
+	for _, spec := range []string{"20/1s,600/1m,100000/1d", "20/1s,600/1m,1000000/1d", "100000/1d:fixed-window", "1000000/1d:fixed-window"} {
+		l, err := config.ParseLimitList("pro", spec, "")
+		if err != nil || l.String() != strings.Split(spec, ":")[0] {
+			t.Errorf("ParseLimitList(%q) = %v, %v", spec, l, err)
+		}
+	}
+	for _, alg := range []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.SlidingLog, ratelimit.SlidingBuckets} {
+		_, err := config.ParseLimitList("pro", "20/1s,100000/1d", alg)
+		if err == nil || !strings.Contains(err.Error(), string(alg)) {
+			t.Errorf("100000/1d as %s: %v, want an error naming the algorithm", alg, err)
+		}
+	}
+	cfg, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_PLANS": "free=10/1s,300/1m,5000/1d;pro=50/1s,3000/1m,100000/1d;enterprise=1000000/1d",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Plans["pro"].String(); got != "50/1s,3000/1m,100000/1d" {
+		t.Errorf("pro: %s", got)
+	}
+	if got := cfg.Plans["enterprise"].String(); got != "1000000/1d" {
+		t.Errorf("enterprise: %s", got)
+	}
+	if _, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_ALGORITHM": "token-bucket",
+		"RATE_LIMIT_PLANS":     "pro=50/1s,100000/1d",
+	})); err == nil || !strings.Contains(err.Error(), "token-bucket") {
+		t.Errorf("100000/1d under RATE_LIMIT_ALGORITHM=token-bucket: %v, want an error naming token-bucket", err)
+	}
+
+	var reported []error
+	cache := config.NewStageCache(cfg, func(err error) { reported = append(reported, err) })
+	l := cache.For(map[string]string{"rateLimitAlgorithm": "token-bucket"})
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "rateLimitAlgorithm") || !strings.Contains(reported[0].Error(), "token-bucket") {
+		t.Errorf("a stage algorithm that cannot enforce 100000/1d: reported %v", reported)
+	}
+	for name, list := range l.Plans {
+		for _, x := range list {
+			if err := x.Validate(); err != nil || x.Algorithm != ratelimit.SlidingWindow {
+				t.Errorf("plan %s on the stage: %s %s (%v), want the environment's sliding-window", name, x.Algorithm, x.Limit, err)
+			}
+		}
+	}
+	reported = nil
+	l = cache.For(map[string]string{"rateLimitAlgorithm": "fixed-window", "rateLimitPlanPro": "50/1s,1000000/1d"})
+	if len(reported) != 0 || l.Plans["pro"].String() != "50/1s,1000000/1d" || l.Plans["pro"][1].Algorithm != ratelimit.FixedWindow || l.Plans["enterprise"][0].Algorithm != ratelimit.FixedWindow {
+		t.Errorf("fixed-window stage with a daily quota: plans %v, reported %v", l.Plans, reported)
+	}
 }

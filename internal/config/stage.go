@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -145,6 +147,10 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	report(err)
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	report(err)
+	if err := envFitsAlgorithm(cfg, alg); err != nil {
+		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, clip(v.Algorithm), err, cfg.Tiers.Algorithm))
+		alg = cfg.Tiers.Algorithm
+	}
 	tiers := Tiers{Algorithm: alg}
 	tiers.Anonymous, err = stageList(StageVarAnonymous, identity.TierAnonymous, v.Anonymous, cfg.Tiers.Anonymous, alg)
 	report(err)
@@ -200,4 +206,33 @@ func stageLimit(variable, name, v string, env ratelimit.Limit, envOwn bool, alg 
 		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip(v), err, env)
 	}
 	return l, own, nil
+}
+
+// envFitsAlgorithm reports an environment limit that names no algorithm of
+// its own and that alg cannot enforce: the bound on count x window depends
+// on the algorithm, so a daily quota of 100,000 in the default sliding
+// window is no token bucket. A stage's algorithm applies to every such
+// limit, so it must fit them all.
+func envFitsAlgorithm(cfg *Config, alg ratelimit.Algorithm) error {
+	if alg == cfg.Tiers.Algorithm {
+		return nil
+	}
+	lists := []LimitList{cfg.Tiers.Anonymous, cfg.Tiers.User, cfg.Tiers.Org}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Plans)) {
+		lists = append(lists, cfg.Plans[name])
+	}
+	for _, r := range cfg.Routes {
+		lists = append(lists, r.Limits)
+	}
+	if !cfg.QuotaOwnAlgorithm && cfg.Quota.Count > 0 {
+		lists = append(lists, LimitList{{Limit: cfg.Quota}})
+	}
+	for _, list := range lists {
+		for _, x := range list.withAlgorithm(alg) {
+			if err := x.Validate(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
