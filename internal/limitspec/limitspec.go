@@ -13,10 +13,12 @@ import "time"
 
 // Bounds of a limit. Windows are whole milliseconds so that key expiry
 // (PEXPIRE) and window edges agree. The scripts compute with products of a
-// count and a window in microseconds, exact only below 2^53 (Lua numbers
-// are doubles), so count x window (us) may not exceed MaxCountWindow: for
-// instance 10,000/1d or 1,000,000/30m, but not 10,000/30d (a quota, not a
-// rate).
+// count and a window, exact only below 2^53 (Lua numbers are doubles), so
+// count x window may not exceed MaxCountWindow: in milliseconds for the
+// sliding window (1,000,000/1d, not 1,000,000/30d), which decides a limit
+// past MaxCountWindow in microseconds on a millisecond clock; in
+// microseconds for the algorithms that keep time stamps (10,000/1d, not
+// 100,000/1d); the fixed window multiplies no count by a window.
 const (
 	MinWindow      = time.Millisecond
 	MaxWindow      = 366 * 24 * time.Hour

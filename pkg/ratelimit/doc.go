@@ -45,7 +45,9 @@
 // all n units fit in every one of its limits. [Decision.RetryAfter] is exact
 // for what the algorithm knows: with no other traffic, the same request made
 // RetryAfter later is admitted, and made any earlier it is not (times are
-// microseconds on the Redis clock). [Decision.ResetAfter] is when the limit
+// microseconds on the Redis clock; a sliding-window limit past 2^50 in
+// count x microseconds sees that clock in whole milliseconds, see [Limit]).
+// [Decision.ResetAfter] is when the limit
 // would be entirely unused again.
 //
 // A [Check] marked Shadow is decided and reported but not enforced: the
