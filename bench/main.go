@@ -65,7 +65,7 @@ func main() {
 		root     = flag.String("root", "..", "the slidegate checkout (functions/, events/, bin/aws-lambda-rie)")
 		render   = flag.String("render", "", "re-render the report and charts from this results.json instead of measuring")
 		lambda   = flag.Bool("lambda", true, "measure the Lambda figures (bootstrap size, cold start and warm overhead under the emulator, allocations)")
-		only     = flag.String("only", "", `"lambda": measure the Lambda figures alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
+		only     = flag.String("only", "", `"lambda" or "plans": measure the Lambda figures, or the several-limits section, alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
 	)
 	flag.Parse()
 	cfg := config{
@@ -108,8 +108,14 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	case "plans":
+		if err := runOnlyPlans(ctx, cfg, *out, *server); err != nil {
+			fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda or plans\n", *only)
 		os.Exit(2)
 	}
 	if err := run(ctx, cfg, *out, *luaDir, *server); err != nil {
@@ -136,9 +142,7 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	stats := statsClient(srv.addr)
 	defer stats.Close()
 	b := &bench{cfg: cfg, client: client, stats: stats, hook: hook, progress: p}
-	for i := 0; i < 10_000; i++ {
-		b.ids = append(b.ids, fmt.Sprintf("user-%05d", i))
-	}
+	b.ids = benchIdentities()
 
 	contenders, err := loadContenders(ctx, client, luaDir)
 	if err != nil {
@@ -266,6 +270,10 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 		}
 	}
 
+	res.Plans, err = runPlans(ctx, b)
+	if err != nil {
+		return err
+	}
 	if cfg.lambda {
 		res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
 	} else {
@@ -301,6 +309,16 @@ func writeOutputs(out string, res *results) error {
 		}
 	}
 	return nil
+}
+
+// benchIdentities is the pool of identities the throughput phases draw
+// from.
+func benchIdentities() []string {
+	ids := make([]string, 0, 10_000)
+	for i := 0; i < 10_000; i++ {
+		ids = append(ids, fmt.Sprintf("user-%05d", i))
+	}
+	return ids
 }
 
 // progress is the one status line on stderr.

@@ -28,6 +28,7 @@ type results struct {
 	Attacks      []attackInfo       `json:"attacks"`
 	Contenders   []*contenderResult `json:"contenders"`
 	Lambda       lambdaInfo         `json:"lambda"`
+	Plans        *plansInfo         `json:"several_limits,omitempty"`
 	Targets      []target           `json:"targets"`
 }
 
