@@ -140,6 +140,25 @@ func runPlans(ctx context.Context, b *bench) (*plansInfo, error) {
 	if err := b.stats.FlushAll(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("flushall: %w", err)
 	}
+	// One decision of every shape per identity first, so that the rounds
+	// meet keys that exist, as a steady state does, rather than paying for
+	// creating them.
+	for i, c := range contenders {
+		b.progress.set("several limits: one decision per identity, " + c.Name)
+		decide, _ := c.build(nil, limitSpec{})
+		err := parallelChunks(plansConcurrency, len(b.ids), 100, func(lo, hi int) error {
+			for _, id := range b.ids[lo:hi] {
+				if _, err := decide(ctx, id); err != nil {
+					return fmt.Errorf("plans: warm-up, %s: %w", c.Name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		denied[i].Store(0)
+	}
 	runs := make([][]throughputRun, len(shapes))
 	for round := 0; round < b.cfg.rounds; round++ {
 		for i, c := range contenders {
@@ -245,6 +264,7 @@ func plansSection(p *plansInfo) string {
 	w("(a burst, a sustained limit and a daily quota, all of the default algorithm), and a sliding-log route limit alone and under a sliding-window tier, ")
 	w("which `Limiter` sends as one call of `lua/mixed.lua`. Random identities out of %d, Redis's own clock, concurrency %d, %d rounds of %s interleaving the four; ",
 		p.Identities, p.Concurrency, p.Rounds, p.RoundDuration)
+	w("every identity made one decision of each kind before the rounds, so that they meet existing keys, as a steady state does; ")
 	w("the limits are wide enough that (almost) every decision admits and writes (the denials column counts the exceptions). ")
 	w("Redis time, commands and round trips are measured as in the Redis-cost table (`CONFIG RESETSTAT`, then `INFO commandstats`; medians over the rounds); ")
 	w("allocations are `runtime.MemStats` over 5,000 sequential decisions of one identity in this process, go-redis included. ")
@@ -271,10 +291,16 @@ func plansSection(p *plansInfo) string {
 			t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision, t.Cost.CommandsPerDecision, o.Cost.CommandsPerDecision,
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
-		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write whenever the key already holds the current window: `TIME` and `INCRBY`, two commands. ")
-		w("Three limits take the general path: `TIME`, three `INCRBY`s, and a `SET ... PX` for every limit whose window has moved on since the identity's last request. ")
-		w("The 1-second burst limit's window moves on every second, so for identities seen every few seconds, as here, its key is rewritten on most requests: ")
-		w("that is most of the commands beyond 1 + 3. The script's own overhead (one EVALSHA, argument parsing, the reply) is paid once, so Redis time grows less than the commands. ")
+		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write whenever the key already holds the current window: with the `EVALSHA` itself (the commands column counts it), three commands. ")
+		w("Three limits take the general path: `EVALSHA`, `TIME`, three `INCRBY`s (five), and a `SET ... PX` for every limit whose window has moved on since the identity's last request, ")
+		w("which for the 1-second burst limit happens whenever an identity's requests are more than a second apart, or straddle a second: here each identity is seen about every %.1f s, ",
+			float64(p.Identities)/t.PerSecond)
+		w("so that rewrite is most of the commands beyond five (the minute and the day roll over rarely). ")
+		if t.Cost.UsecPerDecision/o.Cost.UsecPerDecision > t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision {
+			w("Redis time grows faster than the commands: the general path is more Lua per limit than the fast path (it works out every limit's window and counts, keeps what a denial would have to undo, and writes the rewrites after the loop), and a script's time is mostly its Lua, not its commands. ")
+		} else {
+			w("Redis time grows more slowly than the commands: the call's fixed part (the `EVALSHA`, reading the arguments, the reply) is paid once. ")
+		}
 		w("On the client, a decision builds one key per limit (the identity is hashed once), sends two more arguments per limit and decodes one more reply value per limit into its own `Decision`.\n")
 	}
 	if log != nil && mixed != nil && one != nil {
