@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,13 +25,16 @@ const plansConcurrency = 16
 // costs when it carries one limit, three limits, or limits of two
 // algorithms, all through Limiter.Decide on one identity.
 type plansInfo struct {
-	Date          string     `json:"date"`
-	LoadBefore    string     `json:"loadavg_before"`
-	LoadAfter     string     `json:"loadavg_after"`
-	Concurrency   int        `json:"concurrency"`
-	Rounds        int        `json:"rounds"`
-	RoundDuration string     `json:"round_duration"`
-	Identities    int        `json:"identities"`
+	Date          string `json:"date"`
+	LoadBefore    string `json:"loadavg_before"`
+	LoadAfter     string `json:"loadavg_after"`
+	Concurrency   int    `json:"concurrency"`
+	Rounds        int    `json:"rounds"`
+	RoundDuration string `json:"round_duration"`
+	Identities    int    `json:"identities"`
+	// MeasuredAlone is set by -only plans: the section is newer than the
+	// rest of the report.
+	MeasuredAlone bool       `json:"measured_alone,omitempty"`
 	Cases         []planCase `json:"cases"`
 }
 
@@ -49,6 +53,10 @@ type planCase struct {
 	// this process, go-redis included, from runtime.MemStats.
 	Allocs     float64 `json:"allocs_per_decision"`
 	AllocBytes float64 `json:"alloc_bytes_per_decision"`
+	// CommandsByName is every command Redis executed during the rounds
+	// (inside scripts included), per decision, by lower-case name; a
+	// decision is one EVALSHA.
+	CommandsByName map[string]float64 `json:"commands_by_name_per_decision"`
 }
 
 // planShape is a decision to measure: its checks, built per identity.
@@ -160,6 +168,7 @@ func runPlans(ctx context.Context, b *bench) (*plansInfo, error) {
 		denied[i].Store(0)
 	}
 	runs := make([][]throughputRun, len(shapes))
+	calls := make([]map[string]int64, len(shapes))
 	for round := 0; round < b.cfg.rounds; round++ {
 		for i, c := range contenders {
 			b.progress.set(fmt.Sprintf("several limits: round %d/%d, %s", round+1, b.cfg.rounds, c.Name))
@@ -168,13 +177,28 @@ func runPlans(ctx context.Context, b *bench) (*plansInfo, error) {
 				return nil, fmt.Errorf("plans: %w", err)
 			}
 			runs[i] = append(runs[i], r)
+			// runThroughput reset the statistics before the round; what
+			// they hold now is the round's (and INFO's own calls).
+			stats, err := commandStats(ctx, b.stats)
+			if err != nil {
+				return nil, fmt.Errorf("plans: %w", err)
+			}
+			if calls[i] == nil {
+				calls[i] = map[string]int64{}
+			}
+			for name, st := range stats {
+				if name != "info" && name != "config|resetstat" && name != "config" {
+					calls[i][name] += st.Calls
+				}
+			}
 		}
 	}
 	for i, s := range shapes {
 		pc := planCase{Name: s.name, Limits: s.limitList(), Script: s.script,
-			Throughput: summarise(plansConcurrency, runs[i]), Denied: denied[i].Load()}
-		for _, r := range runs[i] {
-			pc.Decisions += int64(r.PerSecond*b.cfg.duration.Seconds() + 0.5)
+			Throughput: summarise(plansConcurrency, runs[i]), Denied: denied[i].Load(),
+			Decisions: calls[i]["evalsha"], CommandsByName: map[string]float64{}}
+		for name, n := range calls[i] {
+			pc.CommandsByName[name] = float64(n) / float64(max(1, pc.Decisions))
 		}
 		b.progress.set("several limits: allocations, " + s.name)
 		checks := s.checks("alloc-plan")
@@ -244,6 +268,7 @@ func runOnlyPlans(ctx context.Context, cfg config, out, serverBin string) error 
 	if err != nil {
 		return err
 	}
+	res.Plans.MeasuredAlone = true
 	// Targets are checked again from the figures, as -render does; the
 	// figures they read are the earlier run's, so they do not change.
 	res.Targets = checkTargets(&res)
@@ -268,8 +293,12 @@ func plansSection(p *plansInfo) string {
 	w("the limits are wide enough that (almost) every decision admits and writes (the denials column counts the exceptions). ")
 	w("Redis time, commands and round trips are measured as in the Redis-cost table (`CONFIG RESETSTAT`, then `INFO commandstats`; medians over the rounds); ")
 	w("allocations are `runtime.MemStats` over 5,000 sequential decisions of one identity in this process, go-redis included. ")
-	w("Measured on %s, load average (1/5/15 min) %s at the start and %s at the end", p.Date, p.LoadBefore, p.LoadAfter)
-	w(" (by `go run . -only plans` when this date differs from the run's above; the other sections are that run's).\n\n")
+	if p.MeasuredAlone {
+		w("This section was measured alone, by `go run . -only plans`, on %s", p.Date)
+	} else {
+		w("Measured in this run, on %s", p.Date)
+	}
+	w(", load average (1/5/15 min) %s at the start and %s at the end.\n\n", p.LoadBefore, p.LoadAfter)
 	w("| decision | limits | script | decisions/s (c=%d) | p50 / p99 us | Redis us/decision (min) | commands/decision | round trips/decision | allocations (bytes) per decision | denied |\n", p.Concurrency)
 	w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range p.Cases {
@@ -283,19 +312,41 @@ func plansSection(p *plansInfo) string {
 			t.Median.Cost.UsecPerDecision, best, t.Median.Cost.CommandsPerDecision, t.Median.Cost.TripsPerDecision,
 			c.Allocs, c.AllocBytes, c.Denied, c.Decisions)
 	}
+	w("\nCommands Redis executed per decision, by name (inside the scripts included; the `EVALSHA` is the decision itself):\n\n")
+	names := p.commandNames()
+	w("| decision |")
+	for _, n := range names {
+		w(" %s |", strings.ToUpper(n))
+	}
+	w("\n| --- |%s\n", strings.Repeat(" ---: |", len(names)))
+	for _, c := range p.Cases {
+		w("| %s |", c.Name)
+		for _, n := range names {
+			if v, ok := c.CommandsByName[n]; ok {
+				w(" %.2f |", v)
+			} else {
+				w(" - |")
+			}
+		}
+		w("\n")
+	}
+
 	one, three, log, mixed := p.find("one limit"), p.find("three limits"), p.find("sliding-log route alone"), p.find("mixed: tier + route")
 	if one != nil && three != nil {
 		o, t := one.Throughput.Median, three.Throughput.Median
-		w("\nThree limits cost **%.2fx** one limit's Redis time (%.2f against %.2f us), **%.2fx** its commands (%.2f against %.2f), **%.2fx** its allocations (%.0f against %.0f) and %.2fx its decisions per second, in the same one round trip. ",
+		w("\nThree limits cost **%.2fx** one limit's Redis time (%.2f against %.2f us), **%.2fx** its commands (%.2f against %.2f), **%.2fx** its allocations (%.0f against %.0f) and %.2fx its decisions per second, in the same one round trip.\n\n",
 			t.Cost.UsecPerDecision/o.Cost.UsecPerDecision, t.Cost.UsecPerDecision, o.Cost.UsecPerDecision,
 			t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision, t.Cost.CommandsPerDecision, o.Cost.CommandsPerDecision,
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
-		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write whenever the key already holds the current window: with the `EVALSHA` itself (the commands column counts it), three commands. ")
-		w("Three limits take the general path: `EVALSHA`, `TIME`, three `INCRBY`s (five), and a `SET ... PX` for every limit whose window has moved on since the identity's last request, ")
-		w("which for the 1-second burst limit happens whenever an identity's requests are more than a second apart, or straddle a second: here each identity is seen about every %.1f s, ",
-			float64(p.Identities)/t.PerSecond)
-		w("so that rewrite is most of the commands beyond five (the minute and the day roll over rarely). ")
+		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write when the key already holds the current window: `EVALSHA`, `TIME`, `INCRBY`. ")
+		w("Three limits take the general path: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired, ")
+		w("and, for a key that had expired, a `GET` of the key the previous key layout would have used (the script imports a count left by a rolling deploy, once). ")
+		w("Here an identity is decided %.2f times per round of one kind on average, and the kinds take turns, so it usually comes back more than a second later: ",
+			float64(three.Decisions)/float64(max(1, p.Rounds))/float64(max(1, p.Identities)))
+		w("its 1-second burst key has expired or holds an older second, and that key's rewrite is the %.2f `SET`s and %.2f `GET`s per decision above (the minute and the day roll over rarely). ",
+			three.CommandsByName["set"], three.CommandsByName["get"])
+		w("A caller that comes back within the second pays only the `INCRBY`s; one seen less often than every second pays the rewrite on its burst limit whatever else it has. ")
 		if t.Cost.UsecPerDecision/o.Cost.UsecPerDecision > t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision {
 			w("Redis time grows faster than the commands: the general path is more Lua per limit than the fast path (it works out every limit's window and counts, keeps what a denial would have to undo, and writes the rewrites after the loop), and a script's time is mostly its Lua, not its commands. ")
 		} else {
@@ -313,6 +364,43 @@ func plansSection(p *plansInfo) string {
 	}
 	w("\n")
 	return b.String()
+}
+
+// commandNames is every command name of the cases, the EVALSHA and TIME
+// first, then by how many a decision of any case runs, most first.
+func (p *plansInfo) commandNames() []string {
+	most := map[string]float64{}
+	for _, c := range p.Cases {
+		for n, v := range c.CommandsByName {
+			most[n] = max(most[n], v)
+		}
+	}
+	rank := func(n string) int {
+		switch n {
+		case "evalsha":
+			return 0
+		case "time":
+			return 1
+		}
+		return 2
+	}
+	var names []string
+	for n := range most {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		if most[a] != most[b] {
+			if most[a] > most[b] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	return names
 }
 
 func (p *plansInfo) find(name string) *planCase {
