@@ -24,6 +24,7 @@ import (
 // config is the benchmark's shape; flags set it.
 type config struct {
 	rounds          int
+	plansRounds     int // the several-limits section's rounds
 	duration        time.Duration
 	concurrency     []int
 	identities      int // memory phase
@@ -57,6 +58,7 @@ func main() {
 		luaDir   = flag.String("lua", "../pkg/ratelimit/lua", "slidegate's Lua scripts")
 		server   = flag.String("redis-server", "redis-server", "redis-server binary")
 		rounds   = flag.Int("rounds", 3, "throughput rounds per contender and concurrency")
+		plansRds = flag.Int("plans-rounds", 7, "rounds of each kind of decision in the several-limits section")
 		duration = flag.Duration("duration", 500*time.Millisecond, "length of one throughput round")
 		conc     = flag.String("concurrency", "1,16,64", "client concurrencies")
 		idents   = flag.Int("identities", 200_000, "identities in the memory phase")
@@ -69,7 +71,7 @@ func main() {
 	)
 	flag.Parse()
 	cfg := config{
-		rounds: *rounds, duration: *duration, identities: *idents,
+		rounds: *rounds, plansRounds: *plansRds, duration: *duration, identities: *idents,
 		traceRequests: *traceN, traceIdentities: 1000, burst: 5000,
 		throughputLimit: limitSpec{1000, time.Minute},
 		memoryLimit:     limitSpec{100, time.Hour},
@@ -78,6 +80,10 @@ func main() {
 		attackLimit:     limitSpec{100, time.Minute},
 		realAttackLimit: limitSpec{100, time.Second},
 		attackDelta:     0.02,
+	}
+	if cfg.plansRounds < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -plans-rounds %d: want at least 1\n", cfg.plansRounds)
+		os.Exit(2)
 	}
 	for _, f := range strings.Split(*conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -89,6 +95,7 @@ func main() {
 	}
 	if *quick {
 		cfg.rounds, cfg.duration, cfg.identities, cfg.traceRequests = 1, 200*time.Millisecond, 5000, 50_000
+		cfg.plansRounds = 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

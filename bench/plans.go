@@ -114,7 +114,7 @@ func runPlans(ctx context.Context, b *bench) (*plansInfo, error) {
 		Date:          time.Now().UTC().Format("2006-01-02 15:04 MST"),
 		LoadBefore:    loadAverage(),
 		Concurrency:   plansConcurrency,
-		Rounds:        b.cfg.rounds,
+		Rounds:        b.cfg.plansRounds,
 		RoundDuration: b.cfg.duration.String(),
 		Identities:    len(b.ids),
 	}
@@ -169,9 +169,9 @@ func runPlans(ctx context.Context, b *bench) (*plansInfo, error) {
 	}
 	runs := make([][]throughputRun, len(shapes))
 	calls := make([]map[string]int64, len(shapes))
-	for round := 0; round < b.cfg.rounds; round++ {
+	for round := 0; round < b.cfg.plansRounds; round++ {
 		for i, c := range contenders {
-			b.progress.set(fmt.Sprintf("several limits: round %d/%d, %s", round+1, b.cfg.rounds, c.Name))
+			b.progress.set(fmt.Sprintf("several limits: round %d/%d, %s", round+1, b.cfg.plansRounds, c.Name))
 			r, err := runThroughput(ctx, b, c, plansConcurrency, b.cfg.duration)
 			if err != nil {
 				return nil, fmt.Errorf("plans: %w", err)
@@ -303,9 +303,11 @@ func plansSection(p *plansInfo) string {
 	w("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range p.Cases {
 		t := c.Throughput
-		best := t.Rounds[0].Cost.UsecPerDecision
-		for _, r := range t.Rounds {
-			best = min(best, r.Cost.UsecPerDecision)
+		best := 0.0
+		for i, r := range t.Rounds {
+			if i == 0 || r.Cost.UsecPerDecision < best {
+				best = r.Cost.UsecPerDecision
+			}
 		}
 		w("| %s | %s | %s | %.0f (%.0f..%.0f) | %.0f / %.0f | %.2f (%.2f) | %.2f | %.2f | %.0f (%.0f B) | %d of %d |\n",
 			c.Name, c.Limits, c.Script, t.Median.PerSecond, t.MinPerSec, t.MaxPerSec, t.Median.P50us, t.Median.P99us,
