@@ -194,12 +194,6 @@ const (
 func checkTargets(res *results) []target {
 	var out []target
 	def, fixed, rr, two := find(res, nameDefault), find(res, nameFixed), find(res, nameRedisRate), find(res, nameTwoKey)
-	peers := []*contenderResult{}
-	for _, c := range res.Contenders {
-		if c.Group == "peer" {
-			peers = append(peers, c)
-		}
-	}
 	if def == nil || fixed == nil {
 		return out
 	}
