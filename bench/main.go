@@ -24,6 +24,7 @@ import (
 // config is the benchmark's shape; flags set it.
 type config struct {
 	rounds          int
+	plansRounds     int // the several-limits section's rounds
 	duration        time.Duration
 	concurrency     []int
 	identities      int // memory phase
@@ -57,6 +58,7 @@ func main() {
 		luaDir   = flag.String("lua", "../pkg/ratelimit/lua", "slidegate's Lua scripts")
 		server   = flag.String("redis-server", "redis-server", "redis-server binary")
 		rounds   = flag.Int("rounds", 3, "throughput rounds per contender and concurrency")
+		plansRds = flag.Int("plans-rounds", 7, "rounds of each kind of decision in the several-limits section")
 		duration = flag.Duration("duration", 500*time.Millisecond, "length of one throughput round")
 		conc     = flag.String("concurrency", "1,16,64", "client concurrencies")
 		idents   = flag.Int("identities", 200_000, "identities in the memory phase")
@@ -65,11 +67,11 @@ func main() {
 		root     = flag.String("root", "..", "the slidegate checkout (functions/, events/, bin/aws-lambda-rie)")
 		render   = flag.String("render", "", "re-render the report and charts from this results.json instead of measuring")
 		lambda   = flag.Bool("lambda", true, "measure the Lambda figures (bootstrap size, cold start and warm overhead under the emulator, allocations)")
-		only     = flag.String("only", "", `"lambda": measure the Lambda figures alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
+		only     = flag.String("only", "", `"lambda" or "plans": measure the Lambda figures, or the several-limits section, alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
 	)
 	flag.Parse()
 	cfg := config{
-		rounds: *rounds, duration: *duration, identities: *idents,
+		rounds: *rounds, plansRounds: *plansRds, duration: *duration, identities: *idents,
 		traceRequests: *traceN, traceIdentities: 1000, burst: 5000,
 		throughputLimit: limitSpec{1000, time.Minute},
 		memoryLimit:     limitSpec{100, time.Hour},
@@ -78,6 +80,10 @@ func main() {
 		attackLimit:     limitSpec{100, time.Minute},
 		realAttackLimit: limitSpec{100, time.Second},
 		attackDelta:     0.02,
+	}
+	if cfg.plansRounds < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -plans-rounds %d: want at least 1\n", cfg.plansRounds)
+		os.Exit(2)
 	}
 	for _, f := range strings.Split(*conc, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -89,6 +95,7 @@ func main() {
 	}
 	if *quick {
 		cfg.rounds, cfg.duration, cfg.identities, cfg.traceRequests = 1, 200*time.Millisecond, 5000, 50_000
+		cfg.plansRounds = 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -108,8 +115,14 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	case "plans":
+		if err := runOnlyPlans(ctx, cfg, *out, *server); err != nil {
+			fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda or plans\n", *only)
 		os.Exit(2)
 	}
 	if err := run(ctx, cfg, *out, *luaDir, *server); err != nil {
@@ -136,9 +149,7 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	stats := statsClient(srv.addr)
 	defer stats.Close()
 	b := &bench{cfg: cfg, client: client, stats: stats, hook: hook, progress: p}
-	for i := 0; i < 10_000; i++ {
-		b.ids = append(b.ids, fmt.Sprintf("user-%05d", i))
-	}
+	b.ids = benchIdentities()
 
 	contenders, err := loadContenders(ctx, client, luaDir)
 	if err != nil {
@@ -266,6 +277,10 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 		}
 	}
 
+	res.Plans, err = runPlans(ctx, b)
+	if err != nil {
+		return err
+	}
 	if cfg.lambda {
 		res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
 	} else {
@@ -301,6 +316,16 @@ func writeOutputs(out string, res *results) error {
 		}
 	}
 	return nil
+}
+
+// benchIdentities is the pool of identities the throughput phases draw
+// from.
+func benchIdentities() []string {
+	ids := make([]string, 0, 10_000)
+	for i := 0; i < 10_000; i++ {
+		ids = append(ids, fmt.Sprintf("user-%05d", i))
+	}
+	return ids
 }
 
 // progress is the one status line on stderr.

@@ -130,7 +130,9 @@ func renderReport(res *results) string {
 		w("| %s | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", c.Name, c.usecPerDecision(), c.usecMin(), c.commandsPerDecision(), trips, ccpu, rcpu)
 	}
 
-	w("\n## Memory per active identity\n\n")
+	w("\n")
+	b.WriteString(plansSection(res.Plans))
+	w("## Memory per active identity\n\n")
 	w("`FLUSHALL`, then %s identities each active on both sides of a window boundary (one request W/10 before it, one W/10 after, limit %s), ",
 		res.Settings["memory_identities"], res.Settings["memory_limit"])
 	w("so that a design keeping two windows holds both; the figure is the growth of `used_memory` divided by the identities. ")
@@ -247,7 +249,7 @@ func renderReport(res *results) string {
 	}
 	b.WriteString(missExplanations(res))
 
-	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run, about half a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\ncd bench && go run . -render ../docs/benchmarks/results.json   # rebuild this report and the charts from the JSON\ngo test ./tests -run SlidingBuckets -v   # the sliding-buckets bound, through Limiter on real redis-servers (part of make test)\n```\n", res.Seconds)
+	w("\n## Reproduce\n\n```sh\nmake bench                      # about %.0f s here; writes docs/benchmarks.md, docs/benchmarks/*\ncd bench && go run . -quick     # a smoke run, about half a minute (figures not for publishing)\ncd bench && go run . -h         # rounds, round length, concurrencies, identities, trace size\ncd bench && go run . -render ../docs/benchmarks/results.json   # rebuild this report and the charts from the JSON\ncd bench && go run . -only plans   # measure the several-limits section alone, into the last run's results.json and this report\ngo test ./tests -run SlidingBuckets -v   # the sliding-buckets bound, through Limiter on real redis-servers (part of make test)\n```\n", res.Seconds)
 	return b.String()
 }
 

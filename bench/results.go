@@ -28,6 +28,7 @@ type results struct {
 	Attacks      []attackInfo       `json:"attacks"`
 	Contenders   []*contenderResult `json:"contenders"`
 	Lambda       lambdaInfo         `json:"lambda"`
+	Plans        *plansInfo         `json:"several_limits,omitempty"`
 	Targets      []target           `json:"targets"`
 }
 
@@ -193,12 +194,6 @@ const (
 func checkTargets(res *results) []target {
 	var out []target
 	def, fixed, rr, two := find(res, nameDefault), find(res, nameFixed), find(res, nameRedisRate), find(res, nameTwoKey)
-	peers := []*contenderResult{}
-	for _, c := range res.Contenders {
-		if c.Group == "peer" {
-			peers = append(peers, c)
-		}
-	}
 	if def == nil || fixed == nil {
 		return out
 	}
