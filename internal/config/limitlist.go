@@ -24,7 +24,7 @@ type ListedLimit struct {
 }
 
 // LimitList is every limit of one tier, plan or route, written
-// "20/1s,600/1m,10000/1d" (each item "N/window[:algorithm]"). A request
+// "20/1s,600/1m,100000/1d" (each item "N/window[:algorithm]"). A request
 // passes only if every limit of the list admits it, and then spends on all
 // of them; a denied request spends on none.
 //

@@ -59,7 +59,7 @@ func splitEntries(s, extraSeps string) []string {
 
 // ParsePlans parses RATE_LIMIT_PLANS: entries "name=limit-list", separated
 // by ';' or ',' (a comma-separated item without '=' belongs to the list
-// before it), such as "free=20/1s,600/1m;pro=100/1s,6000/1m,10000/1d". Plan
+// before it), such as "free=20/1s,600/1m;pro=100/1s,6000/1m,100000/1d". Plan
 // names are case-insensitive, letters, digits and underscores (the
 // characters a stage variable name allows), at most 64; "unlimited" and
 // "blocked" are reserved for RATE_LIMIT_NETWORKS, and the tier names and
