@@ -59,8 +59,9 @@
 -- window index is the same (floor(now_us / window_us) = floor(floor(now_us
 -- / 1000) / window_ms) for a whole-ms window), so its key and state are
 -- those of the microsecond rule; only the weight of the previous window
--- moves in steps of 1 ms, never below the exact weight. Ordinary limits
--- pay one comparison for this.
+-- moves in steps of 1 ms, never below the exact weight. The caller keeps
+-- count x window in milliseconds below 2^50, so the products stay exact.
+-- Ordinary limits pay one comparison for this.
 --
 -- SET is given the new value as a Lua number: Redis 7 writes it with %.17g,
 -- the plain digits of an integer below 2^53, so the key stays
