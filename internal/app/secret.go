@@ -70,12 +70,21 @@ func (s *pacedSecret) start(ctx context.Context) (r *secretRead, value string, s
 	return r, "", 0
 }
 
-// readInBackground reads the secret (within secretReadTimeout), installs
-// it, logs the outcome, and ends r.
+// readInBackground reads the secret (within secretReadTimeout), logs the
+// outcome, keeps the secret, and ends r.
 func (s *pacedSecret) readInBackground(ctx context.Context, r *secretRead) {
 	secret, err := s.read(ctx, s.arn)
 	if err == nil && s.use != nil {
 		err = s.use(secret)
+	}
+	// The outcome is logged before the secret is served, so that the line
+	// comes before anything done with it.
+	if err != nil {
+		s.logger.LogAttrs(ctx, slog.LevelError, s.failedLog,
+			slog.String("error", err.Error()),
+			slog.Duration("retryInterval", s.interval))
+	} else {
+		s.logger.LogAttrs(ctx, slog.LevelInfo, s.readLog)
 	}
 	s.mu.Lock()
 	if err == nil {
@@ -90,14 +99,6 @@ func (s *pacedSecret) readInBackground(ctx context.Context, r *secretRead) {
 	s.reading = nil
 	s.mu.Unlock()
 	close(r.done)
-
-	if err != nil {
-		s.logger.LogAttrs(ctx, slog.LevelError, s.failedLog,
-			slog.String("error", err.Error()),
-			slog.Duration("retryInterval", s.interval))
-		return
-	}
-	s.logger.LogAttrs(ctx, slog.LevelInfo, s.readLog)
 }
 
 // retryInterval is interval, or secretRetryInterval when it is not
