@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -288,26 +287,10 @@ func joinFloats1(xs []float64) string {
 // report of an earlier run (out/benchmarks/results.json), whose other
 // figures it keeps: `go run . -only lambda`.
 func runOnlyLambda(ctx context.Context, cfg config, out, serverBin string) error {
-	path := filepath.Join(out, "benchmarks", "results.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("-only lambda updates an earlier run's results: %w", err)
-	}
-	var res results
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("decode %s: %w", path, err)
-	}
-	p := newProgress()
-	defer p.done()
-	p.set("starting redis-server")
-	srv, err := startRedis(serverBin)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	b := &bench{cfg: cfg, client: statsClient(srv.addr), progress: p}
-	defer b.client.Close()
-	res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
-	p.set("writing the report")
-	return writeOutputs(out, &res)
+	return updateEarlierRun(out, serverBin, "lambda", func(p *progress, srv *redisServer, res *results) error {
+		b := &bench{cfg: cfg, client: statsClient(srv.addr), progress: p}
+		defer b.client.Close()
+		res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
+		return nil
+	})
 }

@@ -294,6 +294,35 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 }
 
 // writeOutputs writes the JSON, the charts and the Markdown report.
+// updateEarlierRun is `-only <part>`: it reads an earlier run's results
+// (out/benchmarks/results.json), starts a redis-server, lets measure replace
+// that part's figures, and writes the report again with every other figure
+// as it was.
+func updateEarlierRun(out, serverBin, part string, measure func(p *progress, srv *redisServer, res *results) error) error {
+	path := filepath.Join(out, "benchmarks", "results.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-only %s updates an earlier run's results: %w", part, err)
+	}
+	var res results
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return fmt.Errorf("decode %s: %w", path, err)
+	}
+	p := newProgress()
+	defer p.done()
+	p.set("starting redis-server")
+	srv, err := startRedis(serverBin)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	if err := measure(p, srv, &res); err != nil {
+		return err
+	}
+	p.set("writing the report")
+	return writeOutputs(out, &res)
+}
+
 func writeOutputs(out string, res *results) error {
 	dir := filepath.Join(out, "benchmarks")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

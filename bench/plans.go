@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -240,40 +237,25 @@ func allocsOf(f func() error) (allocs, bytes float64, err error) {
 // the report of an earlier run (out/benchmarks/results.json), whose other
 // figures it keeps: `go run . -only plans`.
 func runOnlyPlans(ctx context.Context, cfg config, out, serverBin string) error {
-	path := filepath.Join(out, "benchmarks", "results.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("-only plans updates an earlier run's results: %w", err)
-	}
-	var res results
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return fmt.Errorf("decode %s: %w", path, err)
-	}
-	p := newProgress()
-	defer p.done()
-	p.set("starting redis-server")
-	srv, err := startRedis(serverBin)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	hook := newRoundTrips()
-	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
-	client.AddHook(hook)
-	defer client.Close()
-	stats := statsClient(srv.addr)
-	defer stats.Close()
-	b := &bench{cfg: cfg, client: client, stats: stats, hook: hook, ids: benchIdentities(), progress: p}
-	res.Plans, err = runPlans(ctx, b)
-	if err != nil {
-		return err
-	}
-	res.Plans.MeasuredAlone = true
-	// Targets are checked again from the figures, as -render does; the
-	// figures they read are the earlier run's, so they do not change.
-	res.Targets = checkTargets(&res)
-	p.set("writing the report")
-	return writeOutputs(out, &res)
+	return updateEarlierRun(out, serverBin, "plans", func(p *progress, srv *redisServer, res *results) error {
+		hook := newRoundTrips()
+		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+		client.AddHook(hook)
+		defer client.Close()
+		stats := statsClient(srv.addr)
+		defer stats.Close()
+		b := &bench{cfg: cfg, client: client, stats: stats, hook: hook, ids: benchIdentities(), progress: p}
+		plans, err := runPlans(ctx, b)
+		if err != nil {
+			return err
+		}
+		plans.MeasuredAlone = true
+		res.Plans = plans
+		// Targets are checked again from the figures, as -render does; the
+		// figures they read are the earlier run's, so they do not change.
+		res.Targets = checkTargets(res)
+		return nil
+	})
 }
 
 // plansSection renders the several-limits section, or nothing when the
