@@ -9,6 +9,7 @@ import "errors"
 var ErrUnavailable = errors.New("rate limiter unavailable")
 
 // ErrInvalid wraps every rejection of a caller's arguments: no checks, a
-// cost below 1 or above a limit's burst, a limit out of range. Such a
-// request can never be decided, so retrying it is pointless.
+// cost below 1 or above a limit's burst, a limit out of range, two checks
+// on one key (see Limiter.Decide). Such a request can never be decided, so
+// retrying it is pointless.
 var ErrInvalid = errors.New("invalid rate-limit request")

@@ -116,6 +116,12 @@ func (l *Limiter) Allow(ctx context.Context, identity string, limit Limit) (Deci
 // Decide spends cost units on every check's limit if all of them admit it,
 // and on none of them otherwise.
 //
+// Two checks on one key (the same identity and a limit of the same name,
+// algorithm, count and window) are refused with ErrInvalid: they would
+// spend twice on one counter, halving the limit, and a merge would have to
+// guess which of their shadow flags to keep. Limits that differ in any of
+// those are different keys and may be checked together.
+//
 // Checks of one identity share a hash tag and are decided together by one
 // script call, whatever their algorithms: atomic, one round trip. Checks of
 // different identities live in different slots and cannot be decided
@@ -219,9 +225,14 @@ func validate(cost int64, checks []Check) error {
 	if cost < 1 {
 		return fmt.Errorf("%w: cost %d is below 1", ErrInvalid, cost)
 	}
-	for _, c := range checks {
+	for i, c := range checks {
 		if err := c.Limit.Validate(); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		for _, earlier := range checks[:i] {
+			if sameKey(earlier, c) {
+				return fmt.Errorf("%w: limit %q (%s) is checked twice for one identity", ErrInvalid, c.Limit.Name, c.Limit)
+			}
 		}
 		if burst := c.Limit.Burst(); cost > burst {
 			return fmt.Errorf("%w: cost %d can never fit limit %q (%s %s admits at most %d at once)",
@@ -229,6 +240,16 @@ func validate(cost int64, checks []Check) error {
 		}
 	}
 	return nil
+}
+
+// sameKey reports whether two checks would count on one Redis key (see
+// keySuffix): pairwise, as a request has a handful of checks.
+func sameKey(a, b Check) bool {
+	if a.Identity != b.Identity || a.Limit.Count != b.Limit.Count || a.Limit.Window != b.Limit.Window ||
+		a.Limit.Algorithm.orDefault() != b.Limit.Algorithm.orDefault() {
+		return false
+	}
+	return a.Limit.Name == b.Limit.Name || keySafeName(a.Limit.Name) == keySafeName(b.Limit.Name)
 }
 
 // groupChecks puts checks that share an identity and an algorithm into one
