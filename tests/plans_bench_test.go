@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -45,9 +46,9 @@ func BenchmarkPlanLimits(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		req := config.RequestLimits{Plan: "pro", Cost: 1}
+		req := policy.Rules{Caller: policy.Caller{Plan: "pro"}, Cost: 1}
 		for _, l := range list {
-			req.Limits = append(req.Limits, config.AppliedLimit{Limit: l.Limit})
+			req.Limits = append(req.Limits, policy.Limit{Limit: l.Limit, Owner: "pro"})
 		}
 		checks := make([][]ratelimit.Check, len(ids))
 		for i, id := range ids {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/policy"
 	"testing"
 	"time"
 
@@ -17,14 +18,15 @@ import (
 var plansStart = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 
 // planLimits resolves the limits of one request of a caller of tier and
-// plan under env, as the functions do (config.Limits.ForRequest).
-func planLimits(t *testing.T, env map[string]string, tier, plan, method, path string) config.RequestLimits {
+// plan under env, as the functions do (policy.Stage.Resolve).
+func planLimits(t *testing.T, env map[string]string, tier, plan, method, path string) policy.Rules {
 	t.Helper()
 	cfg, err := config.FromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("configuration %v: %v", env, err)
 	}
-	return config.NewStageCache(cfg, nil).For(nil).ForRequest(tier, plan, method, config.ParseRequestPath(path))
+	stage := policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(nil))
+	return stage.Resolve(policy.Request{Method: method, Path: policy.ParsePath(path)}, identity.Caller{Tier: tier, Plan: plan})
 }
 
 // decideN decides one request of cost on checks and fails the test on an

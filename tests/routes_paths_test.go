@@ -12,6 +12,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -376,7 +377,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 			limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "login-edge"})
 			var login []config.RouteLimit
 			for _, r := range cfg.Routes {
-				if r.MatchesRequest("POST", config.ParseRequestPath("/auth/login")) {
+				if config.MethodMatches(r.Method, "POST") && policy.ParsePath("/auth/login").Matches(r.Path) {
 					login = append(login, r)
 				}
 			}

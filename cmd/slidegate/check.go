@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -236,7 +237,7 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	}
 	for _, r := range limits.Routes {
 		failure := "fails open"
-		if config.IsFailClosed(cfg.FailClosed, samplePath(r.Path.Text)) {
+		if policy.StageOf(cfg, limits).IsFailClosed(samplePath(r.Path.Text)) {
 			failure = "fails closed"
 		}
 		out = append(out, limitReport{
@@ -265,26 +266,14 @@ func routesOf(spec *deployconfig.Spec, cfg *config.Config, limits *config.Limits
 	for _, r := range spec.Routes {
 		path := samplePath(r.Resource)
 		rr := routeReport{Method: r.Method, Resource: r.Resource, Function: r.Function, Authorizer: r.Authorized && spec.HasAuthorizer,
-			FailClosed: config.IsFailClosed(cfg.FailClosed, path), Limits: []string{}}
+			FailClosed: policy.StageOf(cfg, limits).IsFailClosed(path), Limits: []string{}}
 		if rr.Authorizer {
 			rr.Limits = append(rr.Limits, "tier")
 		}
-		for _, l := range routeLimitsOf(limits, r.Method, path) {
+		for _, l := range policy.StageOf(cfg, limits).RouteLimits(r.Method, path) {
 			rr.Limits = append(rr.Limits, l.Name())
 		}
 		out = append(out, rr)
-	}
-	return out
-}
-
-// routeLimitsOf are the route limits of a request; method "ANY" matches a
-// route limit of any method.
-func routeLimitsOf(limits *config.Limits, method, path string) []config.RouteLimit {
-	var out []config.RouteLimit
-	for _, l := range limits.Routes {
-		if l.Matches(method, path) || (method == "ANY" && l.Path.Match(path)) {
-			out = append(out, l)
-		}
 	}
 	return out
 }
@@ -313,10 +302,10 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 		if !isAuthPath(r.Resource) {
 			continue
 		}
-		if !config.IsFailClosed(cfg.FailClosed, path) {
+		if !policy.StageOf(cfg, limits).IsFailClosed(path) {
 			warn("login route %s %s fails open: when Redis is down it is limited per instance only (add it to RATE_LIMIT_FAIL_CLOSED)", r.Method, r.Resource)
 		}
-		if len(routeLimitsOf(limits, r.Method, path)) == 0 {
+		if len(policy.StageOf(cfg, limits).RouteLimits(r.Method, path)) == 0 {
 			warn("login route %s %s has no route limit of its own (RATE_LIMIT_ROUTES): only the caller's tier limit counts it", r.Method, r.Resource)
 		}
 	}
@@ -324,7 +313,7 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 		if !isAuthPath(l.Path.Text) {
 			continue
 		}
-		if !config.IsFailClosed(cfg.FailClosed, samplePath(l.Path.Text)) {
+		if !policy.StageOf(cfg, limits).IsFailClosed(samplePath(l.Path.Text)) {
 			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Name())
 		}
 		for _, x := range l.Limits {
@@ -348,7 +337,7 @@ func checkFallback(cfg *config.Config, limits *config.Limits, warn func(string, 
 		failOpen = append(failOpen, limits.Plans[name].Limits()...)
 	}
 	for _, r := range limits.Routes {
-		if !config.IsFailClosed(cfg.FailClosed, samplePath(r.Path.Text)) {
+		if !policy.StageOf(cfg, limits).IsFailClosed(samplePath(r.Path.Text)) {
 			failOpen = append(failOpen, r.Limits.Limits()...)
 		}
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -80,21 +80,17 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 	return "", nil
 }
 
-// callerChecks are every limit that counts the caller: its plan's or
-// tier's, every route limit (a request counts against those its route
-// matches) and the quota route's limit.
-func callerChecks(limits *config.Limits, c identity.Caller) []ratelimit.Check {
-	own, _, _ := limits.CallerLimits(c.Tier, c.Plan)
+// callerChecks are every limit that counts the caller, resolved as the
+// functions resolve it (policy.Stage.Caller: its network, its plan, its
+// tier beneath a plan in shadow): its own, every route limit (a request
+// counts against those its route matches) and the quota route's limit.
+func callerChecks(pol policy.Stage, c identity.Caller, sourceIP string) (policy.Caller, []ratelimit.Check) {
+	rules := pol.Caller(c, sourceIP)
 	var checks []ratelimit.Check
-	for _, l := range own {
+	for _, l := range pol.EveryLimit(rules) {
 		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
 	}
-	for _, r := range limits.Routes {
-		for _, l := range r.Limits {
-			checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
-		}
-	}
-	return append(checks, ratelimit.Check{Identity: c.Identity, Limit: limits.Quota})
+	return rules, checks
 }
 
 // callerCommand is what inspect and reset share: the flags, the stage's
@@ -189,8 +185,8 @@ type inspection struct {
 }
 
 // peekCaller reads every limit of the caller without spending anything.
-func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller) (inspection, error) {
-	checks := callerChecks(sc.limits, caller)
+func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller, sourceIP string) (inspection, error) {
+	_, checks := callerChecks(sc.policy(), caller, sourceIP)
 	res, err := op.Limiter.Peek(ctx, 1, checks...)
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
@@ -251,7 +247,7 @@ func openSession(ctx context.Context, name string, args []string, e env, withJSO
 	if err != nil {
 		return nil, err
 	}
-	now, err := peekCaller(ctx, op, sc, caller)
+	now, err := peekCaller(ctx, op, sc, caller, c.caller.ip)
 	if err != nil {
 		op.Close()
 		return nil, err
@@ -305,7 +301,8 @@ func runReset(ctx context.Context, args []string, e env) error {
 			return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
 		}
 	}
-	n, err := op.Limiter.Reset(ctx, callerChecks(sc.limits, caller)...)
+	_, checks := callerChecks(sc.policy(), caller, c.caller.ip)
+	n, err := op.Limiter.Reset(ctx, checks...)
 	if err != nil {
 		return err
 	}

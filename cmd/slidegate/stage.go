@@ -12,6 +12,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/internal/policy"
 )
 
 // Logical IDs of the template's functions.
@@ -122,6 +123,9 @@ func loadStage(f stageFlags, getenv func(string) string, functionID string, requ
 	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValuesOf(sc.stageVars))
 	return sc, nil
 }
+
+// policy is the stage's request policy, as the functions resolve it.
+func (sc *stageConfig) policy() policy.Stage { return policy.StageOf(sc.cfg, sc.limits) }
 
 // errorList splits a joined error into its parts.
 func errorList(err error) []string {

@@ -9,6 +9,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -65,9 +66,8 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if r.who.Unauthorized {
 		return rt.decideResolved(ctx, r)
 	}
-	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
-	network := networkOf(rt.cfg.Networks, r.req.SourceIP)
-	if decidedByNetwork(&out, network, false) {
+	out := r.outcome()
+	if decidedByNetwork(&out, r.rules.Caller, false) {
 		// No limit applies to such a caller, or none it could ever use:
 		// decided without a Redis call, as its other requests are.
 		rt.observe(ctx, r, out, nil)
@@ -85,9 +85,9 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil || out.QuotaDenied {
 		return out, err
 	}
-	limits := rt.requestLimits(ctx, r, network)
-	out.Plan = limits.Plan
-	out.Result, err = r.gate.gate.Peek(ctx, 1, limits.Checks(out.Caller.Identity)...)
+	rt.noteUnknownPlan(ctx, r)
+	out.Plan = r.rules.Plan
+	out.Result, err = r.gate.gate.Peek(ctx, 1, r.rules.Checks(out.Caller.Identity)...)
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
@@ -95,47 +95,41 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	return out, err
 }
 
-// resolvedRequest is a request with its path read as the serving router
-// reads it, its stage's limits, the gate of the current identity hash
-// key, and its caller.
+// resolvedRequest is a request with its caller, its rules on its stage
+// (internal/policy) and the gate of the current identity hash key.
 type resolvedRequest struct {
 	req    edge.Request
-	path   config.RequestPath
 	limits *config.Limits
+	rules  policy.Rules
 	gate   *hashedGate
 	who    identity.Resolution
 	// start is when the decision began.
 	start time.Time
 }
 
-// resolve reads req's path and resolves its caller. An anonymous caller
+// resolve resolves req's caller and its rules (policy.Stage.Resolve: the
+// request in every reading, the strictest taken). An anonymous caller
 // whose source address does not parse is logged (within its budget).
 func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedRequest {
 	start := time.Now()
-	// The path as the serving router reads it: decoded, dot segments
-	// resolved. Route limits and fail-closed globs match on it, so that no
-	// spelling of a path reaches its handler around them.
-	path := config.ParseRequestPath(req.Path)
-	for _, served := range req.ServedPaths {
-		path = path.Union(config.ParseRequestPath(served))
-	}
 	limits := rt.stages.For(req.StageVariables)
 	rt.awaitIdentity(ctx, req.Headers)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
 	if who.InvalidSource {
 		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
-	return resolvedRequest{req: req, path: path, limits: limits, gate: rt.currentGate(ctx), who: who, start: start}
+	rules := policy.StageOf(rt.cfg, limits).Resolve(policy.Read(req), who.Caller)
+	return resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start}
 }
 
 // outcome is the Outcome of the request before its decision: who is
 // counted, with the identity's keyed hash, and whether the route fails
 // closed.
-func (r resolvedRequest) outcome(failClosed bool) edge.Outcome {
+func (r resolvedRequest) outcome() edge.Outcome {
 	return edge.Outcome{
 		Caller:       r.who.Caller,
 		IdentityHash: r.gate.hashOf(r.who.Caller.Identity),
-		FailClosed:   failClosed,
+		FailClosed:   r.rules.FailClosed,
 	}
 }
 
@@ -145,13 +139,13 @@ func (r resolvedRequest) outcome(failClosed bool) edge.Outcome {
 // Quota, is not observed: it changes nothing, and counting it would make
 // a caller checking its quota look like one being allowed or denied.)
 func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.Outcome, error) {
-	out := r.outcome(config.IsFailClosedRequest(rt.cfg.FailClosed, r.path))
-	network := networkOf(rt.cfg.Networks, r.req.SourceIP)
-	if decidedByNetwork(&out, network, r.who.Unauthorized) {
+	out := r.outcome()
+	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
 		rt.observe(ctx, r, out, nil)
 		return out, nil
 	}
-	req := rt.requestLimits(ctx, r, network)
+	rt.noteUnknownPlan(ctx, r)
+	req := r.rules
 	out.Plan = req.Plan
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
@@ -176,42 +170,22 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outc
 	})
 }
 
-// requestLimits are the limits of a request on its stage, all for the
-// caller's identity: its plan's (its own, else its source network's) when
-// that plan is configured, else its tier's, and every route limit
-// matching the request, with the request's cost and each limit's shadow
-// flag. An unconfigured plan is logged once. Limits of different
-// algorithms are decided by one script call per algorithm (see
-// ratelimit.Limiter.Decide).
-func (rt *Runtime) requestLimits(ctx context.Context, r resolvedRequest, network string) config.RequestLimits {
-	plan := r.who.Caller.Plan
-	if plan == "" {
-		plan = network
+// noteUnknownPlan logs, once, a plan the caller carries that the stage
+// does not configure (its tier's limits apply).
+func (rt *Runtime) noteUnknownPlan(ctx context.Context, r resolvedRequest) {
+	if p := r.rules.UnknownPlan; p != "" {
+		rt.unknownPlans.note(ctx, rt.logger, p, r.who.Caller.Tier)
 	}
-	req := r.limits.ForRequest(r.who.Caller.Tier, plan, r.req.Method, r.path)
-	if req.UnknownPlan != "" {
-		rt.unknownPlans.note(ctx, rt.logger, req.UnknownPlan, r.who.Caller.Tier)
-	}
-	return req
 }
 
 // decidedByNetwork decides out by its source network alone, without a
-// Redis call, when that network is blocked (refused, whatever the request
-// presented) or unlimited (admitted, no limit; a credential that does not
-// verify is still answered as unauthorized). It reports whether it did.
-func decidedByNetwork(out *edge.Outcome, network string, unauthorized bool) bool {
-	switch network {
-	case config.NetworkBlocked:
-		out.Kind, out.Result = edge.Blocked, ratelimit.Result{}
-	case config.NetworkUnlimited:
-		out.Kind, out.Result = edge.Unlimited, ratelimit.Result{Allowed: true}
-		if unauthorized {
-			out.Kind = edge.Unauthorized
-		}
-	default:
-		return false
+// Redis call (policy.Caller.NetworkDecision), and reports whether it did.
+func decidedByNetwork(out *edge.Outcome, c policy.Caller, unauthorized bool) bool {
+	kind, res, ok := c.NetworkDecision(unauthorized)
+	if ok {
+		out.Kind, out.Result = kind, res
 	}
-	return true
+	return ok
 }
 
 // failurePolicy is the Gate's policy for a route that fails closed or not.

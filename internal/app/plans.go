@@ -4,8 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-
-	"github.com/slidegate/slidegate/internal/config"
 )
 
 // maxUnknownPlans bounds the unconfigured plan names an instance
@@ -39,11 +37,4 @@ func (u *unknownPlans) note(ctx context.Context, logger *slog.Logger, plan, tier
 	}
 	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan<Plan>)",
 		slog.String("unknownPlan", plan), slog.String("tier", tier))
-}
-
-// networkOf is the RATE_LIMIT_NETWORKS entry of a source address:
-// config.NetworkUnlimited, config.NetworkBlocked, a plan, or "".
-func networkOf(networks config.Networks, sourceIP string) string {
-	plan, _ := networks.Lookup(sourceIP)
-	return plan
 }

@@ -658,6 +658,11 @@ func parsePlanClaim(v string) (string, error) {
 // half-applied list would silently drop a cost the operator asked for.
 func parseCostsVar(v string, tiers Tiers, plans Plans, routes []RouteLimit) ([]RouteCost, error) {
 	costs, err := ParseCosts(v)
+	if errors.Is(err, ErrDuplicateEntry) {
+		if cerr := checkCosts(costs, tiers, plans, routes); cerr == nil {
+			return costs, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; the highest matching cost applies", clip(v), err)
+		}
+	}
 	if err == nil {
 		err = checkCosts(costs, tiers, plans, routes)
 	}

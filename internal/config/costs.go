@@ -29,13 +29,17 @@ type RouteCost struct {
 // ParseCosts parses RATE_LIMIT_COSTS: comma-separated entries
 // "METHOD /path-glob=units", such as "POST /v1/reports=10,GET
 // /v1/export/*=5". The empty string and "none" mean every request costs
-// 1. A request matching several entries costs what the first says.
+// 1. A request matching several entries costs the highest of them, in any
+// order (see internal/policy). The same method and glob given twice is an
+// error wrapping ErrDuplicateEntry, naming the entry; the costs are then
+// still returned (the highest applies, so the copy loosens nothing).
 func ParseCosts(s string) ([]RouteCost, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
 		return nil, nil
 	}
 	var costs []RouteCost
+	var dups []error
 	for _, entry := range strings.Split(s, ",") {
 		entry = strings.TrimSpace(entry)
 		if entry == "" {
@@ -49,28 +53,24 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		if err != nil || n < 1 || n > limitspec.MaxCount {
 			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), limitspec.MaxCount)
 		}
-		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
+		c := RouteCost{Method: method, Path: glob, Cost: n}
+		for _, o := range costs {
+			if o.Method == c.Method && o.Path.Same(c.Path) {
+				dups = append(dups, fmt.Errorf("cost %q: %w: %s %s is given twice", clip(entry), ErrDuplicateEntry, c.Method, c.Path.Text))
+				break
+			}
+		}
+		costs = append(costs, c)
 	}
 	if len(costs) > MaxCosts {
 		return nil, fmt.Errorf("more than %d costs", MaxCosts)
 	}
-	return costs, nil
+	return costs, errors.Join(dups...)
 }
 
 // String renders the entry as RATE_LIMIT_COSTS writes it.
 func (c RouteCost) String() string {
 	return c.Method + " " + c.Path.Text + "=" + strconv.FormatInt(c.Cost, 10)
-}
-
-// CostFor is the cost of a request of method (upper case) and path: the
-// first matching entry's, 1 when none matches.
-func CostFor(costs []RouteCost, method string, path RequestPath) int64 {
-	for _, c := range costs {
-		if methodMatches(c.Method, method) && c.Path.MatchRequest(path) {
-			return c.Cost
-		}
-	}
-	return 1
 }
 
 // checkCosts refuses costs that some request could never pay: a cost

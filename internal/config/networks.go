@@ -37,8 +37,9 @@ type networkEntry struct {
 // ParseNetworks parses RATE_LIMIT_NETWORKS: comma-separated entries
 // "CIDR=plan", IPv4 or IPv6 ("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,
 // 2001:db8::/32=partner"); a bare address is a network of one. The plan is
-// NetworkUnlimited, NetworkBlocked or a plan name. Host bits of a CIDR are
-// ignored (10.1.2.3/8 is 10.0.0.0/8). When networks overlap, the longest
+// NetworkUnlimited, NetworkBlocked or a plan name. A CIDR with host bits
+// set (10.1.2.3/8, or 10.0.0.0/0 meant as /8) is refused: masking it would
+// read a typo as a far wider network. When networks overlap, the longest
 // prefix wins. The empty string and "none" map nothing. Any bad entry
 // fails the whole value, naming the entry.
 func ParseNetworks(s string) (Networks, error) {
@@ -101,7 +102,10 @@ func parseNetwork(s string) (netip.Prefix, error) {
 		}
 		p = netip.PrefixFrom(a.Unmap(), bits)
 	}
-	return p.Masked(), nil
+	if m := p.Masked(); m != p {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set: it would be %s; write the network's first address (or the prefix length meant)", clip(s), m)
+	}
+	return p, nil
 }
 
 // Lookup returns the plan of the most specific network holding the source
@@ -115,13 +119,36 @@ func (n Networks) Lookup(ip string) (plan string, ok bool) {
 	if err != nil {
 		return "", false
 	}
-	a = a.Unmap().WithZone("")
+	return n.LookupAddr(a.Unmap().WithZone(""))
+}
+
+// LookupAddr returns the plan of the most specific network holding a, as
+// it is (an IPv4-mapped a matches no IPv4 network: Unmap it first), and
+// false when none does.
+func (n Networks) LookupAddr(a netip.Addr) (plan string, ok bool) {
 	for _, e := range n.entries {
 		if e.prefix.Contains(a) {
 			return e.plan, true
 		}
 	}
 	return "", false
+}
+
+// Network is one entry of RATE_LIMIT_NETWORKS.
+type Network struct {
+	// Prefix is the network, IPv4 for an IPv4-mapped CIDR.
+	Prefix netip.Prefix
+	// Plan is NetworkUnlimited, NetworkBlocked or a plan name.
+	Plan string
+}
+
+// Entries returns the networks, most specific first.
+func (n Networks) Entries() []Network {
+	out := make([]Network, len(n.entries))
+	for i, e := range n.entries {
+		out[i] = Network{Prefix: e.prefix, Plan: e.plan}
+	}
+	return out
 }
 
 // Len is the number of networks.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -59,21 +60,15 @@ func ParsePathGlob(s string) (PathGlob, error) {
 	return PathGlob{Text: s, segments: segs}, nil
 }
 
-// Match reports whether path, as received (see ParseRequestPath), matches
-// the glob.
-func (g PathGlob) Match(path string) bool {
-	return g.MatchRequest(ParseRequestPath(path))
-}
+// Same reports whether two globs match the same paths: the same segments,
+// however written ("/v1//items/" is "/v1/items").
+func (g PathGlob) Same(h PathGlob) bool { return slices.Equal(g.segments, h.segments) }
 
-// MatchRequest reports whether the glob matches any reading of p.
-func (g PathGlob) MatchRequest(p RequestPath) bool {
-	for _, r := range p.readings {
-		if matchSegments(g.segments, r) {
-			return true
-		}
-	}
-	// The zero RequestPath is "/".
-	return len(p.readings) == 0 && matchSegments(g.segments, nil)
+// MatchSegments reports whether the glob matches a path read as segments
+// (decoded, dot segments resolved, empty ones dropped: policy.Path's
+// readings). No segments is "/".
+func (g PathGlob) MatchSegments(path []string) bool {
+	return matchSegments(g.segments, path)
 }
 
 func matchSegments(glob, path []string) bool {
@@ -128,23 +123,11 @@ type RouteLimit struct {
 // Name is the route's name, "METHOD /glob", as RATE_LIMIT_SHADOW names it.
 func (r RouteLimit) Name() string { return r.Method + " " + r.Path.Text }
 
-// Matches reports whether the route limit applies to a request; path is
-// as received (see ParseRequestPath).
-func (r RouteLimit) Matches(method, path string) bool {
-	return r.MatchesRequest(method, ParseRequestPath(path))
-}
-
-// MatchesRequest reports whether the route limit applies to a request of
-// method (compared as written: callers upper-case it once) and path. A
-// limit on GET also holds HEAD, which Go's http.ServeMux (like most
-// routers) answers with the GET handler; a limit on HEAD holds HEAD only.
-func (r RouteLimit) MatchesRequest(method string, path RequestPath) bool {
-	return methodMatches(r.Method, method) && r.Path.MatchRequest(path)
-}
-
-// methodMatches reports whether a route's method (upper case, or "*")
-// holds a request's.
-func methodMatches(route, method string) bool {
+// MethodMatches reports whether a route's method (upper case, or "*")
+// holds a request's (compared as written: callers upper-case it once). A
+// route on GET also holds HEAD, which Go's http.ServeMux (like most
+// routers) answers with the GET handler; a route on HEAD holds HEAD only.
+func MethodMatches(route, method string) bool {
 	return route == "*" || route == method || (route == "GET" && method == "HEAD")
 }
 
@@ -156,23 +139,53 @@ func methodMatches(route, method string) bool {
 // "POST /auth/*=5/1m,100/1d,GET /search=100/1m" gives POST /auth/* two
 // limits. The method may be "*" or "ANY". The empty string and "none" mean
 // no route limits. A limit without its own algorithm gets alg.
+//
+// The same method and glob given twice is refused (an error wrapping
+// ErrDuplicateEntry, naming the entry): two copies of one limit are two
+// checks on one key, which pkg/ratelimit refuses (ErrInvalid). The routes
+// are then still returned, each limit once: a limit of the later entry
+// that the earlier one already has is dropped, its other limits kept, so
+// that refusing the value loosens nothing the operator wrote.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
 		return nil, nil
 	}
 	var routes []RouteLimit
+	var dups []error
 	for _, entry := range splitEntries(s, "") {
 		r, err := parseRoute(entry, alg)
 		if err != nil {
 			return nil, err
+		}
+		if i := slices.IndexFunc(routes, func(o RouteLimit) bool { return o.Method == r.Method && o.Path.Same(r.Path) }); i >= 0 {
+			dups = append(dups, fmt.Errorf("route limit %q: %w: %s is given twice", clip(entry), ErrDuplicateEntry, r.Name()))
+			r.Limits = slices.DeleteFunc(r.Limits, func(l ListedLimit) bool { return routes[i].Limits.has(l.Limit) })
+			if len(r.Limits) == 0 {
+				continue
+			}
 		}
 		routes = append(routes, r)
 	}
 	if len(routes) > 64 {
 		return nil, errors.New("more than 64 route limits")
 	}
-	return routes, nil
+	return routes, errors.Join(dups...)
+}
+
+// ErrDuplicateEntry is wrapped by the error of a list that gives one
+// entry twice (RATE_LIMIT_ROUTES, RATE_LIMIT_COSTS).
+var ErrDuplicateEntry = errors.New("duplicate entry")
+
+// has reports whether the list holds a limit equal to l (the same key for
+// one identity: name, algorithm, count and window).
+func (l LimitList) has(x ratelimit.Limit) bool {
+	for _, y := range l {
+		if y.Limit == x {
+			return true
+		}
+	}
+	return false
 }
 
 func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
@@ -261,6 +274,10 @@ func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 		v = DefaultRoutes
 	}
 	routes, err := ParseRoutes(v, alg)
+	if err != nil && routes != nil {
+		// Duplicates only: each limit kept once (see ParseRoutes).
+		return routes, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; each limit is kept once", clip(v), err)
+	}
 	if err != nil {
 		def, derr := ParseRoutes(DefaultRoutes, alg)
 		if derr != nil {
@@ -285,21 +302,4 @@ func parseFailClosedVar(v string) ([]PathGlob, error) {
 		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", clip(v), err, DefaultFailClosed)
 	}
 	return globs, nil
-}
-
-// IsFailClosed reports whether path, as received (see ParseRequestPath),
-// matches one of the fail-closed globs.
-func IsFailClosed(globs []PathGlob, path string) bool {
-	return IsFailClosedRequest(globs, ParseRequestPath(path))
-}
-
-// IsFailClosedRequest reports whether p matches one of the fail-closed
-// globs.
-func IsFailClosedRequest(globs []PathGlob, p RequestPath) bool {
-	for _, g := range globs {
-		if g.MatchRequest(p) {
-			return true
-		}
-	}
-	return false
 }

@@ -23,9 +23,34 @@ const (
 // address of it.
 var sixToFour = netip.MustParsePrefix("2002::/16")
 
-// sixToFourPrefix is the prefix of one 6to4 site: the 2002::/16 prefix and
-// the 32 bits of its IPv4 address.
-const sixToFourPrefix = 48
+// SixToFourIPv4 returns the IPv4 address a 6to4 address (2002::/16, RFC
+// 3056) is derived from, bits 16 to 47: 2002:cb00:7107::1 is 203.0.113.7.
+// ok is false for any other address.
+func SixToFourIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() || a.Is4In6() || !sixToFour.Contains(a) {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+}
+
+// SourceForms returns the forms a source address is read in, as
+// ParseSource parses it: the address itself and, for a 6to4 address, the
+// IPv4 address it is derived from (an IPv4-mapped address is its IPv4
+// address, one form). A rule that exempts an address (an unlimited
+// network, a network's plan) must hold for every form; a rule that refuses
+// one (a blocked network) for any. ok is false when sourceIP does not
+// parse.
+func SourceForms(sourceIP string) (forms []netip.Addr, ok bool) {
+	a, ok := ParseSource(sourceIP)
+	if !ok {
+		return nil, false
+	}
+	if v4, ok := SixToFourIPv4(a); ok {
+		return []netip.Addr{a, v4}, true
+	}
+	return []netip.Addr{a}, true
+}
 
 // InvalidSource is the address part of the one anonymous identity shared
 // by every source address that does not parse ("ip:invalid"). Garbage
@@ -44,8 +69,10 @@ const maxSourceIPLen = 128
 // ("ip:2001:db8::1"). Zones (fe80::1%eth0) are dropped, and case and
 // zero-compression make no difference. An ipv6Prefix outside
 // MinIPv6Prefix..MaxIPv6Prefix means DefaultIPv6Prefix. A 6to4 address
-// (2002::/16) is counted per /48 at most: the /48 is what the holder of
-// one IPv4 address gets, 65,536 /64s of it.
+// (2002::/16) is counted as the IPv4 address it is derived from
+// (2002:cb00:7107::1 is "ip:203.0.113.7"): the whole /48, 65,536 /64s, is
+// what the holder of that one IPv4 address gets, and counting it apart
+// would give that holder a second budget (see SourceForms).
 //
 // ok is false when sourceIP is not an IP address; the identity is then
 // "ip:invalid", one identity for every such string.
@@ -54,14 +81,14 @@ func SourceIdentity(sourceIP string, ipv6Prefix int) (id string, ok bool) {
 	if !ok {
 		return KindIP + InvalidSource, false
 	}
+	if v4, ok := SixToFourIPv4(a); ok {
+		a = v4
+	}
 	if a.Is4() {
 		return KindIP + a.String(), true
 	}
 	if ipv6Prefix < MinIPv6Prefix || ipv6Prefix > MaxIPv6Prefix {
 		ipv6Prefix = DefaultIPv6Prefix
-	}
-	if sixToFour.Contains(a) {
-		ipv6Prefix = min(ipv6Prefix, sixToFourPrefix)
 	}
 	if ipv6Prefix == MaxIPv6Prefix {
 		return KindIP + a.String(), true

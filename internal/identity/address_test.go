@@ -28,10 +28,12 @@ func TestSourceIdentity(t *testing.T) {
 		{"IPv6 zone dropped at /128", "fe80::1%25eth0", 128, "ip:fe80::1", true},
 		{"prefix out of range means /64", "2001:db8:1:2::1", 8, "ip:2001:db8:1:2::/64", true},
 		// One IPv4 address holds a 6to4 /48 (2002:cb00:7107::/48 is
-		// 203.0.113.7's): 65,536 /64s, one caller.
-		{"6to4 per /48", "2002:cb00:7107:1::1", 64, "ip:2002:cb00:7107::/48", true},
-		{"6to4 per /48 at /128", "2002:cb00:7107:ffff::2", 128, "ip:2002:cb00:7107::/48", true},
-		{"6to4 per a shorter prefix", "2002:cb00:7107:1::1", 32, "ip:2002:cb00::/32", true},
+		// 203.0.113.7's): 65,536 /64s, one caller, the IPv4 address's
+		// (issue 20, hole 4: it was "ip:2002:cb00:7107::/48", a second
+		// bucket beside "ip:203.0.113.7").
+		{"6to4 is its IPv4 address", "2002:cb00:7107:1::1", 64, "ip:203.0.113.7", true},
+		{"6to4 is its IPv4 address at /128", "2002:cb00:7107:ffff::2", 128, "ip:203.0.113.7", true},
+		{"6to4 is its IPv4 address at /32", "2002:cb00:7107:1::1", 32, "ip:203.0.113.7", true},
 		// Teredo keeps the server's IPv4 address in its /64 and NAT64 the
 		// client's in its last 32 bits: many callers in one /64, never
 		// one caller in many.

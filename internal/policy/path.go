@@ -1,12 +1,14 @@
-package config
+package policy
 
 import (
 	"net/url"
 	"strings"
+
+	"github.com/slidegate/slidegate/internal/config"
 )
 
-// RequestPath is a request path as the routers behind API Gateway read it,
-// ready to be matched by PathGlob and RouteLimit. Route limits and
+// Path is a request path as the routers behind API Gateway read it,
+// ready to be matched by config.PathGlob (Matches). Route limits and
 // fail-closed globs must hold for every spelling that reaches a handler,
 // so a path is not matched as written but as it is served:
 //
@@ -31,7 +33,7 @@ import (
 // event's rawPath) and still holds a '%' is decoded again, exactly as the
 // Lambda proxy library decodes it again before the router sees it. Paths
 // stay case-sensitive, as in API Gateway and ServeMux.
-type RequestPath struct {
+type Path struct {
 	// Raw is the path as received.
 	Raw string
 	// readings are the segment lists the path can be served as, the
@@ -41,15 +43,15 @@ type RequestPath struct {
 	readings [][]string
 }
 
-// ParseRequestPath reads a request path as received: percent-encoded (a
+// ParsePath reads a request path as received: percent-encoded (a
 // REST event's path, http.Request.URL.EscapedPath) or already decoded once
 // (an HTTP API event's rawPath). A path that does not start with '/' is
 // read as if it did, as the proxy library serves it. A '?' or '#' in it
 // (an HTTP API decodes "%3F" in rawPath) is read both ways: as part of the
 // path, and as the end of it, which is where the proxy library's URL
 // parser cuts it. It never fails.
-func ParseRequestPath(raw string) RequestPath {
-	p := RequestPath{Raw: raw, readings: make([][]string, 0, 2)}
+func ParsePath(raw string) Path {
+	p := Path{Raw: raw, readings: make([][]string, 0, 2)}
 	p.addReadings(raw)
 	if i := strings.IndexAny(raw, "?#"); i >= 0 {
 		p.addReadings(raw[:i])
@@ -58,7 +60,7 @@ func ParseRequestPath(raw string) RequestPath {
 }
 
 // addReadings adds the per-segment and the whole-path reading of raw.
-func (p *RequestPath) addReadings(raw string) {
+func (p *Path) addReadings(raw string) {
 	// ServeMux cleans the escaped path (only literal dot segments are
 	// resolved there), then unescapes segment by segment.
 	mux := resolveSegments(strings.Split(raw, "/"))
@@ -71,7 +73,7 @@ func (p *RequestPath) addReadings(raw string) {
 	}
 }
 
-func (p *RequestPath) add(segs []string) {
+func (p *Path) add(segs []string) {
 	for _, r := range p.readings {
 		if sameSegments(r, segs) {
 			return
@@ -82,7 +84,7 @@ func (p *RequestPath) add(segs []string) {
 
 // Segments returns the path's segments as the API function's router reads
 // them (decoded per segment, dot segments resolved, empty ones dropped).
-func (p RequestPath) Segments() []string {
+func (p Path) Segments() []string {
 	if len(p.readings) == 0 {
 		return nil
 	}
@@ -92,8 +94,8 @@ func (p RequestPath) Segments() []string {
 // Union is a request path read both as p and as q: a glob matches it when
 // it matches either (a REST resource with a path parameter and the path the
 // router serves, see edge.ServedPaths). Its Raw and Segments are p's.
-func (p RequestPath) Union(q RequestPath) RequestPath {
-	u := RequestPath{Raw: p.Raw, readings: make([][]string, 0, len(p.readings)+len(q.readings))}
+func (p Path) Union(q Path) Path {
+	u := Path{Raw: p.Raw, readings: make([][]string, 0, len(p.readings)+len(q.readings))}
 	for _, r := range p.readings {
 		u.add(r)
 	}
@@ -176,4 +178,24 @@ func sameSegments(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Matches reports whether glob matches any reading of p.
+func (p Path) Matches(glob config.PathGlob) bool {
+	for _, r := range p.readings {
+		if glob.MatchSegments(r) {
+			return true
+		}
+	}
+	// The zero Path is "/".
+	return len(p.readings) == 0 && glob.MatchSegments(nil)
+}
+
+// Served is p as the API function's router alone reads it (its first
+// reading, Segments): the reading the strictest one is compared against.
+func (p Path) Served() Path {
+	if len(p.readings) == 0 {
+		return p
+	}
+	return Path{Raw: p.Raw, readings: p.readings[:1]}
 }

@@ -1,4 +1,4 @@
-package config_test
+package policy_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -61,10 +62,10 @@ func TestGlobMatchesEverySpellingOfAPath(t *testing.T) {
 		{"", false, false},
 	}
 	for _, tc := range cases {
-		if got := auth.Match(tc.path); got != tc.wantAuth {
+		if got := policy.ParsePath(tc.path).Matches(auth); got != tc.wantAuth {
 			t.Errorf("/auth/* matches %q = %v, want %v", tc.path, got, tc.wantAuth)
 		}
-		if got := login.Match(tc.path); got != tc.wantLo {
+		if got := policy.ParsePath(tc.path).Matches(login); got != tc.wantLo {
 			t.Errorf("/auth/login matches %q = %v, want %v", tc.path, got, tc.wantLo)
 		}
 	}
@@ -216,9 +217,9 @@ func FuzzRequestPath(f *testing.F) {
 		if err != nil {
 			return
 		}
-		plain := g.Match(path)
-		_ = config.ParseRequestPath(path).Segments()
-		if plain && !strings.ContainsAny(path, "%?#") && !g.Match(encodeAll(path)) {
+		plain := policy.ParsePath(path).Matches(g)
+		_ = policy.ParsePath(path).Segments()
+		if plain && !strings.ContainsAny(path, "%?#") && !policy.ParsePath(encodeAll(path)).Matches(g) {
 			t.Fatalf("%q matches %q but its encoding %q does not", glob, path, encodeAll(path))
 		}
 	})
@@ -227,10 +228,10 @@ func FuzzRequestPath(f *testing.F) {
 // routesFor is the route limits that hold a request, as the runtime's
 // checks pick them: method upper case, path as received.
 func routesFor(routes []config.RouteLimit, method, path string) []config.RouteLimit {
-	p := config.ParseRequestPath(path)
+	p := policy.ParsePath(path)
 	var out []config.RouteLimit
 	for _, r := range routes {
-		if r.MatchesRequest(strings.ToUpper(method), p) {
+		if config.MethodMatches(r.Method, strings.ToUpper(method)) && p.Matches(r.Path) {
 			out = append(out, r)
 		}
 	}

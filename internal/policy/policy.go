@@ -1,0 +1,253 @@
+// Package policy resolves one request's rules, once: which limits apply
+// (with their algorithm, cost, shadow flag and owner), whether the route
+// fails closed, what the source network says, and the caller's plan. It
+// reads the request as edge normalised it, the caller as identity resolved
+// it and the stage as config parsed it; it decides nothing on Redis.
+//
+// A request can be read several ways: its path in every spelling a router
+// may serve (Path), its source address in every form (identity.SourceForms),
+// its limits from several owners. Every rule takes the strictest reading,
+// here and nowhere else:
+//
+//   - a limit applies if any reading matches it (route limits);
+//   - the route fails closed if any reading matches a fail-closed glob;
+//   - the cost is the highest of every RATE_LIMIT_COSTS entry any reading
+//     matches, whatever the entries' order;
+//   - a limit is enforced unless every owner that brings it says shadow;
+//     a plan whose every limit is shadowed leaves its caller's tier limits
+//     enforced beneath it;
+//   - a network exempts an address (unlimited, or a plan) only when every
+//     form of the address is under that same entry's verdict; a blocked
+//     network refuses it when any form is under it.
+//
+// The functions (internal/app), make local and every slidegate command
+// call Stage.Resolve or Stage.Caller: there is no second copy.
+package policy
+
+import (
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// Stage is the parsed configuration one request is resolved against: the
+// stage's limits and the environment's networks and fail-closed globs.
+type Stage struct {
+	// Limits are the stage's tiers, plans, routes, costs and shadow list.
+	Limits *config.Limits
+	// Networks are RATE_LIMIT_NETWORKS.
+	Networks config.Networks
+	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
+	FailClosed []config.PathGlob
+}
+
+// StageOf is the Stage of limits under cfg's networks and fail-closed
+// globs.
+func StageOf(cfg *config.Config, limits *config.Limits) Stage {
+	return Stage{Limits: limits, Networks: cfg.Networks, FailClosed: cfg.FailClosed}
+}
+
+// Request is a request in all its readings.
+type Request struct {
+	// Method is the HTTP method, upper case.
+	Method string
+	// Path is the request path in every reading: the path and the REST
+	// paths it may be served as (edge.Request.ServedPaths), united.
+	Path Path
+	// SourceIP is the source address as API Gateway reports it.
+	SourceIP string
+}
+
+// Read reads a normalised request: its path in every spelling a router
+// may serve it as.
+func Read(req edge.Request) Request {
+	path := ParsePath(req.Path)
+	for _, served := range req.ServedPaths {
+		path = path.Union(ParsePath(served))
+	}
+	return Request{Method: req.Method, Path: path, SourceIP: req.SourceIP}
+}
+
+// Limit is one limit a request is checked against.
+type Limit struct {
+	// Limit is the budget, with its algorithm.
+	Limit ratelimit.Limit
+	// Owner is the tier, plan or route ("POST /auth/*") that brings it.
+	Owner string
+	// Shadow is true when the limit is evaluated and reported but not
+	// enforced (RATE_LIMIT_SHADOW).
+	Shadow bool
+}
+
+// Caller is what a caller's rules are before any request: its network's
+// verdict, its plan and its own limits.
+type Caller struct {
+	// Network is the source network's verdict (see NetworkOf):
+	// config.NetworkBlocked, config.NetworkUnlimited, a plan name or "".
+	Network string
+	// Plan is the plan whose limits apply, "" when they are the tier's.
+	Plan string
+	// UnknownPlan is the plan the caller carries when no such plan is
+	// configured on the stage: the tier's limits apply instead.
+	UnknownPlan string
+	// Owner is the plan or tier whose limits are the caller's own.
+	Owner string
+	// Own are the caller's own limits: its plan's, or its tier's; when
+	// every limit of its plan is shadowed, the plan's followed by the
+	// tier's, enforced beneath it.
+	Own []Limit
+}
+
+// Rules are a request's rules.
+type Rules struct {
+	Caller
+	// Cost is what the request spends on every limit: the highest
+	// RATE_LIMIT_COSTS entry any reading matches, 1 when none does.
+	Cost int64
+	// Limits are the caller's own followed by those of every route limit
+	// any reading matches, each key once.
+	Limits []Limit
+	// FailClosed is true when any reading matches a fail-closed glob.
+	FailClosed bool
+}
+
+// Checks returns the limits as checks for identity, in order, the shadow
+// limits as shadow checks (ratelimit.Check.Shadow).
+func (r Rules) Checks(identity string) []ratelimit.Check {
+	checks := make([]ratelimit.Check, len(r.Limits))
+	for i, l := range r.Limits {
+		checks[i] = ratelimit.Check{Identity: identity, Limit: l.Limit, Shadow: l.Shadow}
+	}
+	return checks
+}
+
+// Resolve returns the rules of req for caller (identity.Resolution's
+// Caller: for an unauthorized request, the anonymous caller of the source
+// address).
+func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
+	r := Rules{Caller: s.Caller(caller, req.SourceIP), Cost: 1}
+	r.FailClosed = s.failClosed(req.Path)
+	for _, c := range s.Limits.Costs {
+		if c.Cost > r.Cost && config.MethodMatches(c.Method, req.Method) && req.Path.Matches(c.Path) {
+			r.Cost = c.Cost
+		}
+	}
+	r.Limits = make([]Limit, 0, len(r.Own)+2)
+	for _, l := range r.Own {
+		r.Limits = add(r.Limits, l)
+	}
+	for _, route := range s.Limits.Routes {
+		if config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path) {
+			r.Limits = s.addList(r.Limits, route.Name(), route.Limits)
+		}
+	}
+	return r
+}
+
+// IsFailClosed reports whether a request of path (as received) fails
+// closed: whether any reading of it matches a fail-closed glob.
+func (s Stage) IsFailClosed(path string) bool { return s.failClosed(ParsePath(path)) }
+
+func (s Stage) failClosed(p Path) bool {
+	for _, g := range s.FailClosed {
+		if p.Matches(g) {
+			return true
+		}
+	}
+	return false
+}
+
+// RouteLimits are the route limits a request of method (upper case, or
+// "ANY" for a route of every method) and path (as received) is checked
+// against.
+func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
+	p := ParsePath(path)
+	var out []config.RouteLimit
+	for _, route := range s.Limits.Routes {
+		if (method == "ANY" || config.MethodMatches(route.Method, method)) && p.Matches(route.Path) {
+			out = append(out, route)
+		}
+	}
+	return out
+}
+
+// Caller resolves a caller's own rules: its source network's verdict,
+// its plan (its own, else its network's) when configured on the stage,
+// else its tier, and the limits of that plan or tier with their shadow
+// flags. sourceIP may be "" (no network applies).
+func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
+	out := Caller{Network: NetworkOf(s.Networks, sourceIP)}
+	plan := c.Plan
+	if plan == "" && out.Network != config.NetworkBlocked && out.Network != config.NetworkUnlimited {
+		plan = out.Network
+	}
+	tier := tierName(c.Tier)
+	if plan != "" {
+		if list, ok := s.Limits.Plans[plan]; ok {
+			out.Plan, out.Owner = plan, plan
+			out.Own = s.addList(nil, plan, list)
+			if allShadow(out.Own) {
+				// A plan tried in shadow: its callers keep the limits
+				// they had, their tier's, enforced beneath it.
+				out.Own = s.addList(out.Own, tier, s.Limits.Tiers.ForTier(tier))
+			}
+			return out
+		}
+		out.UnknownPlan = plan
+	}
+	out.Owner = tier
+	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
+	return out
+}
+
+// EveryLimit is every limit that counts a caller whatever its requests:
+// its own, every route limit's (a request counts against those its route
+// matches) and the quota route's, each key once; none is marked shadow.
+// It is what slidegate inspect shows and reset clears.
+func (s Stage) EveryLimit(c Caller) []Limit {
+	out := append([]Limit(nil), c.Own...)
+	for _, route := range s.Limits.Routes {
+		out = s.addList(out, route.Name(), route.Limits)
+	}
+	return add(out, Limit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
+}
+
+// addList adds the limits of owner's list with their shadow flags.
+func (s Stage) addList(out []Limit, owner string, list config.LimitList) []Limit {
+	for _, x := range list {
+		out = add(out, Limit{Limit: x.Limit, Owner: owner, Shadow: s.Limits.Shadow.Has(owner, x.Name)})
+	}
+	return out
+}
+
+// add adds l to out, or, when out holds the same limit already (the same
+// key for one identity), keeps that one, enforced unless both say shadow.
+func add(out []Limit, l Limit) []Limit {
+	for i := range out {
+		if out[i].Limit == l.Limit {
+			out[i].Shadow = out[i].Shadow && l.Shadow
+			return out
+		}
+	}
+	return append(out, l)
+}
+
+func allShadow(limits []Limit) bool {
+	for _, l := range limits {
+		if !l.Shadow {
+			return false
+		}
+	}
+	return len(limits) > 0
+}
+
+// tierName is tier, or the anonymous tier for an unknown one (the
+// smallest promise, as config.Tiers.ForTier).
+func tierName(tier string) string {
+	switch tier {
+	case identity.TierOrg, identity.TierUser:
+		return tier
+	}
+	return identity.TierAnonymous
+}

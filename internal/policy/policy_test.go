@@ -1,0 +1,165 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/policy"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// stageOf is the policy of cfg on a stage with stageVars.
+func stageOf(cfg *config.Config, stageVars map[string]string) policy.Stage {
+	return policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(stageVars))
+}
+
+// forRequest resolves a request of a caller of tier and plan from no
+// network.
+func forRequest(s policy.Stage, tier, plan, method, path string) policy.Rules {
+	return s.Resolve(policy.Request{Method: method, Path: policy.ParsePath(path)}, identity.Caller{Tier: tier, Identity: "key:abc", Plan: plan})
+}
+
+func TestPathGlob(t *testing.T) {
+	cases := []struct {
+		glob, path string
+		want       bool
+	}{
+		{"/auth/*", "/auth/login", true},
+		{"/auth/*", "/auth/oauth/callback", true},
+		{"/auth/*", "/auth", false},
+		{"/auth/*", "/auth/", false},
+		{"/auth/*", "//auth//login/", true},
+		{"/auth/*", "/authx/login", false},
+		{"/auth/*", "/Auth/login", false},
+		{"/auth/**", "/auth", true},
+		{"/auth/**", "/auth/a/b", true},
+		{"/v1/*/items", "/v1/42/items", true},
+		{"/v1/*/items", "/v1/42/43/items", false},
+		{"/v1/*/items", "/v1//items", false},
+		{"/health", "/health", true},
+		{"/health", "/health/", true},
+		{"/health", "/healthz", false},
+		{"/**", "/", true},
+		{"/*", "/", false},
+		{"/*", "/x/y", true},
+		{"/auth/*", "auth/login", true}, // served with a leading '/' by the proxy library
+	}
+	for _, tc := range cases {
+		g, err := config.ParsePathGlob(tc.glob)
+		if err != nil {
+			t.Fatalf("ParsePathGlob(%q): %v", tc.glob, err)
+		}
+		if got := policy.ParsePath(tc.path).Matches(g); got != tc.want {
+			t.Errorf("%q matches %q = %v, want %v", tc.glob, tc.path, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"auth/*", "/a/**/b", "/a/b*", "/a b", ""} {
+		if _, err := config.ParsePathGlob(bad); err == nil {
+			t.Errorf("ParsePathGlob(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCosts (from internal/config): a request costs its highest matching
+// entry's units (GET also holds HEAD).
+func TestCosts(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_PLANS":  "pro=25/1m",
+		"RATE_LIMIT_COSTS":  "POST /v1/reports=10,GET /v1/export/*=5,ANY /v1/**=2",
+		"RATE_LIMIT_ROUTES": "none",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		want         int64
+	}{
+		{"POST", "/v1/reports", 10},
+		{"GET", "/v1/reports", 2},
+		{"HEAD", "/v1/export/a/b", 5},
+		{"GET", "/v2/x", 1},
+	} {
+		if got := forRequest(stageOf(cfg, nil), identity.TierUser, "", c.method, c.path).Cost; got != c.want {
+			t.Errorf("%s %s costs %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+
+}
+
+// TestShadowFlags (from internal/config TestShadow): each limit's shadow
+// flag, by its owner's name or its own.
+func TestShadowFlags(t *testing.T) {
+	env := map[string]string{
+		"RATE_LIMIT_PLANS":  "pro=10/1s,100/1m",
+		"RATE_LIMIT_ROUTES": "POST /auth/*=5/1m",
+		"RATE_LIMIT_SHADOW": "user, pro-1m, post /auth/*",
+	}
+	cfg, err := config.FromEnv(envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := forRequest(stageOf(cfg, nil), identity.TierOrg, "pro", "POST", "/auth/login")
+	var got []string
+	for _, l := range req.Limits {
+		got = append(got, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])
+	}
+	if want := "pro-1s=enforced pro-1m=shadow POST /auth/*=shadow"; strings.Join(got, " ") != want {
+		t.Errorf("limits %s, want %s", strings.Join(got, " "), want)
+	}
+	// The stage variable replaces the list on its stage.
+	req = forRequest(stageOf(cfg, map[string]string{"rateLimitShadow": "pro"}), identity.TierOrg, "pro", "GET", "/x")
+	// (issue 20, hole 5: the org tier's limit is now enforced beneath the
+	// plan in shadow; the plan's two limits stay first, both shadow.)
+	if len(req.Limits) != 3 || !req.Limits[0].Shadow || !req.Limits[1].Shadow || req.Limits[2].Shadow || req.Limits[2].Limit.Name != "org" {
+		t.Errorf("stage shadow: %+v", req.Limits)
+	}
+}
+
+// TestForRequest (from internal/config): a configured plan replaces the tier's limits; an unknown
+// plan gets the tier's and is reported as unknown; the cost comes along.
+func TestForRequest(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_PLANS": "pro=2/1s,5/1m", "RATE_LIMIT_COSTS": "POST /r=2", "RATE_LIMIT_ROUTES": "none",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := stageOf(cfg, nil)
+	pro := forRequest(l, identity.TierOrg, "pro", "POST", "/r")
+	if pro.Plan != "pro" || pro.UnknownPlan != "" || pro.Cost != 2 || len(pro.Limits) != 2 || pro.Limits[0].Limit.Name != "pro-1s" {
+		t.Errorf("pro: %+v", pro)
+	}
+	unknown := forRequest(l, identity.TierUser, "gold", "GET", "/r")
+	if unknown.Plan != "" || unknown.UnknownPlan != "gold" || unknown.Cost != 1 || len(unknown.Limits) != 1 || unknown.Limits[0].Limit.Name != "user" {
+		t.Errorf("unknown plan: %+v", unknown)
+	}
+	checks := pro.Checks("key:abc")
+	if shadowed := forRequest(l, identity.TierUser, "", "GET", "/r"); shadowed.Limits[0].Shadow {
+		t.Errorf("nothing is shadowed, yet %+v", shadowed.Limits[0])
+	}
+	if len(checks) != 2 || checks[1].Identity != "key:abc" || checks[1].Limit.Name != "pro-1m" {
+		t.Errorf("checks %+v", checks)
+	}
+}
+
+// FuzzPlanRules (from internal/config FuzzPlans): every configured plan
+// resolves to its own limits at a cost of at least 1.
+func FuzzPlanRules(f *testing.F) {
+	f.Add("free=20/1s,600/1m;pro=100/1s,6000/1m,10000/1d", "POST /v1/reports=10,GET /v1/export/*=5", "pro-1d,user,POST /v1/reports")
+	f.Add("a=1/1m,b=2/1m,,;;=", "ANY /**=1", "")
+	f.Add("x=1/1m:leaky-bucket", "POST /=2", "x")
+	f.Fuzz(func(t *testing.T, plans, costs, shadow string) {
+		cfg, _ := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_PLANS": plans, "RATE_LIMIT_COSTS": costs, "RATE_LIMIT_SHADOW": shadow}))
+		l := stageOf(cfg, nil)
+		for name := range cfg.Plans {
+			r := forRequest(l, identity.TierUser, name, "POST", "/v1/reports")
+			if r.Cost < 1 || len(r.Limits) == 0 || r.Plan != name {
+				t.Fatalf("plan %s: request limits %+v", name, r)
+			}
+		}
+	})
+}
