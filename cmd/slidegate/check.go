@@ -141,6 +141,11 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 	}
 	checkAuthRoutes(api.spec, cfg, limits, warn)
 	checkFallback(cfg, limits, warn)
+	// What loosens a limit, computed once, as the functions log it at
+	// cold start.
+	for _, msg := range policy.Warnings(api.policy()) {
+		warn("%s", msg)
+	}
 	return rep, nil
 }
 

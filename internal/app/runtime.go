@@ -20,6 +20,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -191,6 +192,10 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	rt := &Runtime{cfg: cfg, logger: logger, observer: observe.New(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
 		coldStartDeadline: deadline, coldStartBudget: budget}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
+	// What loosens a limit without being wrong, as slidegate check says it.
+	for _, w := range policy.Warnings(policy.StageOf(cfg, rt.stages.For(nil))) {
+		logger.LogAttrs(ctx, slog.LevelWarn, "configuration loosens a limit", slog.String("warning", w))
+	}
 
 	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}
 

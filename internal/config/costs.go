@@ -108,6 +108,11 @@ func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit
 	return errors.Join(errs...)
 }
 
+// CostsOverlap reports whether some request matches both cost entries.
+func CostsOverlap(a, b RouteCost) bool {
+	return methodsOverlap(a.Method, b.Method) && globsOverlap(a.Path.segments, b.Path.segments)
+}
+
 // methodsOverlap reports whether some request method is held by both a
 // cost's method and a route limit's (see methodMatches).
 func methodsOverlap(a, b string) bool {
