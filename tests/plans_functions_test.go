@@ -284,6 +284,10 @@ func TestShadowThroughTheAuthorizer(t *testing.T) {
 				"RATE_LIMIT_PLANS":  "trial=3/1m;mix=2/10s,3/1m",
 				"RATE_LIMIT_SHADOW": "trial,mix-10s",
 				"LOG_LEVEL":         "debug",
+				// A plan wholly in shadow keeps its callers' tier enforced
+				// beneath it (issue 20, hole 5): a tier above the plan's 3
+				// lets the fourth request show the shadow plan admitting.
+				"RATE_LIMIT_USER": "10/1m",
 			}))
 			token := func(sub, plan string) map[string]string {
 				return map[string]string{"Authorization": "Bearer " + planToken(t, secret, sub, "https://example.com/plan", plan)}

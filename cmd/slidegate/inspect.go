@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/wire"
@@ -29,7 +30,7 @@ func (f *callerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "an API `key` (tier org); prefer --api-key-hash to keep it out of shell history")
 	fs.StringVar(&f.apiKeyHash, "api-key-hash", "", "an API key's SHA-256 `hex` (tier org), as in API_KEY_HASHES")
 	fs.StringVar(&f.sub, "sub", "", "a verified JWT's `subject` (tier user)")
-	fs.StringVar(&f.plan, "plan", "", "the caller's `plan` (its token's plan claim, its key's usage plan); an API_KEY_HASHES key's own plan is found without it")
+	fs.StringVar(&f.plan, "plan", "", "the caller's `plan` where the functions learn it from AWS or a token (its key's usage plan, its token's plan claim); an API_KEY_HASHES key's plan and an --ip's network are found without it")
 }
 
 // caller resolves the flags into the caller the functions count: its tier
@@ -176,23 +177,32 @@ type limitState struct {
 
 // inspection is inspect's answer.
 type inspection struct {
-	Stage    string       `json:"stage"`
-	Tier     string       `json:"tier"`
-	Identity string       `json:"identity"`
-	Hash     string       `json:"hash"`
-	Allowed  bool         `json:"allowed"`
-	Limits   []limitState `json:"limits"`
+	Stage string `json:"stage"`
+	Tier  string `json:"tier"`
+	// Plan is the plan whose limits count the caller ("" for its tier's),
+	// UnknownPlan one it carries that the stage does not configure, and
+	// Network its source network's verdict (unlimited, blocked, a plan).
+	Plan        string       `json:"plan,omitempty"`
+	UnknownPlan string       `json:"unknownPlan,omitempty"`
+	Network     string       `json:"network,omitempty"`
+	Owner       string       `json:"owner"`
+	Identity    string       `json:"identity"`
+	Hash        string       `json:"hash"`
+	Allowed     bool         `json:"allowed"`
+	Limits      []limitState `json:"limits"`
 }
 
 // peekCaller reads every limit of the caller without spending anything.
 func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller, sourceIP string) (inspection, error) {
-	_, checks := callerChecks(sc.policy(), caller, sourceIP)
+	rules, checks := callerChecks(sc.policy(), caller, sourceIP)
 	res, err := op.Limiter.Peek(ctx, 1, checks...)
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, Tier: caller.Tier, Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: true}
-	for _, d := range res.Decisions {
+	in := inspection{Stage: sc.stage, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network, Owner: rules.Owner,
+		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Network != config.NetworkBlocked}
+	own := len(rules.Own)
+	for i, d := range res.Decisions {
 		l := d.Limit
 		st := limitState{
 			Name:          l.Name,
@@ -208,9 +218,9 @@ func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller i
 		if !d.Allowed {
 			st.RetryAfterSeconds = wire.RetryAfterSeconds(d.RetryAfter)
 		}
-		// The tier decides every request, route limits only those of their
-		// routes: only the tier's denial denies the caller everywhere.
-		if l.Name == checks[0].Limit.Name && !d.Allowed {
+		// The caller's own limits decide every request, route limits only
+		// those of their routes: only its own denial denies it everywhere.
+		if i < own && !d.Allowed && !rules.Own[i].Shadow {
 			in.Allowed = false
 		}
 		in.Limits = append(in.Limits, st)
@@ -271,7 +281,24 @@ func runInspect(ctx context.Context, args []string, e env) error {
 }
 
 func printInspection(w io.Writer, in inspection) {
-	fmt.Fprintf(w, "caller %s (%s) on stage %s, hash %s\n\n", in.Identity, in.Tier, in.Stage, in.Hash)
+	who := in.Tier
+	if in.Plan != "" {
+		who += ", plan " + in.Plan
+	}
+	if in.UnknownPlan != "" {
+		who += ", plan " + in.UnknownPlan + " not configured: the tier's limits"
+	}
+	fmt.Fprintf(w, "caller %s (%s) on stage %s, hash %s\n", in.Identity, who, in.Stage, in.Hash)
+	switch in.Network {
+	case config.NetworkBlocked:
+		fmt.Fprintln(w, "network: blocked (RATE_LIMIT_NETWORKS): every request is refused without a Redis call")
+	case config.NetworkUnlimited:
+		fmt.Fprintln(w, "network: unlimited (RATE_LIMIT_NETWORKS): every request is admitted without a Redis call")
+	case "":
+	default:
+		fmt.Fprintf(w, "network: plan %s (RATE_LIMIT_NETWORKS)\n", in.Network)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LIMIT\tRATE\tALGORITHM\tUSED\tREMAINING\tRESET\tRETRY-AFTER")
 	for _, l := range in.Limits {

@@ -25,6 +25,9 @@ const (
 type stageFlags struct {
 	stage, template, samconfig string
 	stageVars                  stageVarFlag
+	// local reads the stage as make local serves it: its demo keys, JWT
+	// settings and hash key where nothing else sets them.
+	local bool
 }
 
 func (f *stageFlags) register(fs *flag.FlagSet, getenv func(string) string) {
@@ -37,6 +40,7 @@ func (f *stageFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&f.template, "template", "template.yaml", "SAM template; when it does not exist, the environment alone is read")
 	fs.StringVar(&f.samconfig, "samconfig", "samconfig.toml", "SAM CLI configuration with the stages' parameter overrides")
 	fs.Var(f.stageVars, "stage-var", "a stage variable `name=value`, over the stage's (repeatable)")
+	fs.BoolVar(&f.local, "local", false, "read the stage as make local serves it: its demo API keys (local-pro-key on plan pro), JWT secret and identity hash key where nothing else sets them")
 }
 
 // stageVarFlag collects --stage-var name=value.
@@ -119,6 +123,19 @@ func loadStage(f stageFlags, getenv func(string) string, functionID string, requ
 		}
 	}
 	maps.Copy(sc.stageVars, f.stageVars)
+	if f.local {
+		var template map[string]string
+		if sc.spec != nil {
+			template = sc.spec.EnvironmentOf(functionID)
+		}
+		defaults, read := deployconfig.LocalDefaults(getenv, template), sc.getenv
+		sc.getenv = func(name string) string {
+			if v := read(name); v != "" {
+				return v
+			}
+			return defaults[name]
+		}
+	}
 	sc.cfg, sc.cfgErr = config.FromEnv(sc.getenv)
 	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValuesOf(sc.stageVars))
 	return sc, nil

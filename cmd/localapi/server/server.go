@@ -7,8 +7,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,22 +31,22 @@ import (
 const (
 	// DemoAPIKey is the API key `make local` knows (tier org) when
 	// API_KEY_HASHES is unset: AWS would list the API Gateway keys instead.
-	DemoAPIKey = "local-demo-key"
+	DemoAPIKey = deployconfig.DemoAPIKey
 	// DemoProAPIKey is a second known key, on plan pro (API_KEY_HASHES
 	// "hash:pro"): the stage's RateLimitPlans says what pro allows.
-	DemoProAPIKey = "local-pro-key"
+	DemoProAPIKey = deployconfig.DemoProAPIKey
 	// DemoPlanClaim is JWT_PLAN_CLAIM with the demo JWT secret: a demo
 	// token carrying "plan": "pro" is on plan pro.
-	DemoPlanClaim = "plan"
+	DemoPlanClaim = deployconfig.DemoPlanClaim
 	// DemoJWTIssuer, DemoJWTAudience and DemoJWTSecret verify HS256 bearer
 	// tokens (tier user) when no JWT variable is set.
-	DemoJWTIssuer   = "slidegate-local"
-	DemoJWTAudience = "slidegate-local"
-	DemoJWTSecret   = "slidegate-local-hs256-secret-for-demos"
+	DemoJWTIssuer   = deployconfig.DemoJWTIssuer
+	DemoJWTAudience = deployconfig.DemoJWTAudience
+	DemoJWTSecret   = deployconfig.DemoJWTSecret
 	// DemoHashKey is the identity hash key (RATE_LIMIT_HASH_KEY) when
 	// neither it nor RATE_LIMIT_HASH_KEY_SECRET_ARN is set: AWS would read
 	// the template's secret instead. For local runs only.
-	DemoHashKey = "slidegate-local-only-identity-hash-key-0001"
+	DemoHashKey = deployconfig.DemoHashKey
 	// AuthorizerFunctionID is the template's logical ID of the authorizer
 	// function, whose own environment variables its runtime gets.
 	AuthorizerFunctionID = "AuthorizerFunction"
@@ -224,23 +222,11 @@ func (s *Server) release() {
 }
 
 // functionEnv is the environment the functions see: the process
-// environment, else the template's values, else the local defaults (the
-// demo API key and JWT secret, which AWS would provide otherwise).
+// environment, else the template's values, else the local defaults
+// (deployconfig.LocalDefaults: the demo API keys, JWT secret and hash key,
+// which AWS would provide otherwise).
 func functionEnv(getenv func(string) string, template map[string]string, redisURL string) func(string) string {
-	defaults := map[string]string{"REDIS_URL": redisURL}
-	if getenv("JWT_ISSUER") == "" && getenv("JWT_AUDIENCE") == "" && getenv("JWT_JWKS_URL") == "" && getenv("JWT_HS256_SECRET") == "" &&
-		template["JWT_ISSUER"] == "" && template["JWT_JWKS_URL"] == "" {
-		defaults["JWT_ISSUER"] = DemoJWTIssuer
-		defaults["JWT_AUDIENCE"] = DemoJWTAudience
-		defaults["JWT_HS256_SECRET"] = DemoJWTSecret
-		defaults["JWT_PLAN_CLAIM"] = DemoPlanClaim
-	}
-	sum := sha256.Sum256([]byte(DemoAPIKey))
-	pro := sha256.Sum256([]byte(DemoProAPIKey))
-	defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
-	if getenv("RATE_LIMIT_HASH_KEY_SECRET_ARN") == "" {
-		defaults["RATE_LIMIT_HASH_KEY"] = DemoHashKey
-	}
+	defaults := deployconfig.LocalDefaults(getenv, template)
 	return func(name string) string {
 		if name == "REDIS_URL" {
 			return redisURL
