@@ -348,6 +348,13 @@ func TestSlidegateCheck(t *testing.T) {
 		{"bad route", map[string]string{"RATE_LIMIT_ROUTES": "POST auth=5/1m"}, nil, 1, []string{`error: RATE_LIMIT_ROUTES="POST auth=5/1m"`}},
 		{"bad fail-closed glob", map[string]string{"RATE_LIMIT_FAIL_CLOSED": "auth/*"}, nil, 1, []string{"error: RATE_LIMIT_FAIL_CLOSED"}},
 		{"bad fallback instances", map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "0"}, nil, 1, []string{"error: RATE_LIMIT_FALLBACK_INSTANCES"}},
+		// Issue 20: what loosens a limit is refused or warned about.
+		{"route listed twice", map[string]string{"RATE_LIMIT_ROUTES": "POST /auth/*=5/1m:sliding-log,GET /v1/items=10/1m,GET /v1/items=10/1m"}, nil, 1, []string{`error: RATE_LIMIT_ROUTES=`, "GET /v1/items is given twice"}},
+		{"cost listed twice", map[string]string{"RATE_LIMIT_COSTS": "GET /v1/items=2,GET /v1/items=3"}, nil, 1, []string{`error: RATE_LIMIT_COSTS=`, "GET /v1/items is given twice"}},
+		{"CIDR with host bits", map[string]string{"RATE_LIMIT_NETWORKS": "10.0.0.0/0=unlimited"}, nil, 1, []string{`error: RATE_LIMIT_NETWORKS="10.0.0.0/0=unlimited"`, "host bits"}},
+		{"wide unlimited network", map[string]string{"RATE_LIMIT_NETWORKS": "10.0.0.0/7=unlimited,2001::/16=pro"}, nil, 0, []string{"warning: network 10.0.0.0/7=unlimited is shorter than /8", "warning: network 2001::/16=pro is shorter than /32"}},
+		{"shadowed tier", map[string]string{"RATE_LIMIT_SHADOW": "anonymous"}, nil, 0, []string{"warning: tier anonymous is shadowed"}},
+		{"overlapping costs", map[string]string{"RATE_LIMIT_COSTS": "GET /v1/*=1,GET /v1/items=5"}, nil, 0, []string{"warning: costs GET /v1/*=1 and GET /v1/items=5 overlap: a request matching both costs 5"}},
 		{"bad stage variable", nil, []string{"--stage-var", "rateLimitQuota=10/1x"}, 1, []string{`error: stage variable rateLimitQuota="10/1x"`}},
 		{"samconfig: unknown parameter", nil, []string{"--samconfig", samconfig("RateLimitAnonymus=5/1m")}, 1, []string{"the template has no parameter RateLimitAnonymus"}},
 		{"samconfig: value outside the pattern", nil, []string{"--samconfig", samconfig("RateLimitAnonymous=lots")}, 1, []string{"RateLimitAnonymous=\"lots\": does not match the parameter's AllowedPattern"}},

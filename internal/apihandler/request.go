@@ -28,7 +28,7 @@ func readRequest(r *http.Request) gatewayRequest {
 	req := gatewayRequest{Request: edge.Request{
 		Method: edge.NormalMethod(r.Method),
 		// As the router reads it: escaped, decoded by the matching
-		// (config.RequestPath) exactly once.
+		// (policy.Path) exactly once.
 		Path:            r.URL.EscapedPath(),
 		Headers:         edge.FoldHeaders(nil, r.Header),
 		LambdaRequestID: edge.LambdaRequestID(r.Context()),

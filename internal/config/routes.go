@@ -11,7 +11,7 @@ import (
 
 // PathGlob matches request paths segment by segment. Globs are split on
 // '/' and empty segments are dropped; paths are read as they are served
-// (RequestPath: percent-decoded, dot segments resolved, empty segments
+// (policy.Path: percent-decoded, dot segments resolved, empty segments
 // dropped, so "/auth//login/" and "/%61uth/./login" are "/auth/login").
 // Write globs decoded. The rules:
 //

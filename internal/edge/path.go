@@ -14,7 +14,7 @@ import (
 // path carries the base path ("/api/auth/login") and would slip past
 // "/auth/*", the resource does not. A greedy resource ("/{proxy+}") says
 // nothing about the route, so the path is used then, as received (the
-// matching decodes it as the serving router does: config.RequestPath). A
+// matching decodes it as the serving router does: policy.Path). A
 // glob's "*" matches a "{param}" segment like any other. A resource with
 // a parameter ("/{section}/{action}") is matched too, but says too little
 // alone: see ServedPath.

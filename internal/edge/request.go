@@ -25,7 +25,7 @@ type Request struct {
 	// Path is the resource path the caller asked for, without the stage,
 	// as received: percent-encoded as the event or URL carries it, e.g.
 	// "/auth/login" or "/%61uth/login". Route limits and fail-closed globs
-	// match it as it is served (config.ParseRequestPath), so it must not
+	// match it as it is served (policy.ParsePath), so it must not
 	// be decoded beforehand (decoding twice would read "%2561" as "a").
 	Path string
 	// ServedPaths are the other paths a REST request may be served as

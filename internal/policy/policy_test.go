@@ -119,7 +119,8 @@ func TestShadowFlags(t *testing.T) {
 	}
 }
 
-// TestForRequest (from internal/config): a configured plan replaces the tier's limits; an unknown
+// TestForRequest (from internal/config): a configured plan replaces the
+// tier's limits; an unknown
 // plan gets the tier's and is reported as unknown; the cost comes along.
 func TestForRequest(t *testing.T) {
 	cfg, err := config.FromEnv(envOf(map[string]string{
