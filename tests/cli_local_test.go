@@ -83,7 +83,7 @@ func TestSlidegateInspectResolvesAsTheFunctions(t *testing.T) {
 				t.Errorf("inspect --local --api-key %s: tier %s plan %q used %v; want org on plan pro, 3 used of each", server.DemoProAPIKey, in.Tier, in.Plan, used)
 			}
 			table := runSlidegate(t, env, "", "inspect", "--stage", "dev", "--local", "--api-key", server.DemoProAPIKey)
-			if !strings.Contains(table.stdout, "(org, plan pro)") || !containsFields(table.stdout, "pro-1m", "100/1m", "3", "97") {
+			if !strings.Contains(table.stdout, "(org, plan pro)") || !containsFields(table.stdout, "pro-1m", "100/1m", "sliding-window", "3", "97") {
 				t.Errorf("inspect table: exit %d\n%s%s", table.code, table.stdout, table.stderr)
 			}
 			// An anonymous caller is counted on its network's plan.
