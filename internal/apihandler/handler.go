@@ -209,7 +209,7 @@ func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
 
 // verdictOf is the middleware's verdict of a decision the function made.
 func verdictOf(out edge.Outcome) httplimit.Verdict {
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Blocked: out.Kind == edge.Blocked, Policy: edge.PolicyList(out.Result)}
+	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Blocked: out.Kind == edge.Blocked, Policy: out.Result.PolicyHeader()}
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -40,8 +40,8 @@ type Verdict struct {
 	Blocked bool
 	// Policy, when set, is the RateLimit-Policy value to send: every
 	// policy that applies, where the Result may hold the closest decision
-	// only (one rebuilt from an authorizer's context). Empty: the policy
-	// of the closest decision.
+	// only (one rebuilt from an authorizer's context). Empty: every
+	// enforced policy of the Result (ratelimit.SetHeaders).
 	Policy string
 }
 
@@ -123,7 +123,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := wire.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,8 +148,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 				next.ServeHTTP(w, r)
 				return
 			}
-			closest := verdict.Result.Closest()
-			ratelimit.SetHeaders(w.Header(), closest)
+			ratelimit.SetHeaders(w.Header(), verdict.Result)
 			if verdict.Policy != "" {
 				w.Header().Set(headerRateLimitPolicy, verdict.Policy)
 			}
@@ -157,7 +156,7 @@ func Middleware(decide func(*http.Request) (Verdict, error), opts Options) func(
 			case kind == edge.UnauthorizedOverLimit || (!verdict.Result.Allowed && (!opts.ReportOnly || verdict.Enforced)):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
-				retry := wire.RetryAfterSeconds(verdict.Result.RetryAfter())
+				retry := ratelimit.RetryAfterSeconds(verdict.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return
