@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -92,7 +91,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 				}
 				t.Run(string(a.alg)+"/same window", func(t *testing.T) {
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll1"})
+					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll1", Now: clock.Now})
 					id := "caller-same-" + a.code
 					for range 4 {
 						if !v1Spend(t, client, a.v1, v1Key("roll1", a.code, id, lim), lim, clock.Now()) {
@@ -120,7 +119,7 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 				}
 				t.Run(string(a.alg)+"/previous window", func(t *testing.T) {
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll2"})
+					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll2", Now: clock.Now})
 					id := "caller-prev-" + a.code
 					for range 10 {
 						v1Spend(t, client, a.v1, v1Key("roll2", a.code, id, lim), lim, clock.Now())
@@ -163,7 +162,7 @@ func TestRollingDeployFromIntegerCounters(t *testing.T) {
 				t.Run(string(a.alg), func(t *testing.T) {
 					lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll3"})
+					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll3", Now: clock.Now})
 					id := "caller-v2-" + a.code
 					sum := sha256.Sum256([]byte(id))
 					key := "roll3:{" + base64.RawURLEncoding.EncodeToString(sum[:16]) + "}:" + a.code + ":user:10/1m"
