@@ -69,6 +69,10 @@ func (s *Server) Proxy(t testing.TB, a *Account) *Proxy {
 	p := &Proxy{Gate: holdgate.New(), target: target, calls: map[string]int64{}}
 	p.proxy = &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		// A client that gave up (a test's deadline) is no error to log.
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			writeFault(w, &Fault{Status: http.StatusBadGateway, Type: "ProxyError", Message: err.Error()})
+		},
 	}
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
@@ -89,7 +93,7 @@ func (p *Proxy) Fail(fail func(op string) *Fault) {
 }
 
 // Calls is the number of calls of the operation op that reached the proxy
-// (failed ones included), "" for every call.
+// (failed and held ones included), "" for every call.
 func (p *Proxy) Calls(op string) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -129,17 +133,21 @@ func Operation(r *http.Request) string {
 
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !p.Pass(r) {
-		return
-	}
+	// Counted before the gate: a request held until its client gave up
+	// was still made.
 	op := Operation(r)
 	p.mu.Lock()
 	p.calls[op]++
-	fail := p.fail
 	p.mu.Unlock()
 	if op == "GetApiKeys" && r.URL.Query().Get("position") == "" {
 		p.listings.Add(1)
 	}
+	if !p.Pass(r) {
+		return
+	}
+	p.mu.Lock()
+	fail := p.fail
+	p.mu.Unlock()
 	if fail != nil {
 		if f := fail(op); f != nil {
 			writeFault(w, f)
