@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -70,9 +71,9 @@ func TestRollingDeployKeepsCounts(t *testing.T) {
 		{ratelimit.SlidingWindow, "sw", slidingWindowV1},
 		{ratelimit.FixedWindow, "fw", fixedWindowV1},
 	}
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, a := range algs {
 				lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
 				admit := func(t *testing.T, l *ratelimit.Limiter, id string, tries int) int {
@@ -155,9 +156,9 @@ func TestRollingDeployFromIntegerCounters(t *testing.T) {
 		{ratelimit.SlidingWindow, "sw", slidingWindowV2, 5},
 		{ratelimit.FixedWindow, "fw", fixedWindowV2, 10},
 	}
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, a := range algs {
 				t.Run(string(a.alg), func(t *testing.T) {
 					lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
