@@ -142,6 +142,13 @@ func (s loginShape) proxyEvent(t testing.TB, method, path, ip string) []byte {
 	})
 }
 
+// unavailableIn reports whether an authorizer context says its fail-closed
+// route could not be decided.
+func unavailableIn(ctx map[string]any) bool {
+	out, ok := edge.FromAuthorizerContext(ctx)
+	return ok && out.Kind == edge.Unavailable
+}
+
 // azVerdict reads one authorizer answer of either shape: admitted, denied
 // (over a limit), or unavailable (a fail-closed route Redis could not
 // decide), and the policy name of the closest limit.
@@ -163,7 +170,7 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 	switch {
 	case !resp.IsAuthorized:
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
-	case edge.UnavailableFromContext(resp.Context):
+	case unavailableIn(resp.Context):
 		return "unavailable", ""
 	case resp.Context[edge.CtxRetryAfter] != nil:
 		return "denied", fmt.Sprint(resp.Context[edge.CtxName])

@@ -62,6 +62,19 @@
 // enforcing it would have left. Its Decision says what it would have
 // answered; [Result.RetryAfter] and [Result.Closest] look past it.
 //
+// # Concurrency limits
+//
+// A [ConcurrencyLimit] bounds how many requests of one identity are in
+// flight at once, where a rate limit counts arrivals. [Limiter.Acquire]
+// takes one of Max slots, held until [Limiter.Release] or the end of its
+// Lease on the Redis clock, whichever comes first: a holder that crashed
+// frees its slot at its lease end, not before. Each is one script call on
+// a sorted set of lease ends under the identity's hash tag, keyed by a
+// random token per slot, so a release frees its own slot and no other,
+// and releasing a slot Redis forgot (a restart, a failover) is a no-op. A
+// denial's [Slot.RetryAfter] is a short hint (1s by default), not the
+// earliest lease end, which may be a whole lease away.
+//
 // # When Redis cannot decide
 //
 // A Limiter returns ErrUnavailable. A Gate applies a [FailurePolicy]

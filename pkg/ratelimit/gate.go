@@ -88,6 +88,7 @@ type GateOptions struct {
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
+	slots    *slotFallback // concurrency limits' fallback (concurrency_gate.go)
 	breaker  *redisBreaker
 	denied   *denyCache // nil when disabled
 	timeout  time.Duration
@@ -129,6 +130,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	g := &Gate{
 		limiter:  limiter,
 		fallback: newFallbackLimiter(instances, entries, now),
+		slots:    newSlotFallback(instances, entries, now),
 		breaker: newRedisBreaker(breakerOptions{
 			disabled: opts.BreakerDisabled,
 			failures: opts.BreakerFailures,
@@ -140,6 +142,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	}
 	if limiter != nil {
 		g.fallback.hashKey = limiter.keys.hashKey
+		g.slots.hashKey = limiter.keys.hashKey
 	}
 	if !opts.DenyCacheDisabled {
 		size := opts.DenyCacheMaxEntries
