@@ -16,7 +16,6 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
-	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -212,11 +211,11 @@ func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller i
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  wire.ResetSeconds(d),
+			ResetSeconds:  d.ResetSeconds(),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = wire.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The caller's own limits decide every request, route limits only
 		// those of their routes: only its own denial denies it everywhere.

@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -21,9 +21,9 @@ import (
 // general path), enforced and shadow, on a single server and a cluster.
 func TestDailyQuotaSlidingWindow(t *testing.T) {
 	const day = 24 * time.Hour
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, count := range []int64{100000, 1000000} {
 				quota := ratelimit.Limit{Name: "pro-1d", Count: count, Window: day}
 				if err := quota.Validate(); err != nil {
@@ -37,7 +37,7 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 						ctx := context.Background()
 						start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 						clock := testkit.NewClock(start)
-						limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily"})
+						limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily", Now: clock.Now})
 						id := fmt.Sprintf("caller-%d-%s", count, beside)
 						checks := []ratelimit.Check{{Identity: id, Limit: quota}}
 						if beside != "alone" {
@@ -110,7 +110,7 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 				t.Run(fmt.Sprintf("%d/1d as a shadow limit", count), func(t *testing.T) {
 					ctx := context.Background()
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-shadow"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-shadow", Now: clock.Now})
 					shadow := ratelimit.Check{Identity: fmt.Sprintf("shadow-%d", count), Limit: quota, Shadow: true}
 					if res, err := limiter.Decide(ctx, count, shadow); err != nil || !res.Allowed || !res.Decisions[0].Allowed {
 						t.Fatalf("cost %d: %+v, %v", count, res, err)
@@ -137,15 +137,15 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 // the quota's Retry-After is exact there too.
 func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 	const day = 24 * time.Hour
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			calls := &scriptCalls{}
 			client.AddHook(calls)
 			ctx := context.Background()
 			start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 			clock := testkit.NewClock(start)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-mixed"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-mixed", Now: clock.Now})
 			quota := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "pro-1d", Count: 100000, Window: day}}
 			route := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "POST /v1/reports", Count: 5, Window: time.Minute, Algorithm: ratelimit.TokenBucket}}
 
@@ -191,13 +191,13 @@ func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 // daily quota of 1,000,000 needs no other clock: count units in the aligned
 // day, then a denial whose Retry-After is the day's end, exactly.
 func TestDailyQuotaFixedWindow(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			ctx := context.Background()
 			start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 			clock := testkit.NewClock(start)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-fixed"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-fixed", Now: clock.Now})
 			quota := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "pro-1d", Count: 1000000, Window: 24 * time.Hour, Algorithm: ratelimit.FixedWindow}}
 			if res, err := limiter.Decide(ctx, 1000000, quota); err != nil || !res.Allowed || res.Decisions[0].Remaining != 0 {
 				t.Fatalf("the whole quota at once: %+v, %v", res, err)

@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -37,9 +37,9 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // a sliding-window tier) is decided by one script call, all or nothing: the
 // route's denial spends nothing on the tier, and a shadow route never denies.
 func TestLimitsOfOneIdentityAndSeveralAlgorithms(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			calls := &scriptCalls{}
 			client.AddHook(calls)
 			for _, alg := range ratelimit.Algorithms() {
@@ -49,7 +49,7 @@ func TestLimitsOfOneIdentityAndSeveralAlgorithms(t *testing.T) {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "mixed"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "mixed", Now: clock.Now})
 					id := "caller-" + string(alg)
 					tier := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 600, Window: time.Minute}}
 					route := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "POST /auth/*", Count: 5, Window: time.Minute, Algorithm: alg}}

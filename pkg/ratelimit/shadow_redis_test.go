@@ -1,12 +1,12 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -16,13 +16,13 @@ import (
 // own, so that its state is the one enforcing it would have left; and a
 // denied request spends nothing on it.
 func TestShadowChecks(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "shadow"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "shadow", Now: clock.Now})
 					limit := func(name string, count int64) ratelimit.Limit {
 						return ratelimit.Limit{Name: name, Count: count, Window: time.Minute, Algorithm: alg}
 					}
