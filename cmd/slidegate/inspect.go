@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -113,7 +113,7 @@ func parseCallerCommand(name string, args []string, e env, withJSON, withYes boo
 	c := &callerCommand{}
 	c.stage.register(fs, e.getenv)
 	c.caller.register(fs)
-	fs.DurationVar(&c.timeout, "timeout", app.DefaultOperatorTimeout, "bound on connecting to Redis and on each command")
+	fs.DurationVar(&c.timeout, "timeout", operator.DefaultTimeout, "bound on connecting to Redis and on each command")
 	if withJSON {
 		fs.BoolVar(&c.json, "json", false, "print JSON, for scripts")
 	}
@@ -132,7 +132,7 @@ func parseCallerCommand(name string, args []string, e env, withJSON, withYes boo
 }
 
 // connect reads the stage, resolves the caller and connects to Redis.
-func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *app.Operator, error) {
+func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *operator.Conn, error) {
 	sc, err := loadStage(c.stage, e.getenv, apiFunction, false)
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
@@ -154,7 +154,7 @@ func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, ident
 		fmt.Fprintln(e.stderr, "slidegate:", err)
 		return nil, identity.Caller{}, nil, errUsage
 	}
-	op, err := app.NewOperator(ctx, sc.cfg, app.OperatorOptions{Timeout: c.timeout})
+	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: c.timeout})
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
 	}
@@ -189,7 +189,7 @@ type inspection struct {
 }
 
 // peekCaller reads every limit of the caller without spending anything.
-func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller) (inspection, error) {
+func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller identity.Caller) (inspection, error) {
 	checks := callerChecks(sc.limits, caller)
 	res, err := op.Limiter.Peek(ctx, 1, checks...)
 	if err != nil {
@@ -236,7 +236,7 @@ type session struct {
 	cmd    *callerCommand
 	stage  *stageConfig
 	caller identity.Caller
-	op     *app.Operator
+	op     *operator.Conn
 	now    inspection
 }
 
