@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/operator"
@@ -48,7 +49,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.ip != "":
 		id, ok := identity.SourceIdentity(f.ip, ipv6Prefix)
 		if !ok {
-			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip(f.ip))
+			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip.Text(f.ip, clip.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
 	case f.apiKey != "":
@@ -56,7 +57,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.apiKeyHash != "":
 		h := strings.ToLower(strings.TrimSpace(f.apiKeyHash))
 		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
-			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip(f.apiKeyHash))
+			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip.Text(f.apiKeyHash, clip.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + h}, nil
 	default:
@@ -70,7 +71,7 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 	if f.plan != "" {
 		p, ok := identity.NormalizePlan(f.plan)
 		if !ok {
-			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip(f.plan))
+			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip.Text(f.plan, clip.QuotedLen))
 		}
 		return p, nil
 	}
@@ -315,12 +316,4 @@ func runReset(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
 	return nil
-}
-
-// clip shortens a value before it is quoted in a message.
-func clip(s string) string {
-	if len(s) <= 80 {
-		return s
-	}
-	return s[:80] + "..."
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 	"strconv"
 	"strings"
@@ -43,11 +44,11 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		}
 		method, glob, value, err := parseRouteEntry(entry)
 		if err != nil {
-			return nil, fmt.Errorf("cost %q: %w", clip(entry), err)
+			return nil, fmt.Errorf("cost %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil || n < 1 || n > limitspec.MaxCount {
-			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), limitspec.MaxCount)
+			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip.Text(entry, clip.QuotedLen), limitspec.MaxCount)
 		}
 		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
 	}
