@@ -39,7 +39,7 @@ GO_BUILD_TAGS_none := lambda.norpc,noxray
 GO_BUILD_TAGS      = $(or $(GO_BUILD_TAGS_$(TRACER)),$(error TRACER=$(TRACER): want xray or none))
 
 CGO_ENABLED_BUILD := CGO_ENABLED=0
-GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w'
+GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)'
 RIE_MODULE        := github.com/aws/aws-lambda-runtime-interface-emulator
 RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 RIE               := $(BIN)/aws-lambda-rie
