@@ -144,15 +144,15 @@ func TestFindOnThisModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{
-		"TestSlidingBuckets",                               // tests/core_*, single node and cluster
-		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // tests/core_*
+		"TestSlidingBuckets",                               // pkg/ratelimit, single node and cluster
+		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // pkg/ratelimit
 		"TestScriptCacheLossReachesNoCaller",               // scripts
 		"TestClusterTopologyChangesUnderLoad",              // failover
 		"TestRedisTLS",                                     // TLS
 		"TestRedisIAMTokenRenewal",                         // IAM
 		"TestTemplateIamUserAccessString",                  // the template's ACL
 		"TestClusterCallIsOneSubsegmentEvenWhenRedirected", // internal/tracing
-		"TestReplyOutcomeReadsRealScriptReplies",           // pkg/ratelimit
+		"TestDecisionReplyReadsRealScriptReplies",          // pkg/ratelimit
 		"TestClusterSpreadsKeysAndFailsOver",               // internal/testkit/redistest
 		"TestStartedServerIsTheNamedEngine",                // internal/testkit/redistest
 	} {
