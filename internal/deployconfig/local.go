@@ -31,7 +31,7 @@ const (
 
 // LocalDefaults are make local's defaults of a function whose template
 // environment is template, given the process environment getenv: the
-// demo keys, the demo JWT settings when no JWT variable is set anywhere,
+// demo keys (unless an AWS endpoint is given), the demo JWT settings when no JWT variable is set anywhere,
 // and the demo hash key when no secret names one.
 func LocalDefaults(getenv func(string) string, template map[string]string) map[string]string {
 	defaults := map[string]string{}
@@ -42,9 +42,14 @@ func LocalDefaults(getenv func(string) string, template map[string]string) map[s
 		defaults["JWT_HS256_SECRET"] = DemoJWTSecret
 		defaults["JWT_PLAN_CLAIM"] = DemoPlanClaim
 	}
-	demo := sha256.Sum256([]byte(DemoAPIKey))
-	pro := sha256.Sum256([]byte(DemoProAPIKey))
-	defaults["API_KEY_HASHES"] = hex.EncodeToString(demo[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
+	// With an AWS endpoint of its own (AWS_ENDPOINT_URL, e.g. a
+	// moto_server), API keys are those of its API Gateway, as in AWS: the
+	// demo keys are no default then.
+	if getenv("AWS_ENDPOINT_URL") == "" && getenv("AWS_ENDPOINT_URL_API_GATEWAY") == "" {
+		demo := sha256.Sum256([]byte(DemoAPIKey))
+		pro := sha256.Sum256([]byte(DemoProAPIKey))
+		defaults["API_KEY_HASHES"] = hex.EncodeToString(demo[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
+	}
 	if getenv("RATE_LIMIT_HASH_KEY_SECRET_ARN") == "" {
 		defaults["RATE_LIMIT_HASH_KEY"] = DemoHashKey
 	}
