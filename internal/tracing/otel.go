@@ -25,8 +25,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/slidegate/slidegate/internal/scriptreply"
 )
 
 // Tracer names the tracer this build sends to: "otel", OpenTelemetry over
@@ -322,7 +320,7 @@ type invocation struct {
 // decision's outcome whatever else happened, and an error only when no
 // call decided (a NOSCRIPT before the EVAL that decides is not the
 // decision's outcome).
-var outcomeRanks = []string{"", scriptreply.Error, scriptreply.Allowed, scriptreply.Denied}
+var outcomeRanks = []string{"", outcomeError, outcomeAllowed, outcomeDenied}
 
 // note records one call.
 func (inv *invocation) note(call tracedCall) {
