@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -101,8 +102,8 @@ func (o *Observer) Observe(ctx context.Context, rec Observation) {
 			outcome:         outcome,
 			decisionLatency: rec.Latency,
 			redisLatency:    rec.Outcome.Result.RedisLatency,
-			requestID:       edge.Clip(rec.Request.RequestID, maxRequestIDLen),
-			lambdaRequestID: edge.Clip(rec.Request.LambdaRequestID, maxRequestIDLen),
+			requestID:       clip.Text(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: clip.Text(rec.Request.LambdaRequestID, maxRequestIDLen),
 			breakerState:    state,
 			breakerChanges:  changes,
 			timestampMillis: time.Now().UnixMilli(),
@@ -214,13 +215,13 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs, slog.String("plan", out.Plan))
 	}
 	if out.Kind == edge.ShadowDenied {
-		attrs = append(attrs, slog.String("shadowLimits", edge.Clip(out.ShadowDenials(), maxReasonLen)))
+		attrs = append(attrs, slog.String("shadowLimits", clip.Text(out.ShadowDenials(), maxReasonLen)))
 	}
 	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
 	}
 	if rec.Credential != "" {
-		attrs = append(attrs, slog.String("credential", edge.Clip(rec.Credential, maxReasonLen)))
+		attrs = append(attrs, slog.String("credential", clip.Text(rec.Credential, maxReasonLen)))
 	}
 	if out.FailClosed {
 		attrs = append(attrs, slog.Bool("failClosed", true))
@@ -232,22 +233,22 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	if out.Result.Degraded && out.Result.Cause != nil {
 		// The Redis client's own words (refused, timeout, NOAUTH,
 		// WRONGPASS, breaker open): no caller, no credential.
-		attrs = append(attrs, slog.String("redisError", edge.Clip(out.Result.Cause.Error(), maxRedisErrorLen)))
+		attrs = append(attrs, slog.String("redisError", clip.Text(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
 	if rec.Err != nil {
-		attrs = append(attrs, slog.String("error", edge.Clip(rec.Err.Error(), maxErrorLen)))
+		attrs = append(attrs, slog.String("error", clip.Text(rec.Err.Error(), maxErrorLen)))
 	}
 	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
 }
@@ -273,7 +274,7 @@ func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("sourceIp", edge.Clip(sourceIP, maxInvalidSourceLen))}
+	attrs := []slog.Attr{slog.String("sourceIp", clip.Text(sourceIP, maxInvalidSourceLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}

@@ -2,9 +2,10 @@
 // clock that tests move by hand, a buffer that several goroutines may
 // write at once, and the most times in any rolling window (what a rate
 // limit bounds). Its subpackages start real Redis servers (redistest), run
-// built functions under the Lambda emulator (lambdatest), put faults between
-// a client and a server (faultproxy) and hold a call until a test lets it go
-// (holdgate).
+// built functions under the Lambda emulator (lambdatest), run moto_server
+// for the AWS calls (mototest), put faults between a client and a server
+// (faultproxy) and hold a call until a test lets it go (holdgate). Tool says
+// plainly when an outside tool such as cfn-lint or moto_server is missing.
 //
 // Everything under internal/testkit is test support: no code that ships
 // imports it.

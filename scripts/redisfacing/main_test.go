@@ -139,7 +139,7 @@ func TestFindErrors(t *testing.T) {
 // points on each side: the Redis-facing tests the Valkey half must run, and
 // tests that never start a server.
 func TestFindOnThisModule(t *testing.T) {
-	got, err := find(filepath.Join("..", "..", ".."))
+	got, err := find(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
