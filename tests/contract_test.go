@@ -355,9 +355,9 @@ func TestContractPageMatchesCode(t *testing.T) {
 	}
 	// Every header the library writes on a denial, as the functions send it.
 	written := http.Header{}
-	ratelimit.SetHeaders(written, ratelimit.Decision{
+	ratelimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
 		Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: 18 * time.Second, ResetAfter: 18 * time.Second,
-	})
+	}}})
 	names := []string{"Cache-Control"}
 	for name := range written {
 		names = append(names, wire.SpecHeaderName(name))

@@ -12,7 +12,6 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -380,7 +379,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 		t.Run(topo.name, func(t *testing.T) {
 			edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)
 			clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
-			limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "login-edge"})
+			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
 			var login []config.RouteLimit
 			for _, r := range cfg.Routes {
 				if r.MatchesRequest("POST", config.ParseRequestPath("/auth/login")) {

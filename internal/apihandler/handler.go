@@ -187,10 +187,10 @@ func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 }
 
 // withPolicy sets the RateLimit-Policy of an outcome the function decided
-// itself: every policy that applies (edge.PolicyList), as the authorizer's
+// itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
 // context carries it.
 func withPolicy(out edge.Outcome, err error) (edge.Outcome, error) {
-	out.Policy = edge.PolicyList(out.Result)
+	out.Policy = out.Result.PolicyHeader()
 	return out, err
 }
 

@@ -53,9 +53,9 @@ func serveQuota(w http.ResponseWriter, r *http.Request) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,
 			Limit:         d.Limit.Count,
-			WindowSeconds: wire.CeilSeconds(d.Limit.Window),
+			WindowSeconds: d.Limit.WindowSeconds(),
 			Remaining:     d.Remaining,
-			ResetSeconds:  wire.ResetSeconds(d),
+			ResetSeconds:  d.ResetSeconds(),
 			Shadow:        d.Shadow,
 		})
 	}

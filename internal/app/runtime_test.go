@@ -168,7 +168,7 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 
 func headersOf(d ratelimit.Decision) map[string]string {
 	h := make(map[string][]string)
-	ratelimit.SetHeaders(h, d)
+	ratelimit.SetHeaders(h, ratelimit.Result{Allowed: d.Allowed, Decisions: []ratelimit.Decision{d}})
 	out := make(map[string]string)
 	for k, v := range h {
 		out[k] = strings.Join(v, ",")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -63,7 +62,7 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 	return map[string]any{
 		CtxTier:        o.Caller.Tier,
 		CtxUnavailable: true,
-		CtxRetryAfter:  wire.RetryAfterSeconds(retryAfter),
+		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
 	}
 }
 
@@ -73,7 +72,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	ctx := map[string]any{CtxTier: o.Caller.Tier}
 	switch {
 	case o.Kind == Blocked:
-		retry := wire.RetryAfterSeconds(BlockedRetryAfter)
+		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
 		ctx[CtxBlocked] = true
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
@@ -86,17 +85,17 @@ func AuthorizerContext(o Outcome) map[string]any {
 		return ctx
 	}
 	d := o.Result.Closest()
-	reset := wire.ResetSeconds(d)
+	reset := d.ResetSeconds()
 	ctx[CtxLimit] = d.Limit.Count
 	ctx[CtxRemaining] = d.Remaining
 	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = PolicyList(o.Result)
-	ctx[CtxRateLimit] = wire.RateLimitHeader(d)
+	ctx[CtxPolicy] = o.Result.PolicyHeader()
+	ctx[CtxRateLimit] = d.RateLimitHeader()
 	ctx[CtxName] = d.Limit.Name
-	ctx[CtxWindow] = wire.CeilSeconds(d.Limit.Window)
+	ctx[CtxWindow] = d.Limit.WindowSeconds()
 	ctx[CtxResetAt] = unixCeil(d.At) + reset
 	if !o.Result.Allowed {
-		retry := wire.RetryAfterSeconds(o.Result.RetryAfter())
+		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
 	}
@@ -104,31 +103,6 @@ func AuthorizerContext(o Outcome) map[string]any {
 		ctx[CtxDegraded] = true
 	}
 	return ctx
-}
-
-// PolicyList is the RateLimit-Policy value of a result: every enforced
-// limit that applies, in order, each once (draft-ietf-httpapi-ratelimit-
-// headers: the header lists every policy; RateLimit reports the closest
-// to denying). Shadow limits are left out: they deny no one, and a client
-// should not pace itself by them.
-func PolicyList(res ratelimit.Result) string {
-	var b strings.Builder
-	seen := make(map[string]bool, len(res.Decisions))
-	for _, d := range res.Decisions {
-		if d.Shadow || seen[d.Limit.Name] {
-			continue
-		}
-		seen[d.Limit.Name] = true
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(wire.PolicyHeader(d.Limit))
-	}
-	if b.Len() == 0 && len(res.Decisions) > 0 {
-		// Every limit is a shadow: the headers describe the closest.
-		return wire.PolicyHeader(res.Closest().Limit)
-	}
-	return b.String()
 }
 
 // unixCeil is t in Unix seconds, rounded up (the rule of X-RateLimit-Reset).
@@ -209,7 +183,7 @@ func decisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
 	remaining, ok2 := ctxInt(ctx, CtxRemaining)
 	reset, ok3 := ctxInt(ctx, CtxReset)
 	window, ok4 := ctxInt(ctx, CtxWindow)
-	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > limitspec.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(limitspec.MaxWindow/time.Second) {
+	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > ratelimit.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(ratelimit.MaxWindow/time.Second) {
 		return ratelimit.Decision{}, false
 	}
 	name, _ := ctxString(ctx, CtxName)

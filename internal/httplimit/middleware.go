@@ -102,7 +102,7 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := wire.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -129,7 +129,7 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 				next.ServeHTTP(w, r)
 				return
 			}
-			ratelimit.SetHeaders(w.Header(), out.Result.Closest())
+			ratelimit.SetHeaders(w.Header(), out.Result)
 			if out.Policy != "" {
 				w.Header().Set(headerRateLimitPolicy, out.Policy)
 			}
@@ -137,7 +137,7 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 			case kind == edge.UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
-				retry := wire.RetryAfterSeconds(out.Result.RetryAfter())
+				retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return

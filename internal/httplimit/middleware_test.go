@@ -87,7 +87,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
 			wantHeaders: map[string]string{
 				"Retry-After":      "48",
-				"RateLimit-Policy": `"POST /auth/*";q=5;w=60`,
+				"RateLimit-Policy": `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60`,
 				"RateLimit":        `"POST /auth/*";r=0;t=48`,
 			},
 		},
@@ -99,7 +99,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
-				"RateLimit-Policy":    `"POST /auth/*";q=5;w=60`,
+				"RateLimit-Policy":    `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60`,
 				"RateLimit-Remaining": "1",
 				"Retry-After":         "",
 			},

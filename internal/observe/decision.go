@@ -8,7 +8,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Bounds of caller-chosen text in a log line or a metric property.
@@ -204,11 +204,11 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", wire.CeilSeconds(d.Limit.Window)),
+			slog.Int64("window", d.Limit.WindowSeconds()),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Plan != "" {
