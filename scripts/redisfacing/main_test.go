@@ -152,7 +152,7 @@ func TestFindOnThisModule(t *testing.T) {
 		"TestRedisIAMTokenRenewal",                         // IAM
 		"TestTemplateIamUserAccessString",                  // the template's ACL
 		"TestClusterCallIsOneSubsegmentEvenWhenRedirected", // internal/tracing
-		"TestDecisionReplyReadsRealScriptReplies",           // pkg/ratelimit
+		"TestDecisionReplyReadsRealScriptReplies",          // pkg/ratelimit
 		"TestClusterSpreadsKeysAndFailsOver",               // internal/testkit/redistest
 		"TestStartedServerIsTheNamedEngine",                // internal/testkit/redistest
 	} {
