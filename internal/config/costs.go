@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/slidegate/slidegate/internal/clip"
 	"strconv"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )

@@ -144,8 +144,8 @@ func TestFindOnThisModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{
-		"TestSlidingBuckets",                               // tests/core_*, single node and cluster
-		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // tests/core_*
+		"TestSlidingBuckets",                               // pkg/ratelimit, single node and cluster
+		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // pkg/ratelimit
 		"TestScriptCacheLossReachesNoCaller",               // scripts
 		"TestClusterTopologyChangesUnderLoad",              // failover
 		"TestRedisTLS",                                     // TLS
