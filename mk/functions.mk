@@ -44,7 +44,7 @@ GO_BUILD_TAGS_otel := lambda.norpc,otel
 GO_BUILD_TAGS      = $(or $(GO_BUILD_TAGS_$(TRACER)),$(error TRACER=$(TRACER): want xray, none or otel))
 
 CGO_ENABLED_BUILD := CGO_ENABLED=0
-GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w'
+GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)'
 RIE_MODULE        := github.com/aws/aws-lambda-runtime-interface-emulator
 RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 RIE               := $(BIN)/aws-lambda-rie

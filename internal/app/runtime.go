@@ -23,6 +23,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -256,7 +257,8 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil),
 		slog.Int("ipv6Prefix", cfg.IPv6Prefix),
 		slog.String("identityHash", rt.identityHashMode()),
-		slog.String("tracer", tracing.Tracer))
+		slog.String("tracer", tracing.Tracer),
+		slog.String("version", version.Version()))
 	return rt, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -65,6 +66,10 @@ type Observer struct {
 	budget  *logBudget     // nil: every line within the level is written
 	metrics *metricsWriter // nil: no metrics
 	breaker *breakerWatch
+	// version is the binary's (internal/version), on every decision line:
+	// a field, not an EMF dimension, since a dimension would multiply the
+	// metrics (and their cost) by the versions live during a deployment.
+	version string
 }
 
 // New returns an observer logging on logger within sampling and writing
@@ -75,6 +80,7 @@ func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
 		budget:  newLogBudget(sampling),
 		metrics: newMetricsWriter(w),
 		breaker: newBreakerWatch(),
+		version: version.Version(),
 	}
 }
 
@@ -190,7 +196,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		return
 	}
 	out, req := rec.Outcome, rec.Request
-	var buf [24]slog.Attr
+	var buf [25]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
 		slog.String("reason", why),
@@ -198,6 +204,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		slog.String("identity", identityHash(out)),
 		slog.String("route", edge.RouteName(req)),
 		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
+		slog.String("version", o.version),
 	)
 	if len(out.Result.Decisions) > 0 {
 		d := out.Result.Closest()
