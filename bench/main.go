@@ -272,7 +272,11 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	total := cfg.rounds * len(contenders) * len(cfg.concurrency)
 	k := 0
 	for round := 0; round < cfg.rounds; round++ {
-		for _, c := range contenders {
+		// Each round starts one contender later, so that no contender
+		// always follows the same one (and meets the keys it leaves
+		// expiring, or the rehashing it leaves behind).
+		for j := range contenders {
+			c := contenders[(round+j)%len(contenders)]
 			for _, n := range cfg.concurrency {
 				k++
 				p.set(fmt.Sprintf("throughput %d/%d: round %d, %s, concurrency %d", k, total, round+1, c.Name, n))
