@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	defer srv.stop()
 
 	hook := newRoundTrips()
-	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64, PoolTimeout: 30 * time.Second, ReadTimeout: 10 * time.Second})
 	client.AddHook(hook)
 	defer client.Close()
 	stats := statsClient(srv.addr)

@@ -239,7 +239,7 @@ func allocsOf(f func() error) (allocs, bytes float64, err error) {
 func runOnlyPlans(ctx context.Context, cfg config, out, serverBin string) error {
 	return updateEarlierRun(out, serverBin, "plans", func(p *progress, srv *redisServer, res *results) error {
 		hook := newRoundTrips()
-		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64, PoolTimeout: 30 * time.Second, ReadTimeout: 10 * time.Second})
 		client.AddHook(hook)
 		defer client.Close()
 		stats := statsClient(srv.addr)
