@@ -175,7 +175,7 @@ func renderReport(res *results) string {
 	}
 
 	w("\n## Attacks: the most admitted in any rolling window\n\n")
-	w("Each attack is one identity against a limit of 100 per window W. Contenders whose clock can be set (slidegate through `internal/scriptclock`, the baselines through their client timestamp) ")
+	w("Each attack is one identity against a limit of 100 per window W. Contenders whose clock can be set (slidegate through `ratelimit.Options.Now`, the baselines through their client timestamp) ")
 	w("are played on a virtual clock at exact instants, W = 1 minute, windows aligned. The peers take their time from Redis (`TIME`, or the key's TTL) and cannot be placed: they are played in real time with W = 1 s, ")
 	w("their bursts sent by 8 concurrent clients; their figures carry the timing noise of a shared machine. The figure is the most requests admitted in any half-open rolling window (t-W, t], divided by the limit.\n\n")
 	for _, a := range res.Attacks {

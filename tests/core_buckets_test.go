@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -249,7 +248,7 @@ func testSlidingBucketsBound(t *testing.T, client redis.UniversalClient) {
 			t.Run(fmt.Sprintf("%d per %s/%s", lim.Count, lim.Window, s.name), func(t *testing.T) {
 				base := bucketsBase(lim)
 				clock := testkit.NewClock(base)
-				limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "buckets"})
+				limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 				sched := s.build(rand.New(rand.NewPCG(uint64(li), uint64(si))), base, lim)
 				check := ratelimit.Check{Identity: t.Name(), Limit: lim}
 				admitted, denied := bucketsReplay(t, limiter, clock, check, sched)
@@ -284,7 +283,7 @@ func testSlidingBucketsBoundIsReached(t *testing.T, client redis.UniversalClient
 		t.Run(fmt.Sprintf("%d per %s", lim.Count, lim.Window), func(t *testing.T) {
 			base := bucketsBase(lim)
 			clock := testkit.NewClock(base)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "buckets"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 			check := ratelimit.Check{Identity: t.Name(), Limit: lim}
 
 			packed := base.Add(lim.Window/bucketsK - time.Microsecond) // the last microsecond of bucket 0
@@ -323,7 +322,7 @@ func testSlidingBucketsRetryAfterIsExact(t *testing.T, client redis.UniversalCli
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := testkit.NewClock(base)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "buckets"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "buckets", Now: clock.Now})
 			check := ratelimit.Check{Identity: t.Name(), Limit: lim}
 			if _, denied := bucketsReplay(t, limiter, clock, check, tc.fill); denied != 0 {
 				t.Fatalf("%d of the filling requests denied", denied)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -108,7 +107,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			// the test and every key's remaining life is known.
 			window := 10 * time.Minute
 			clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
-			limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "spread"})
+			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "spread", Now: clock.Now})
 			const identities = 10000
 			sem := make(chan struct{}, 64)
 			var wg sync.WaitGroup

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -37,7 +36,7 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 						ctx := context.Background()
 						start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 						clock := testkit.NewClock(start)
-						limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily"})
+						limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily", Now: clock.Now})
 						id := fmt.Sprintf("caller-%d-%s", count, beside)
 						checks := []ratelimit.Check{{Identity: id, Limit: quota}}
 						if beside != "alone" {
@@ -110,7 +109,7 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 				t.Run(fmt.Sprintf("%d/1d as a shadow limit", count), func(t *testing.T) {
 					ctx := context.Background()
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-shadow"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-shadow", Now: clock.Now})
 					shadow := ratelimit.Check{Identity: fmt.Sprintf("shadow-%d", count), Limit: quota, Shadow: true}
 					if res, err := limiter.Decide(ctx, count, shadow); err != nil || !res.Allowed || !res.Decisions[0].Allowed {
 						t.Fatalf("cost %d: %+v, %v", count, res, err)
@@ -145,7 +144,7 @@ func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 			ctx := context.Background()
 			start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 			clock := testkit.NewClock(start)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-mixed"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-mixed", Now: clock.Now})
 			quota := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "pro-1d", Count: 100000, Window: day}}
 			route := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "POST /v1/reports", Count: 5, Window: time.Minute, Algorithm: ratelimit.TokenBucket}}
 
@@ -197,7 +196,7 @@ func TestDailyQuotaFixedWindow(t *testing.T) {
 			ctx := context.Background()
 			start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 			clock := testkit.NewClock(start)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "daily-fixed"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "daily-fixed", Now: clock.Now})
 			quota := ratelimit.Check{Identity: "caller", Limit: ratelimit.Limit{Name: "pro-1d", Count: 1000000, Window: 24 * time.Hour, Algorithm: ratelimit.FixedWindow}}
 			if res, err := limiter.Decide(ctx, 1000000, quota); err != nil || !res.Allowed || res.Decisions[0].Remaining != 0 {
 				t.Fatalf("the whole quota at once: %+v, %v", res, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -49,7 +48,7 @@ func TestLimitsOfOneIdentityAndSeveralAlgorithms(t *testing.T) {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "mixed"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "mixed", Now: clock.Now})
 					id := "caller-" + string(alg)
 					tier := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 600, Window: time.Minute}}
 					route := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "POST /auth/*", Count: 5, Window: time.Minute, Algorithm: alg}}

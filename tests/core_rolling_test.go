@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -64,7 +63,7 @@ func TestRollingDeployFromIntegerCounters(t *testing.T) {
 				t.Run(string(a.alg)+"/from v"+strconv.Itoa(2+v/2), func(t *testing.T) {
 					lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
 					clock := testkit.NewClock(base.Add(10 * time.Second))
-					l := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "roll3"})
+					l := newLimiter(t, client, ratelimit.Options{KeyPrefix: "roll3", Now: clock.Now})
 					id := "caller-v" + strconv.Itoa(2+v/2) + "-" + a.code
 					sum := sha256.Sum256([]byte(id))
 					key := "roll3:{" + base64.RawURLEncoding.EncodeToString(sum[:16]) + "}:" + a.code + ":user:10/1m"

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -24,7 +23,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
 					clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "spend"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "spend", Now: clock.Now})
 					id := "caller-" + string(alg)
 					tier := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "user", Count: 600, Window: time.Minute, Algorithm: alg}}
 					route := ratelimit.Check{Identity: id, Limit: ratelimit.Limit{Name: "POST /auth/*", Count: 5, Window: time.Minute, Algorithm: alg}}
@@ -72,7 +71,7 @@ func TestCostIsAllOrNothing(t *testing.T) {
 	topo := startTopologies(t)[1]
 	ctx := context.Background()
 	clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "cost"})
+	limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "cost", Now: clock.Now})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.SlidingLog, ratelimit.TokenBucket, ratelimit.FixedWindow} {
 		check := ratelimit.Check{Identity: "batch-" + string(alg), Limit: ratelimit.Limit{Name: "org", Count: 10, Window: time.Minute, Algorithm: alg}}
 		steps := []struct {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -22,7 +21,7 @@ func TestShadowChecks(t *testing.T) {
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "shadow"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "shadow", Now: clock.Now})
 					limit := func(name string, count int64) ratelimit.Limit {
 						return ratelimit.Limit{Name: name, Count: count, Window: time.Minute, Algorithm: alg}
 					}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -29,7 +28,7 @@ func TestRetryAfterIsExact(t *testing.T) {
 					name := fmt.Sprintf("%s/%d per %s", alg, shape.count, shape.window)
 					t.Run(name, func(t *testing.T) {
 						clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-						limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "retry"})
+						limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "retry", Now: clock.Now})
 						lim := ratelimit.Limit{Name: "user", Count: shape.count, Window: shape.window, Algorithm: alg}
 						check := ratelimit.Check{Identity: name, Limit: lim}
 						rng := rand.New(rand.NewPCG(uint64(len(name)), uint64(shape.count)))
@@ -100,7 +99,7 @@ func TestBoundaryAttack(t *testing.T) {
 				t.Run(string(alg), func(t *testing.T) {
 					edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC) // a multiple of the window
 					clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "edge"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "edge", Now: clock.Now})
 					lim := ratelimit.Limit{Name: "anonymous", Count: limit, Window: window, Algorithm: alg}
 					var admittedAt []time.Time
 					for i := range 200 {
@@ -152,7 +151,7 @@ func maxInRollingWindow(times []time.Time, window time.Duration) int {
 func TestSlidingLogNeverExceedsTheLimitInAnyRollingWindow(t *testing.T) {
 	for _, topo := range startTopologies(t)[:1] {
 		clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-		limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "log"})
+		limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "log", Now: clock.Now})
 		lim := ratelimit.Limit{Name: "login", Count: 20, Window: 10 * time.Second, Algorithm: ratelimit.SlidingLog}
 		rng := rand.New(rand.NewPCG(7, 9))
 		var admittedAt []time.Time

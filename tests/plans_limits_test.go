@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -76,7 +75,7 @@ func TestLimitListDecision(t *testing.T) {
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "lists"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "lists", Now: clock.Now})
 					env := map[string]string{"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=2/1s,5/1m", "RATE_LIMIT_ROUTES": "none"}
 					req := planLimits(t, env, identity.TierOrg, "pro", "GET", "/v1/items")
 					if len(req.Limits) != 2 || req.Plan != "pro" {
@@ -172,7 +171,7 @@ func TestRouteCostAgainstPlan(t *testing.T) {
 				}
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "costs"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "costs", Now: clock.Now})
 					env := map[string]string{
 						"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=25/1m",
 						"RATE_LIMIT_COSTS": "POST /v1/reports=10", "RATE_LIMIT_ROUTES": "none",
@@ -209,7 +208,7 @@ func TestShadowPlanLimits(t *testing.T) {
 		t.Run(topo.name, func(t *testing.T) {
 			client := topo.newClient(t)
 			clock := testkit.NewClock(plansStart)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "shadowplans"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "shadowplans", Now: clock.Now})
 			for _, tc := range []struct {
 				name, shadow string
 				fourth       bool

@@ -15,7 +15,6 @@ import (
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -206,11 +205,11 @@ func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller i
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  wire.ResetSeconds(d),
+			ResetSeconds:  d.ResetSeconds(),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = wire.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The tier decides every request, route limits only those of their
 		// routes: only the tier's denial denies the caller everywhere.

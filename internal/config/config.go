@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -27,10 +26,13 @@ const (
 	DefaultOrg               = "10000/1m"
 	DefaultRoutes            = "POST /auth/*=5/1m:sliding-log"
 	DefaultFailClosed        = "/auth/*"
-	DefaultFallbackInstances = limitspec.DefaultFallbackInstances
-	DefaultKeyPrefix         = limitspec.DefaultKeyPrefix
-	DefaultAPIKeysRefresh    = 5 * time.Minute
-	DefaultJWTLeeway         = identity.DefaultLeeway
+	DefaultFallbackInstances = 10
+	DefaultKeyPrefix         = "rl"
+	// DefaultRedisTimeout is REDIS_TIMEOUT's default: the whole Redis
+	// budget of one decision.
+	DefaultRedisTimeout   = 100 * time.Millisecond
+	DefaultAPIKeysRefresh = 5 * time.Minute
+	DefaultJWTLeeway      = identity.DefaultLeeway
 	// MaxJWTLeeway is the largest JWT_LEEWAY.
 	MaxJWTLeeway = identity.MaxLeeway
 	// DefaultIPv6Prefix is the prefix length, in bits, an IPv6 anonymous

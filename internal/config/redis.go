@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -29,7 +28,7 @@ import (
 // that private CA is refused, never trusted unverified). A skip_verify
 // parameter in REDIS_URL is reported and ignored.
 func RedisClientFromEnv(getenv func(string) string) (ratelimit.ClientConfig, error) {
-	cfg := ratelimit.ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: limitspec.DefaultTimeout}
+	cfg := ratelimit.ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: DefaultRedisTimeout}
 	var errs []error
 	if v := strings.TrimSpace(getenv("REDIS_CLUSTER")); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -41,7 +40,7 @@ func RedisClientFromEnv(getenv func(string) string) (ratelimit.ClientConfig, err
 	if v := strings.TrimSpace(getenv("REDIS_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > time.Minute {
-			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", truncate(v, 64), limitspec.DefaultTimeout))
+			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", truncate(v, 64), DefaultRedisTimeout))
 		} else {
 			cfg.Timeout = d
 		}

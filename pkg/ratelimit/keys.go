@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // defaultKeyPrefix starts every Redis key unless Options.KeyPrefix says
 // otherwise.
-const defaultKeyPrefix = limitspec.DefaultKeyPrefix
+const defaultKeyPrefix = "rl"
 
 // keyspace builds Redis keys. A key looks like
 //

@@ -1,45 +1,54 @@
 package ratelimit
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/internal/scriptreply"
 )
 
-// The tracing hook classifies the commands it sees with scriptreply.Outcome,
-// which asks this package about its own scripts: only this package knows
-// their SHA-1s and their reply layout.
-func init() { scriptreply.Install(decisionReplyOutcome) }
-
-// decisionReplyOutcome classifies a command that ran without error:
-// scriptreply.Allowed or Denied for a decision script's reply (one call's
-// verdict over all of its limits), Error when the reply is not a decision;
-// ok is false when the command did not run one of this package's scripts.
-func decisionReplyOutcome(cmd redis.Cmder) (outcome string, ok bool) {
+// DecisionReply reads a Redis command that has run, for a go-redis hook
+// (tracing, metrics) that sees the Limiter's commands but knows neither
+// its scripts nor the layout of their replies. It only reads the command;
+// it never sends anything.
+//
+// ours reports whether cmd is an EVALSHA or EVAL of one of this package's
+// decision scripts (recognised by SHA-1 or source, whatever wrapper the
+// Limiter sends it in). For any other command ours is false and the other
+// results are zero.
+//
+// For one of ours, err is the command's error, or an error wrapping
+// [ErrUnavailable] when its reply is not a decision (the Limiter reports
+// such a reply the same way). Otherwise allowed is the verdict of the call
+// as a whole: one call decides every limit of one identity, and denies if
+// any of them denies. A peek ([Limiter.Peek]) reads the same way, by what
+// it would have done.
+func DecisionReply(cmd redis.Cmder) (allowed, ours bool, err error) {
 	if !isDecisionScript(cmd) {
-		return "", false
+		return false, false, nil
+	}
+	if err := cmd.Err(); err != nil {
+		return false, true, err
 	}
 	reply, ok := cmd.(interface{ Val() any })
 	if !ok {
-		return scriptreply.Error, true
+		return false, true, fmt.Errorf("%w: script reply of type %T", ErrUnavailable, cmd)
 	}
 	vals, ok := reply.Val().([]any)
 	// { allowed, now_us, then per limit four values, or one for the
 	// counters, or per group its reply for the mixed script }: see the
 	// scripts' headers and runGroup.
 	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
-		return scriptreply.Error, true
+		return false, true, fmt.Errorf("%w: script reply is not a decision", ErrUnavailable)
 	}
 	switch vals[0] {
 	case int64(1):
-		return scriptreply.Allowed, true
+		return true, true, nil
 	case int64(0):
-		return scriptreply.Denied, true
+		return false, true, nil
 	default:
-		return scriptreply.Error, true
+		return false, true, fmt.Errorf("%w: script reply's verdict is %v, want 0 or 1", ErrUnavailable, vals[0])
 	}
 }
 
