@@ -97,7 +97,13 @@ func contractGatewayProblems(raw []byte) []string {
 	if len(apis) != 1 {
 		return []string{fmt.Sprintf("want one AWS::Serverless::Api, got %d", len(apis))}
 	}
-	responses := yamlGet(yamlGet(apis[0].node, "Properties"), "GatewayResponses")
+	return contractResponseProblems(yamlGet(yamlGet(apis[0].node, "Properties"), "GatewayResponses"))
+}
+
+// contractResponseProblems is contractGatewayProblems of the gateway
+// responses themselves, in the shape of SAM's GatewayResponses (response
+// type -> StatusCode, ResponseParameters.Headers, ResponseTemplates).
+func contractResponseProblems(responses *yaml.Node) []string {
 	var problems []string
 	compare := func(responseType string, ctx map[string]any, wantStatus int, wantHeaders map[string]string, wantBody string) {
 		resp := yamlGet(responses, responseType)

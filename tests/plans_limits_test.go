@@ -9,6 +9,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -69,9 +70,9 @@ func assertRetryAfterExact(t *testing.T, l *ratelimit.Limiter, clock *testkit.Cl
 // limit admits, to the microsecond, for every algorithm, on a single
 // server and a cluster.
 func TestLimitListDecision(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
@@ -162,9 +163,9 @@ func TestLimitListDecision(t *testing.T) {
 // admits two requests and denies the third, with the exact Retry-After;
 // the denied third spends nothing.
 func TestRouteCostAgainstPlan(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				if alg == ratelimit.LeakyBucket {
 					continue // a leaky bucket admits one unit at once: a cost of 10 is refused at start (TestCosts)
@@ -204,9 +205,9 @@ func TestRouteCostAgainstPlan(t *testing.T) {
 // a plan with a shadow limit and an enforced one only the enforced one
 // denies. The configuration decides which is which (RATE_LIMIT_SHADOW).
 func TestShadowPlanLimits(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			clock := testkit.NewClock(plansStart)
 			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "shadowplans", Now: clock.Now})
 			for _, tc := range []struct {

@@ -375,11 +375,11 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
 			edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)
 			clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
-			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
+			limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
 			var login []config.RouteLimit
 			for _, r := range cfg.Routes {
 				if r.MatchesRequest("POST", config.ParseRequestPath("/auth/login")) {
@@ -411,7 +411,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 				clock.Set(edge.Add(step))
 				attempt()
 			}
-			peak := maxInRollingWindow(admitted, time.Minute)
+			peak := testkit.MaxInRollingWindow(admitted, time.Minute)
 			t.Logf("admitted %d in %s; most in any rolling minute: %d", len(admitted), time.Minute+50*time.Millisecond, peak)
 			if peak != 5 {
 				t.Fatalf("the default login limit admitted %d in one rolling minute, want exactly 5", peak)

@@ -1,7 +1,8 @@
 // Package apihandler is the API function's net/http handler: the example
 // routes of slidegate's API behind the rate-limit middleware of
-// pkg/ratelimit, and the Lambda entry point that serves it for API Gateway
-// REST (v1) and HTTP API (v2) proxy events through aws-lambda-go-api-proxy.
+// internal/httplimit, and the Lambda entry point that serves it for API
+// Gateway REST (v1) and HTTP API (v2) proxy events through
+// aws-lambda-go-api-proxy.
 //
 // The handler is an ordinary http.Handler, so a local server can serve it
 // in-process. Behind API Gateway it reads the caller's source address,
@@ -10,8 +11,8 @@
 // X-Forwarded-For.
 //
 // When the slidegate authorizer already decided the request (its context is
-// in the event), that decision is reused for the response headers and
-// nothing is counted twice. Without it (an HTTP API without the authorizer,
+// in the event), that outcome is reused for the answer and its headers
+// (edge.FromAuthorizerContext) and nothing is counted twice. Without it (an HTTP API without the authorizer,
 // a local server), the handler decides itself through the Runtime.
 package apihandler
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -43,11 +44,11 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		}
 		method, glob, value, err := parseRouteEntry(entry)
 		if err != nil {
-			return nil, fmt.Errorf("cost %q: %w", clip(entry), err)
+			return nil, fmt.Errorf("cost %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil || n < 1 || n > ratelimit.MaxCount {
-			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), ratelimit.MaxCount)
+			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip.Text(entry, clip.QuotedLen), ratelimit.MaxCount)
 		}
 		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
 	}

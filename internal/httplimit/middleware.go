@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -183,14 +184,14 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 	}
 	if routeName != nil {
 		logger.LogAttrs(r.Context(), slog.LevelError, msg,
-			slog.String("route", truncate(routeName(r), 16+1+256)),
-			slog.String("error", truncate(err.Error(), maxLoggedError)))
+			slog.String("route", clip.Text(routeName(r), 16+1+256)),
+			slog.String("error", clip.Text(err.Error(), maxLoggedError)))
 		return
 	}
 	logger.LogAttrs(r.Context(), slog.LevelError, msg,
-		slog.String("method", truncate(r.Method, 16)),
-		slog.String("path", truncate(r.URL.Path, 256)),
-		slog.String("error", truncate(err.Error(), maxLoggedError)))
+		slog.String("method", clip.Text(r.Method, 16)),
+		slog.String("path", clip.Text(r.URL.Path, 256)),
+		slog.String("error", clip.Text(err.Error(), maxLoggedError)))
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
@@ -200,12 +201,4 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it
-}
-
-// truncate shortens caller-chosen text before it goes into a log record.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -64,6 +66,10 @@ type Observer struct {
 	budget  *logBudget     // nil: every line within the level is written
 	metrics *metricsWriter // nil: no metrics
 	breaker *breakerWatch
+	// version is the binary's (internal/version), on every decision line:
+	// a field, not an EMF dimension, since a dimension would multiply the
+	// metrics (and their cost) by the versions live during a deployment.
+	version string
 }
 
 // New returns an observer logging on logger within sampling and writing
@@ -74,6 +80,7 @@ func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
 		budget:  newLogBudget(sampling),
 		metrics: newMetricsWriter(w),
 		breaker: newBreakerWatch(),
+		version: version.Version(),
 	}
 }
 
@@ -101,8 +108,8 @@ func (o *Observer) Observe(ctx context.Context, rec Observation) {
 			outcome:         outcome,
 			decisionLatency: rec.Latency,
 			redisLatency:    rec.Outcome.Result.RedisLatency,
-			requestID:       edge.Clip(rec.Request.RequestID, maxRequestIDLen),
-			lambdaRequestID: edge.Clip(rec.Request.LambdaRequestID, maxRequestIDLen),
+			requestID:       clip.Text(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: clip.Text(rec.Request.LambdaRequestID, maxRequestIDLen),
 			breakerState:    state,
 			breakerChanges:  changes,
 			timestampMillis: time.Now().UnixMilli(),
@@ -189,7 +196,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		return
 	}
 	out, req := rec.Outcome, rec.Request
-	var buf [24]slog.Attr
+	var buf [25]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
 		slog.String("reason", why),
@@ -197,6 +204,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		slog.String("identity", identityHash(out)),
 		slog.String("route", edge.RouteName(req)),
 		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
+		slog.String("version", o.version),
 	)
 	if len(out.Result.Decisions) > 0 {
 		d := out.Result.Closest()
@@ -214,13 +222,13 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs, slog.String("plan", out.Plan))
 	}
 	if out.Kind == edge.ShadowDenied {
-		attrs = append(attrs, slog.String("shadowLimits", edge.Clip(out.ShadowDenials(), maxReasonLen)))
+		attrs = append(attrs, slog.String("shadowLimits", clip.Text(out.ShadowDenials(), maxReasonLen)))
 	}
 	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
 	}
 	if rec.Credential != "" {
-		attrs = append(attrs, slog.String("credential", edge.Clip(rec.Credential, maxReasonLen)))
+		attrs = append(attrs, slog.String("credential", clip.Text(rec.Credential, maxReasonLen)))
 	}
 	if out.FailClosed {
 		attrs = append(attrs, slog.Bool("failClosed", true))
@@ -232,22 +240,22 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	if out.Result.Degraded && out.Result.Cause != nil {
 		// The Redis client's own words (refused, timeout, NOAUTH,
 		// WRONGPASS, breaker open): no caller, no credential.
-		attrs = append(attrs, slog.String("redisError", edge.Clip(out.Result.Cause.Error(), maxRedisErrorLen)))
+		attrs = append(attrs, slog.String("redisError", clip.Text(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
 	if rec.Err != nil {
-		attrs = append(attrs, slog.String("error", edge.Clip(rec.Err.Error(), maxErrorLen)))
+		attrs = append(attrs, slog.String("error", clip.Text(rec.Err.Error(), maxErrorLen)))
 	}
 	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
 }
@@ -273,7 +281,7 @@ func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("sourceIp", edge.Clip(sourceIP, maxInvalidSourceLen))}
+	attrs := []slog.Attr{slog.String("sourceIp", clip.Text(sourceIP, maxInvalidSourceLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}

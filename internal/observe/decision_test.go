@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -99,7 +100,7 @@ func newCapturingObserver(level slog.Level, sampling LogSampling) (*Observer, *c
 func TestDecisionObserverLogLines(t *testing.T) {
 	hashed := identity.Hash(identity.KindIP + plantedIP)
 	common := map[string]any{"msg": DecisionMessage, "tier": "anonymous", "identity": hashed,
-		"requestId": "api-req-1", "lambdaRequestId": "lambda-req-1", "latencyMs": 1.5}
+		"requestId": "api-req-1", "lambdaRequestId": "lambda-req-1", "latencyMs": 1.5, "version": version.Version()}
 	withLimit := map[string]any{"limitName": "anonymous", "limit": 30.0, "window": 60.0}
 	cases := []struct {
 		name        string

@@ -7,25 +7,15 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// What the subsegment of a Redis call carries. X-Ray annotations (indexed,
-// usable in filter expressions: annotation.outcome = "denied") hold the tier
-// and the outcome; metadata (not indexed) holds the command's name.
-const (
-	subsegmentName    = "redis"
-	namespaceRemote   = "remote"
-	annotationTier    = "tier"
-	annotationOutcome = "outcome"
-	metadataNamespace = "redis"
-	metadataCommand   = "command"
-	metadataCommands  = "commands"
-	pipelineCommand   = "PIPELINE"
-)
+// This file is the go-redis hook of both tracers (X-Ray, and OpenTelemetry
+// with the build tag otel): which calls are traced, what each records.
+// Each tracer supplies beginCall and finish (xrayhook.go, otel.go), on its own
+// callSpan: an X-Ray subsegment, or an OpenTelemetry span.
 
 // Outcomes of one Redis call, the values of its outcome annotation
 // (docs/observability.md).
@@ -64,9 +54,17 @@ func commandOutcome(cmd redis.Cmder) string {
 	}
 }
 
-// redisHook is the go-redis hook behind Instrument: one subsegment per
-// traced call, nothing at all for an untraced one.
+// pipelineCommand is the command recorded for a pipeline (or a
+// transaction) as a whole.
+const pipelineCommand = "PIPELINE"
+
+// redisHook is the go-redis hook behind Instrument: one subsegment (span)
+// per traced call, nothing at all for an untraced one.
 type redisHook struct{}
+
+// callKey marks the context of a traced call, for the calls go-redis makes
+// within it (see beginCall).
+type callKey struct{}
 
 // DialHook passes dialing through: a dial happens inside a call, whose
 // subsegment already covers it.
@@ -86,7 +84,7 @@ func (redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		} else {
 			call.outcome = commandOutcome(cmd)
 		}
-		finish(seg, call)
+		finish(ctx, seg, call)
 		return err
 	}
 }
@@ -102,7 +100,7 @@ func (redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 		err := next(callCtx, cmds)
 		call := tracedCall{tier: tierFrom(ctx), command: pipelineCommand, commands: len(cmds)}
 		call.outcome, call.cause = pipelineOutcome(cmds, err)
-		finish(seg, call)
+		finish(ctx, seg, call)
 		return err
 	}
 }
@@ -111,28 +109,6 @@ func (redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func tierFrom(ctx context.Context) string {
 	tier, _ := ctx.Value(tierKey{}).(string)
 	return tier
-}
-
-// callKey marks the context of a traced call, for the calls go-redis makes
-// within it.
-type callKey struct{}
-
-// beginCall starts the subsegment of a call and returns it with the context
-// to run the call in, or nil when the call is not to be traced: its
-// context carries no sampled trace, or it is part of a call already traced.
-// go-redis runs a new connection's setup (HELLO) through the hooks, with
-// the context of the command that dialed it, and a hook added to node
-// clients as well (ClusterClient.OnNewNode) would see each node's share of
-// a cluster call: neither is a call of its own.
-func beginCall(ctx context.Context) (*xray.Segment, context.Context) {
-	if !traced(ctx) || ctx.Value(callKey{}) != nil {
-		return nil, ctx
-	}
-	subCtx, seg := xray.BeginSubsegment(ctx, subsegmentName)
-	if seg == nil {
-		return nil, ctx
-	}
-	return seg, context.WithValue(subCtx, callKey{}, seg)
 }
 
 // pipelineOutcome is the outcome of a pipeline as a whole, and the failure
@@ -162,41 +138,13 @@ func pipelineOutcome(cmds []redis.Cmder, err error) (string, error) {
 	return outcome, nil
 }
 
-// tracedCall is what the subsegment of a call records.
+// tracedCall is what the subsegment (span) of a call records.
 type tracedCall struct {
 	tier     string // "" when the caller set none
 	outcome  string
 	command  string // EVALSHA, or PIPELINE
 	commands int    // a pipeline's length; 0 for one command
 	cause    error  // the call's failure, or nil
-}
-
-// finish records call on its subsegment and closes it.
-func finish(seg *xray.Segment, call tracedCall) {
-	seg.Lock()
-	seg.Namespace = namespaceRemote
-	seg.Unlock()
-	// These fail only for annotation values that are not strings, numbers
-	// or booleans: never for ours.
-	if call.tier != "" {
-		_ = seg.AddAnnotation(annotationTier, call.tier)
-	}
-	_ = seg.AddAnnotation(annotationOutcome, call.outcome)
-	_ = seg.AddMetadataToNamespace(metadataNamespace, metadataCommand, call.command)
-	if call.commands > 0 {
-		_ = seg.AddMetadataToNamespace(metadataNamespace, metadataCommands, call.commands)
-	}
-	if call.cause != nil {
-		// AddError records the exception and marks a fault; a failure that
-		// is not the server's is an error instead.
-		_ = seg.AddError(call.cause)
-		if !isFault(call.cause) {
-			seg.Lock()
-			seg.Fault, seg.Error = false, true
-			seg.Unlock()
-		}
-	}
-	seg.Close(nil)
 }
 
 // failed reports whether err is a failure of the call; redis.Nil (a

@@ -2,6 +2,7 @@ package mototest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +43,10 @@ type Proxy struct {
 	proxy    *httputil.ReverseProxy
 	pageSize atomic.Int64
 
-	mu    sync.Mutex
-	fail  func(op string) *Fault
-	calls map[string]int64
+	mu       sync.Mutex
+	fail     func(op string) *Fault
+	calls    map[string]int64
+	requests []*http.Request
 	// listings counts first pages of GetApiKeys: listings started.
 	listings atomic.Int64
 }
@@ -107,6 +110,14 @@ func (p *Proxy) Calls(op string) int64 {
 	return p.calls[op]
 }
 
+// Requests returns the requests that reached the proxy so far, in order
+// (their headers and URLs; their bodies are moto's).
+func (p *Proxy) Requests() []*http.Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.requests)
+}
+
 // Listings is the number of API key listings started: GetApiKeys calls for
 // a first page.
 func (p *Proxy) Listings() int64 { return p.listings.Load() }
@@ -138,6 +149,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := Operation(r)
 	p.mu.Lock()
 	p.calls[op]++
+	p.requests = append(p.requests, r.Clone(context.Background()))
 	p.mu.Unlock()
 	if op == "GetApiKeys" && r.URL.Query().Get("position") == "" {
 		p.listings.Add(1)

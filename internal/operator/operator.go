@@ -1,4 +1,9 @@
-package app
+// Package operator is the functions' Redis as an operator's tool (the
+// slidegate command) reaches it: the same Redis, TLS, AUTH and IAM
+// settings, key prefix and identity hash key as the functions of a
+// configuration, so that the tool reads and resets the very keys they
+// decide with. It is not on a request's path.
+package operator
 
 import (
 	"context"
@@ -10,35 +15,35 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/awsclients"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
-// OperatorOptions are the dependencies of an Operator. The zero value
-// reads secrets with the default AWS configuration.
-type OperatorOptions struct {
+// Options are the dependencies of Connect. The zero value reads secrets
+// with the default AWS configuration.
+type Options struct {
 	// Timeout bounds connecting and each Redis command; it replaces
 	// REDIS_TIMEOUT, a decision's budget, which is too short for an
-	// operator across a VPN. DefaultOperatorTimeout when zero.
+	// operator across a VPN. DefaultTimeout when zero.
 	Timeout time.Duration
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and
 	// RATE_LIMIT_HASH_KEY_SECRET_ARN; the aws-sdk-go-v2 client of the
 	// default AWS configuration when nil.
-	SecretsManager SecretReader
+	SecretsManager awsclients.SecretReader
 	// Logger receives the IAM token provider's records; none when nil.
 	Logger *slog.Logger
 }
 
-// DefaultOperatorTimeout is OperatorOptions.Timeout when zero.
-const DefaultOperatorTimeout = 5 * time.Second
+// DefaultTimeout is Options.Timeout when zero.
+const DefaultTimeout = 5 * time.Second
 
-// Operator is the functions' view of Redis for an operator's tool (the
-// slidegate command): a Limiter on the same Redis, reached with the same
-// TLS, AUTH and IAM settings, under the same key prefix and identity hash
-// key as the functions of cfg, so that it reads and resets the very keys
-// they decide with.
-type Operator struct {
+// Conn is the functions' view of Redis for an operator's tool: a Limiter
+// on the same Redis, reached with the same TLS, AUTH and IAM settings,
+// under the same key prefix and identity hash key as the functions of a
+// configuration.
+type Conn struct {
 	// Limiter decides, peeks and resets like the functions' own.
 	Limiter *ratelimit.Limiter
 	// Keyed is true when identities are hashed with a key (HMAC-SHA-256),
@@ -54,23 +59,23 @@ type Operator struct {
 
 // Hash is an identity's hash as the functions log it and put it in
 // principal ids: the same 128 bits as its Redis hash tag.
-func (o *Operator) Hash(id string) string { return o.hasher.Hash(id) }
+func (o *Conn) Hash(id string) string { return o.hasher.Hash(id) }
 
-// errRedisUnreachable is what NewOperator's error wraps when Redis does not
+// errRedisUnreachable is what Connect's error wraps when Redis does not
 // answer PING.
 var errRedisUnreachable = errors.New("cannot reach Redis")
 
-// NewOperator connects to the Redis of cfg as the functions do and checks
+// Connect connects to the Redis of cfg as the functions do and checks
 // that it answers. Unlike a function, which starts anyway and fails open,
 // it fails with an error naming what is missing: no REDIS_URL, an identity
 // hash key that cannot be read or is refused (the functions would count
 // under keys the tool cannot find), an AUTH secret or IAM credentials that
 // cannot be had, or a Redis that does not answer (errRedisUnreachable).
 // The error never holds a password or a key.
-func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) (*Operator, error) {
+func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, error) {
 	timeout := opts.Timeout
 	if timeout <= 0 {
-		timeout = DefaultOperatorTimeout
+		timeout = DefaultTimeout
 	}
 	logger := opts.Logger
 	if logger == nil {
@@ -79,17 +84,17 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 	if cfg.Redis.URL == "" {
 		return nil, errors.New("REDIS_URL is not set: give the URL of the Redis the functions use")
 	}
-	aws := &awsClients{secrets: opts.SecretsManager}
+	aws := awsclients.New(nil, opts.SecretsManager)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	hashKey, err := operatorHashKey(ctx, cfg.HashKey, aws)
+	key, err := hashKey(ctx, cfg.HashKey, aws)
 	if err != nil {
 		return nil, err
 	}
-	op := &Operator{Keyed: len(hashKey) > 0, Auth: "url"}
+	op := &Conn{Keyed: len(key) > 0, Auth: "url"}
 	if op.Keyed {
-		if op.hasher, err = identity.NewHasher(hashKey); err != nil {
+		if op.hasher, err = identity.NewHasher(key); err != nil {
 			return nil, err
 		}
 	}
@@ -97,12 +102,12 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 	cc.Timeout = timeout
 	switch {
 	case cfg.RedisIAM.Enabled():
-		if cc, _, err = iamClientConfig(ctx, cc, cfg.RedisIAM, aws, logger); err != nil {
+		if cc, _, err = aws.RedisIAM(ctx, cc, cfg.RedisIAM, logger); err != nil {
 			return nil, fmt.Errorf("REDIS_IAM_USER: %w", err)
 		}
 		op.Auth = "iam"
 	case cfg.RedisAuthSecretARN != "":
-		if cc.Password, err = aws.readSecret(ctx, cfg.RedisAuthSecretARN); err != nil {
+		if cc.Password, err = aws.ReadSecret(ctx, cfg.RedisAuthSecretARN); err != nil {
 			return nil, fmt.Errorf("REDIS_AUTH_SECRET_ARN: %w", err)
 		}
 		op.Auth = "secret"
@@ -110,7 +115,7 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 	if op.client, err = ratelimit.NewClient(cc); err != nil {
 		return nil, err
 	}
-	op.Limiter, err = ratelimit.NewLimiter(op.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: timeout, IdentityHashKey: hashKey})
+	op.Limiter, err = ratelimit.NewLimiter(op.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: timeout, IdentityHashKey: key})
 	if err != nil {
 		op.Close()
 		return nil, err
@@ -123,7 +128,7 @@ func NewOperator(ctx context.Context, cfg *config.Config, opts OperatorOptions) 
 }
 
 // ping checks that Redis answers: every master of a cluster.
-func (o *Operator) ping(ctx context.Context) error {
+func (o *Conn) ping(ctx context.Context) error {
 	if cluster, ok := o.client.(*redis.ClusterClient); ok {
 		return cluster.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 			if err := node.Ping(ctx).Err(); err != nil {
@@ -136,19 +141,19 @@ func (o *Operator) ping(ctx context.Context) error {
 }
 
 // Close closes the Redis client.
-func (o *Operator) Close() error {
+func (o *Conn) Close() error {
 	if err := o.client.Close(); err != nil {
 		return fmt.Errorf("close redis client: %w", err)
 	}
 	return nil
 }
 
-// operatorHashKey is the identity hash key the functions of hk hash with,
+// hashKey is the identity hash key the functions of hk hash with,
 // nil for none.
-func operatorHashKey(ctx context.Context, hk config.HashKey, aws *awsClients) ([]byte, error) {
+func hashKey(ctx context.Context, hk config.HashKey, aws *awsclients.Clients) ([]byte, error) {
 	switch {
 	case hk.SecretARN != "":
-		secret, err := aws.readSecret(ctx, hk.SecretARN)
+		secret, err := aws.ReadSecret(ctx, hk.SecretARN)
 		if err != nil {
 			return nil, fmt.Errorf("RATE_LIMIT_HASH_KEY_SECRET_ARN: %w", err)
 		}

@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -20,9 +21,9 @@ import (
 // general path), enforced and shadow, on a single server and a cluster.
 func TestDailyQuotaSlidingWindow(t *testing.T) {
 	const day = 24 * time.Hour
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, count := range []int64{100000, 1000000} {
 				quota := ratelimit.Limit{Name: "pro-1d", Count: count, Window: day}
 				if err := quota.Validate(); err != nil {
@@ -136,9 +137,9 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 // the quota's Retry-After is exact there too.
 func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 	const day = 24 * time.Hour
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			calls := &scriptCalls{}
 			client.AddHook(calls)
 			ctx := context.Background()
@@ -190,9 +191,9 @@ func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 // daily quota of 1,000,000 needs no other clock: count units in the aligned
 // day, then a denial whose Retry-After is the day's end, exactly.
 func TestDailyQuotaFixedWindow(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			ctx := context.Background()
 			start := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
 			clock := testkit.NewClock(start)

@@ -1,14 +1,14 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -17,9 +17,9 @@ import (
 // request is denied 1 us before r and admitted at r (probed with Peek, which
 // spends nothing, so the walk is undisturbed).
 func TestRetryAfterIsExact(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				for _, shape := range []struct {
 					count  int64
@@ -92,9 +92,9 @@ func TestRetryAfterIsExact(t *testing.T) {
 func TestBoundaryAttack(t *testing.T) {
 	const limit = 100
 	window := time.Minute
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC) // a multiple of the window
@@ -112,7 +112,7 @@ func TestBoundaryAttack(t *testing.T) {
 							admittedAt = append(admittedAt, clock.Now())
 						}
 					}
-					peak := maxInRollingWindow(admittedAt, window)
+					peak := testkit.MaxInRollingWindow(admittedAt, window)
 					t.Logf("%s: admitted %d of 200 in 200 ms; most in any rolling %s: %d (%.2fx the limit)",
 						alg, len(admittedAt), window, peak, float64(peak)/limit)
 					switch alg {
@@ -131,27 +131,12 @@ func TestBoundaryAttack(t *testing.T) {
 	}
 }
 
-// maxInRollingWindow is the largest number of times within any half-open
-// span [t, t+window).
-func maxInRollingWindow(times []time.Time, window time.Duration) int {
-	sorted := append([]time.Time(nil), times...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Before(sorted[j]) })
-	best, lo := 0, 0
-	for hi := range sorted {
-		for sorted[hi].Sub(sorted[lo]) >= window {
-			lo++
-		}
-		best = max(best, hi-lo+1)
-	}
-	return best
-}
-
 // TestSlidingLogNeverExceedsTheLimitInAnyRollingWindow floods the exact log
 // with random traffic for several windows and checks every rolling window.
 func TestSlidingLogNeverExceedsTheLimitInAnyRollingWindow(t *testing.T) {
-	for _, topo := range startTopologies(t)[:1] {
+	for _, topo := range redistest.StartTopologies(t)[:1] {
 		clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-		limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "log", Now: clock.Now})
+		limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "log", Now: clock.Now})
 		lim := ratelimit.Limit{Name: "login", Count: 20, Window: 10 * time.Second, Algorithm: ratelimit.SlidingLog}
 		rng := rand.New(rand.NewPCG(7, 9))
 		var admittedAt []time.Time
@@ -165,7 +150,7 @@ func TestSlidingLogNeverExceedsTheLimitInAnyRollingWindow(t *testing.T) {
 				admittedAt = append(admittedAt, clock.Now())
 			}
 		}
-		if peak := maxInRollingWindow(admittedAt, lim.Window); peak != int(lim.Count) {
+		if peak := testkit.MaxInRollingWindow(admittedAt, lim.Window); peak != int(lim.Count) {
 			t.Fatalf("peak in a rolling window = %d, want exactly the limit %d", peak, lim.Count)
 		}
 	}

@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -25,20 +24,20 @@ func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
 		requests = 5000
 		limit    = 100
 	)
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
 			limiters := make([]*ratelimit.Limiter, clients)
 			for i := range limiters {
-				c := topo.newClient(t)
+				c := topo.NewClient(t)
 				limiters[i] = newLimiter(t, c, ratelimit.Options{KeyPrefix: "burst"})
-				warmPool(t, c, 50)
+				redistest.WarmPool(t, c, 50)
 			}
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					// An hour-long window: nothing refills during the test
 					// (the leaky bucket frees one slot every 36 s).
 					lim := ratelimit.Limit{Name: "anonymous", Count: limit, Window: time.Hour, Algorithm: alg}
-					identity := fmt.Sprintf("203.0.113.7/%s/%s", topo.name, alg)
+					identity := fmt.Sprintf("203.0.113.7/%s/%s", topo.Name, alg)
 					var admitted, denied atomic.Int64
 					var errs sync.Map
 					start := make(chan struct{})
@@ -74,40 +73,19 @@ func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
 	}
 }
 
-// warmPool opens n connections so that the burst measures decisions, not
-// dialing.
-func warmPool(t testing.TB, c redis.UniversalClient, n int) {
-	t.Helper()
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if cc, ok := c.(*redis.ClusterClient); ok {
-				_ = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.Ping(ctx).Err() })
-				return
-			}
-			_ = c.Ping(ctx).Err()
-		}()
-	}
-	wg.Wait()
-}
-
 // TestTenThousandIdentitiesSpreadAndExpire checks the key layout on a real
 // cluster: keys of 10,000 identities land on every master, a tier limit
 // and a route limit of one identity are decided in one call (no
 // CROSSSLOT), and every key expires within two windows.
 func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
-	topos := startTopologies(t)
+	topos := redistest.StartTopologies(t)
 	for _, topo := range topos {
-		t.Run(topo.name, func(t *testing.T) {
+		t.Run(topo.Name, func(t *testing.T) {
 			// A frozen clock at a window's start, so no window ends during
 			// the test and every key's remaining life is known.
 			window := 10 * time.Minute
 			clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).Add(time.Millisecond))
-			limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "spread", Now: clock.Now})
+			limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "spread", Now: clock.Now})
 			const identities = 10000
 			sem := make(chan struct{}, 64)
 			var wg sync.WaitGroup
@@ -143,7 +121,7 @@ func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var total int
-			for _, m := range topo.masters(t) {
+			for _, m := range topo.Masters(t) {
 				n := 0
 				iter := m.Scan(ctx, 0, "spread:*", 1000).Iterator()
 				for iter.Next(ctx) {

@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -16,9 +17,9 @@ import (
 // together mean: one limit's denial leaves every other limit untouched, a
 // cost of n passes only when all n units fit, and Peek never spends.
 func TestDeniedRequestsSpendNothing(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					ctx := context.Background()
@@ -68,10 +69,10 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 
 // TestCostIsAllOrNothing: a request of cost n passes only when n fit.
 func TestCostIsAllOrNothing(t *testing.T) {
-	topo := startTopologies(t)[1]
+	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "cost", Now: clock.Now})
+	limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "cost", Now: clock.Now})
 	for _, alg := range []ratelimit.Algorithm{ratelimit.SlidingWindow, ratelimit.SlidingLog, ratelimit.TokenBucket, ratelimit.FixedWindow} {
 		check := ratelimit.Check{Identity: "batch-" + string(alg), Limit: ratelimit.Limit{Name: "org", Count: 10, Window: time.Minute, Algorithm: alg}}
 		steps := []struct {
@@ -99,9 +100,9 @@ func TestCostIsAllOrNothing(t *testing.T) {
 // they are peeked before anything is spent, so a denial by one spends
 // nothing on the other.
 func TestChecksOfDifferentIdentities(t *testing.T) {
-	topo := startTopologies(t)[1]
+	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
-	limiter := newLimiter(t, topo.newClient(t), ratelimit.Options{KeyPrefix: "cross"})
+	limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "cross"})
 	ip := ratelimit.Check{Identity: "198.51.100.9", Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}}
 	key := ratelimit.Check{Identity: "key-1", Limit: ratelimit.Limit{Name: "org", Count: 100, Window: time.Minute}}
 	for i := range 5 {
@@ -127,9 +128,9 @@ func TestChecksOfDifferentIdentities(t *testing.T) {
 // strain memory (64 KiB, invalid UTF-8). All are decided, and a caller who
 // fixes a "{tag}" prefix still lands all over the cluster.
 func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
-	topo := startTopologies(t)[1]
+	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
-	client := topo.newClient(t)
+	client := topo.NewClient(t)
 	limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "hostile"})
 	lim := ratelimit.Limit{Name: "anonymous", Count: 2, Window: time.Minute}
 	hostile := []string{
@@ -153,7 +154,7 @@ func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, m := range topo.masters(t) {
+	for _, m := range topo.Masters(t) {
 		iter := m.Scan(ctx, 0, "hostile:*", 1000).Iterator()
 		for iter.Next(ctx) {
 			slot, err := m.ClusterKeySlot(ctx, iter.Val()).Result()

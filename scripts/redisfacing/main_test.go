@@ -139,20 +139,20 @@ func TestFindErrors(t *testing.T) {
 // points on each side: the Redis-facing tests the Valkey half must run, and
 // tests that never start a server.
 func TestFindOnThisModule(t *testing.T) {
-	got, err := find(filepath.Join("..", "..", ".."))
+	got, err := find(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{
-		"TestSlidingBuckets",                               // tests/core_*, single node and cluster
-		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // tests/core_*
+		"TestSlidingBuckets",                               // pkg/ratelimit, single node and cluster
+		"TestSimultaneousRequestsAdmitExactlyTheLimit",     // pkg/ratelimit
 		"TestScriptCacheLossReachesNoCaller",               // scripts
 		"TestClusterTopologyChangesUnderLoad",              // failover
 		"TestRedisTLS",                                     // TLS
 		"TestRedisIAMTokenRenewal",                         // IAM
 		"TestTemplateIamUserAccessString",                  // the template's ACL
 		"TestClusterCallIsOneSubsegmentEvenWhenRedirected", // internal/tracing
-		"TestReplyOutcomeReadsRealScriptReplies",           // pkg/ratelimit
+		"TestDecisionReplyReadsRealScriptReplies",          // pkg/ratelimit
 		"TestClusterSpreadsKeysAndFailsOver",               // internal/testkit/redistest
 		"TestStartedServerIsTheNamedEngine",                // internal/testkit/redistest
 	} {

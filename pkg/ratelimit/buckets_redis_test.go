@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -218,10 +219,10 @@ func refillStep(lim ratelimit.Limit) time.Duration {
 // TestSlidingBuckets runs the specification of the sliding-buckets bounds
 // on a single server and on a cluster, which share the servers' start-up.
 func TestSlidingBuckets(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
 			t.Parallel()
-			client := topo.newClient(t)
+			client := topo.NewClient(t)
 			t.Run("never more than floor(1.1 x limit) in a rolling window nor the limit in K aligned buckets", func(t *testing.T) {
 				testSlidingBucketsBound(t, client)
 			})
@@ -255,7 +256,7 @@ func testSlidingBucketsBound(t *testing.T, client redis.UniversalClient) {
 				if len(admitted) == 0 || denied == 0 {
 					t.Fatalf("%d units admitted, %d requests denied: the schedule never pressed the limit and proves nothing", len(admitted), denied)
 				}
-				rolling, aligned := maxInRollingWindow(admitted, lim.Window), maxInAlignedBuckets(admitted, lim.Window)
+				rolling, aligned := testkit.MaxInRollingWindow(admitted, lim.Window), maxInAlignedBuckets(admitted, lim.Window)
 				t.Logf("%d requests, %d units admitted; most in a rolling window %d (bound %d), in %d aligned buckets %d (limit %d)",
 					len(sched), len(admitted), rolling, bucketsCap(lim), bucketsK, aligned, lim.Count)
 				if rolling > bucketsCap(lim) {
@@ -295,7 +296,7 @@ func testSlidingBucketsBoundIsReached(t *testing.T, client redis.UniversalClient
 			// one attempt every W/1000.
 			refill, _ := bucketsReplay(t, limiter, clock, check,
 				greedyAttempts(packed.Add(time.Microsecond), packed.Add(lim.Window), lim.Window/1000))
-			if got := maxInRollingWindow(append(fromIdle, refill...), lim.Window); got != bucketsCap(lim) {
+			if got := testkit.MaxInRollingWindow(append(fromIdle, refill...), lim.Window); got != bucketsCap(lim) {
 				t.Errorf("the rolling window after the burst admitted %d, want the bound floor(1.1 x %d) = %d", got, lim.Count, bucketsCap(lim))
 			}
 		})

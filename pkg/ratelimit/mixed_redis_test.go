@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -36,9 +37,9 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // a sliding-window tier) is decided by one script call, all or nothing: the
 // route's denial spends nothing on the tier, and a shadow route never denies.
 func TestLimitsOfOneIdentityAndSeveralAlgorithms(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			calls := &scriptCalls{}
 			client.AddHook(calls)
 			for _, alg := range ratelimit.Algorithms() {

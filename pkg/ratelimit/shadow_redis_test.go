@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -15,9 +16,9 @@ import (
 // own, so that its state is the one enforcing it would have left; and a
 // denied request spends nothing on it.
 func TestShadowChecks(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))

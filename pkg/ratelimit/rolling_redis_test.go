@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -56,9 +57,9 @@ func TestRollingDeployFromIntegerCounters(t *testing.T) {
 		{ratelimit.SlidingWindow, "sw", slidingWindowV3, 5},
 		{ratelimit.FixedWindow, "fw", fixedWindowV3, 10},
 	}
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for v, a := range algs {
 				t.Run(string(a.alg)+"/from v"+strconv.Itoa(2+v/2), func(t *testing.T) {
 					lim := ratelimit.Limit{Name: "user", Count: 10, Window: time.Minute, Algorithm: a.alg}
