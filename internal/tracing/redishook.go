@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptreply"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // What the subsegment of a Redis call carries. X-Ray annotations (indexed,
@@ -26,6 +26,43 @@ const (
 	metadataCommands  = "commands"
 	pipelineCommand   = "PIPELINE"
 )
+
+// Outcomes of one Redis call, the values of its outcome annotation
+// (docs/observability.md).
+const (
+	// outcomeAllowed: a decision script answered that every limit of the
+	// call admits the cost (and, unless it was a peek, spent it).
+	outcomeAllowed = "allowed"
+	// outcomeDenied: a decision script answered that some limit of the
+	// call does not admit the cost; nothing was spent.
+	outcomeDenied = "denied"
+	// outcomeError: the command failed (no reply, or an error reply such
+	// as NOSCRIPT), or a decision script's reply is not a decision.
+	outcomeError = "error"
+	// outcomeOK: any other command that succeeded (SCRIPT LOAD, PING, ...).
+	outcomeOK = "ok"
+)
+
+// commandOutcome classifies a command that has run: a decision script by
+// its verdict (ratelimit.DecisionReply, which knows the scripts), any other
+// command by whether it failed. redis.Nil (a missing key) is an answer,
+// not a failure.
+func commandOutcome(cmd redis.Cmder) string {
+	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return outcomeError
+	}
+	allowed, ours, err := ratelimit.DecisionReply(cmd)
+	switch {
+	case !ours:
+		return outcomeOK
+	case err != nil:
+		return outcomeError
+	case allowed:
+		return outcomeAllowed
+	default:
+		return outcomeDenied
+	}
+}
 
 // redisHook is the go-redis hook behind Instrument: one subsegment per
 // traced call, nothing at all for an untraced one.
@@ -43,11 +80,11 @@ func (redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return next(ctx, cmd)
 		}
 		err := next(callCtx, cmd)
-		call := tracedCall{tier: tierFrom(ctx), command: strings.ToUpper(cmd.Name()), outcome: scriptreply.Error}
+		call := tracedCall{tier: tierFrom(ctx), command: strings.ToUpper(cmd.Name()), outcome: outcomeError}
 		if failed(err) {
 			call.cause = err
 		} else {
-			call.outcome = scriptreply.Outcome(cmd)
+			call.outcome = commandOutcome(cmd)
 		}
 		finish(seg, call)
 		return err
@@ -104,20 +141,20 @@ func beginCall(ctx context.Context) (*xray.Segment, context.Context) {
 // "allowed" when any admitted, else "ok".
 func pipelineOutcome(cmds []redis.Cmder, err error) (string, error) {
 	if failed(err) {
-		return scriptreply.Error, err
+		return outcomeError, err
 	}
-	outcome := scriptreply.OK
+	outcome := outcomeOK
 	for _, cmd := range cmds {
-		switch o := scriptreply.Outcome(cmd); o {
-		case scriptreply.Error:
+		switch o := commandOutcome(cmd); o {
+		case outcomeError:
 			if failed(cmd.Err()) {
 				return o, cmd.Err()
 			}
 			return o, nil
-		case scriptreply.Denied:
+		case outcomeDenied:
 			outcome = o
-		case scriptreply.Allowed:
-			if outcome != scriptreply.Denied {
+		case outcomeAllowed:
+			if outcome != outcomeDenied {
 				outcome = o
 			}
 		}

@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // Defaults of GateOptions, as it documents them.
 const (
-	defaultFallbackInstances  = limitspec.DefaultFallbackInstances
+	defaultFallbackInstances  = 10
 	defaultFallbackMaxEntries = 50_000
 	defaultDenyCacheEntries   = 10_000
 )
@@ -90,6 +88,7 @@ type GateOptions struct {
 type Gate struct {
 	limiter  *Limiter
 	fallback *fallbackLimiter
+	slots    *slotFallback // concurrency limits' fallback (concurrency_gate.go)
 	breaker  *redisBreaker
 	denied   *denyCache // nil when disabled
 	timeout  time.Duration
@@ -98,10 +97,9 @@ type Gate struct {
 }
 
 // NewGate wraps limiter in the failure policy. The fallback and the deny
-// cache keep time on the process clock.
+// cache keep time on the process clock, or on the Limiter's Options.Now
+// when it has one.
 func NewGate(limiter *Limiter, opts GateOptions) *Gate {
-	// A Limiter on a test's clock (internal/scriptclock) puts the whole
-	// gate on it.
 	var now func() time.Time
 	if limiter != nil {
 		now = limiter.now
@@ -132,6 +130,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	g := &Gate{
 		limiter:  limiter,
 		fallback: newFallbackLimiter(instances, entries, now),
+		slots:    newSlotFallback(instances, entries, now),
 		breaker: newRedisBreaker(breakerOptions{
 			disabled: opts.BreakerDisabled,
 			failures: opts.BreakerFailures,
@@ -143,6 +142,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 	}
 	if limiter != nil {
 		g.fallback.hashKey = limiter.keys.hashKey
+		g.slots.hashKey = limiter.keys.hashKey
 	}
 	if !opts.DenyCacheDisabled {
 		size := opts.DenyCacheMaxEntries

@@ -25,10 +25,12 @@ type script struct {
 // scriptSet holds the script of every algorithm. Token and leaky buckets
 // share the GCRA script; they differ only in the burst they pass. mixed
 // decides the limits of one identity that use several algorithms in one
-// call (lua/mixed.lua).
+// call (lua/mixed.lua). acquire and release are the concurrency limits'
+// (concurrency.go).
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
 	mixed                                                        script
+	acquire, release                                             script
 }
 
 func mustReadScript(file string) string {
@@ -54,6 +56,8 @@ func newScriptSet() scriptSet {
 		gcra:           mustLoadScript("gcra.lua"),
 		fixedWindow:    mustLoadScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
+		acquire:        mustLoadScript("concurrency_acquire.lua"),
+		release:        mustLoadScript("concurrency_release.lua"),
 	}
 	// mixed.lua runs the algorithms' scripts as functions of their KEYS and
 	// ARGV, by their mixedCode.
@@ -98,7 +102,7 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed}
+	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed, &s.acquire, &s.release}
 }
 
 // loadOn loads every script into one node's script cache and checks that the
