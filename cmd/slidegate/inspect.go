@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -200,7 +202,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 		l := d.Limit
 		st := limitState{
 			Name:          l.Name,
-			Limit:         l.String(),
+			Limit:         rateText(l),
 			Count:         l.Count,
 			WindowSeconds: int64(l.Window / time.Second),
 			Algorithm:     algorithmName(l.Algorithm),
@@ -220,6 +222,27 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 		in.Limits = append(in.Limits, st)
 	}
 	return in, nil
+}
+
+// rateText is a limit as the configuration writes it: "100000/1d", where
+// Limit.String (which Redis keys carry, and so cannot change) says "24h".
+func rateText(l ratelimit.Limit) string {
+	const day = 24 * time.Hour
+	if l.Window >= day && l.Window%day == 0 {
+		return strconv.FormatInt(l.Count, 10) + "/" + strconv.FormatInt(int64(l.Window/day), 10) + "d"
+	}
+	return l.String()
+}
+
+// keyTag is the identity hash as Redis keys carry it (the hash tag between
+// the braces: the same 128 bits, unpadded base64url), from the hex the logs
+// carry.
+func keyTag(hexHash string) string {
+	b, err := hex.DecodeString(hexHash)
+	if err != nil {
+		return hexHash
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func algorithmName(a ratelimit.Algorithm) string {
@@ -275,7 +298,7 @@ func runInspect(ctx context.Context, args []string, e env) error {
 }
 
 func printInspection(w io.Writer, in inspection) {
-	fmt.Fprintf(w, "caller %s (%s) on stage %s, hash %s\n\n", in.Identity, in.Tier, in.Stage, in.Hash)
+	fmt.Fprintf(w, "caller %s (%s) on stage %s, key hash tag {%s}, identity in logs %s\n\n", in.Identity, in.Tier, in.Stage, keyTag(in.Hash), in.Hash)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LIMIT\tRATE\tALGORITHM\tUSED\tREMAINING\tRESET\tRETRY-AFTER")
 	for _, l := range in.Limits {
