@@ -253,7 +253,11 @@ func coldStartSection(l lambdaInfo) string {
 			strings.Join(top, ", "), median(x.FirstAnswerMs), after, decision)
 	}
 	if api, none := l.BootstrapBytes["api"], l.BootstrapBytes["api-noxray"]; api > 0 && none > 0 {
-		w("\nThe api function, linux/arm64: %.1f MB by default, %.1f MB with `TRACER=none`.\n", float64(api)/1e6, float64(none)/1e6)
+		w("\nThe api function, linux/arm64: %.1f MB by default, %.1f MB with `TRACER=none`", float64(api)/1e6, float64(none)/1e6)
+		if otel := l.BootstrapBytes["api-otel"]; otel > 0 {
+			w(", %.1f MB with `TRACER=otel`", float64(otel)/1e6)
+		}
+		w(".\n")
 	}
 	w("\nFirst answers per round, in ms:\n\n")
 	for _, x := range c.Builds {

@@ -59,7 +59,7 @@ func guidance(res *results) string {
 	}
 	usec := func(name string) string {
 		if c := get(name); c != nil {
-			return fmt.Sprintf("%.1f us", c.usecPerDecision())
+			return fmt.Sprintf("%.1f us", redisUsec(res, c))
 		}
 		return "?"
 	}
@@ -74,14 +74,14 @@ func guidance(res *results) string {
 	)
 
 	w("## Which algorithm for which route\n\n")
-	w("Figures from this run: worst admitted in a rolling window under the attacks / share of trace decisions that differ from the exact log / Redis time per decision / memory per identity.\n\n")
+	w("Figures from this run: worst admitted in a rolling window under the attacks / share of trace decisions that differ from the exact log / Redis time per decision (redis-benchmark, the section above, when it ran) / memory per identity.\n\n")
 	w("| algorithm | worst case | differs from exact | Redis time | memory |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, n := range []string{sw, sl, tb, lb, fw, nameBuckets} {
 		w("| %s | %s | %s | %s | %s |\n", n, adv(n), differ(n), usec(n), bytes(n))
 	}
 	w("\n")
 	cheaper := "costs about the same per decision"
-	if f, d := get(fw), get(sw); f != nil && d != nil && f.usecPerDecision() < 0.9*d.usecPerDecision() {
+	if f, d := get(fw), get(sw); f != nil && d != nil && redisUsec(res, f) < 0.9*redisUsec(res, d) {
 		cheaper = "is cheaper"
 	}
 	w("- **Login and other credential routes** (`POST /auth/*`, small limits such as 5/1m, fail-closed): the limit is a security boundary, so the worst case matters more than cost. ")
@@ -96,6 +96,15 @@ func guidance(res *results) string {
 	w("Where a contract says \"N per rolling window\" and must hold closely, use **sliding-buckets** (`RATE_LIMIT_ALGORITHM=sliding-buckets`: at most 1.1x by proof, %s here; %s of the trace decided differently from the exact log; %s and %s per identity) rather than the sliding-log, whose memory grows with every admitted request and so with a large limit (%s per identity here, holding two requests).\n", adv(nameBuckets), differ(nameBuckets), usec(nameBuckets), bytes(nameBuckets), bytes(sl))
 	w("- **leaky-bucket** spaces requests evenly (burst 1): right for calls to a fragile downstream, wrong for interactive traffic: it disagreed with the exact log on %s of the trace because it refuses every burst.\n\n", differ(lb))
 	return b.String()
+}
+
+// redisUsec is a contender's Redis time per decision: the server-side
+// section's median when it measured the contender, else the Go client's.
+func redisUsec(res *results, c *contenderResult) float64 {
+	if sc := res.ServerSide.find(c.Name); sc != nil && len(sc.Usec) > 0 {
+		return sc.median()
+	}
+	return c.usecPerDecision()
 }
 
 // missExplanations explains, for each target this run missed, why, from
@@ -118,7 +127,7 @@ func missExplanations(res *results) string {
 	if missed["Redis time per decision (default algorithm)"] && def != nil && timeOnly != nil && incr != nil && one != nil {
 		w("- **Redis time per decision.** Redis's time for a script call is the EVALSHA itself (`return 1`: %.2f us here), the commands the script runs and the interpreter's work between them. ", one.usecPerDecision())
 		w("slidegate's default decision runs TIME and one INCRBY when the key already holds the current window, and replies with three integers (the remaining count, reset and retry-after are worked out on the client); ")
-		w("the first request of an identity in a new window also rewrites the key (SET PX), and the first request of a new identity first reads the key of the previous layout (GET, the rolling-deploy import): %.2f commands per decision in this run, the EVALSHA included. ", def.commandsPerDecision())
+		w("the first request of an identity in a new window also rewrites the key (SET PX): %.2f commands per decision in this run, the EVALSHA included. ", def.commandsPerDecision())
 		w("An EVALSHA that only reads TIME costs %.2f us (%.2fx INCR+PEXPIRE's %.2f us): a limiter on the Redis clock that also counts cannot go below TIME plus one write. ",
 			timeOnly.usecPerDecision(), timeOnly.usecPerDecision()/incr.usecPerDecision(), incr.usecPerDecision())
 		if ul != nil && def.usecPerDecision() >= ul.usecPerDecision() {

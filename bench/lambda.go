@@ -74,8 +74,8 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 	}
 	defer os.RemoveAll(tmp)
 	for _, fn := range []string{"authorizer", "api"} {
-		// Both tracer builds: the default (X-Ray) and TRACER=none.
-		for _, tags := range []string{"", "noxray"} {
+		// The tracer builds: the default (X-Ray), TRACER=none and TRACER=otel.
+		for _, tags := range []string{"", "noxray", "otel"} {
 			name := fn
 			if tags != "" {
 				name += "-" + tags

@@ -159,7 +159,7 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	defer srv.stop()
 
 	hook := newRoundTrips()
-	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+	client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64, PoolTimeout: 30 * time.Second, ReadTimeout: 10 * time.Second})
 	client.AddHook(hook)
 	defer client.Close()
 	stats := statsClient(srv.addr)
@@ -272,7 +272,11 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	total := cfg.rounds * len(contenders) * len(cfg.concurrency)
 	k := 0
 	for round := 0; round < cfg.rounds; round++ {
-		for _, c := range contenders {
+		// Each round starts one contender later, so that no contender
+		// always follows the same one (and meets the keys it leaves
+		// expiring, or the rehashing it leaves behind).
+		for j := range contenders {
+			c := contenders[(round+j)%len(contenders)]
 			for _, n := range cfg.concurrency {
 				k++
 				p.set(fmt.Sprintf("throughput %d/%d: round %d, %s, concurrency %d", k, total, round+1, c.Name, n))

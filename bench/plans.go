@@ -239,7 +239,7 @@ func allocsOf(f func() error) (allocs, bytes float64, err error) {
 func runOnlyPlans(ctx context.Context, cfg config, out, serverBin string) error {
 	return updateEarlierRun(out, serverBin, "plans", func(p *progress, srv *redisServer, res *results) error {
 		hook := newRoundTrips()
-		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64, PoolTimeout: 30 * time.Second, ReadTimeout: 10 * time.Second})
 		client.AddHook(hook)
 		defer client.Close()
 		stats := statsClient(srv.addr)
@@ -324,12 +324,12 @@ func plansSection(p *plansInfo) string {
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
 		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write when the key already holds the current window: `EVALSHA`, `TIME`, `INCRBY`. ")
-		w("Three limits take the general path: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired, ")
-		w("and, for a key that had expired, a `GET` of the key the previous key layout would have used (the script imports a count left by a rolling deploy, once). ")
+		w("Three limits take the general path: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired ")
+		w("(the `GET` of the key layout before the integer counters, an import for rolling deploys, has gone: the previous release uses today's keys). ")
 		w("Here an identity is decided %.2f times per round of one kind on average, and the kinds take turns, so it usually comes back more than a second later: ",
 			float64(three.Decisions)/float64(max(1, p.Rounds))/float64(max(1, p.Identities)))
-		w("its 1-second burst key has expired or holds an older second, and that key's rewrite is the %.2f `SET`s and %.2f `GET`s per decision above (the minute and the day roll over rarely). ",
-			three.CommandsByName["set"], three.CommandsByName["get"])
+		w("its 1-second burst key has expired or holds an older second, and that key's rewrite is the %.2f `SET`s per decision above (the minute and the day roll over rarely). ",
+			three.CommandsByName["set"])
 		w("A caller that comes back within the second pays only the `INCRBY`s; one seen less often than every second pays the rewrite on its burst limit whatever else it has. ")
 		if t.Cost.UsecPerDecision/o.Cost.UsecPerDecision > t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision {
 			w("Redis time grows faster than the commands: the general path is more Lua per limit than the fast path (it works out every limit's window and counts, keeps what a denial would have to undo, and writes the rewrites after the loop), and a script's time is mostly its Lua, not its commands. ")
@@ -343,7 +343,7 @@ func plansSection(p *plansInfo) string {
 		w("\nThe mixed pair costs %.2f us of Redis time and %.2f commands, against %.2f + %.2f us and %.2f + %.2f commands for its two limits decided alone: ",
 			mm.Cost.UsecPerDecision, mm.Cost.CommandsPerDecision, om.Cost.UsecPerDecision, lm.Cost.UsecPerDecision,
 			om.Cost.CommandsPerDecision, lm.Cost.CommandsPerDecision)
-		w("`mixed.lua` first runs every algorithm's script as a peek (for the sliding window a `GET` per limit, for the log a `ZCOUNT`), then, when all admit, again as a spend, so that a denial by one algorithm spends nothing on the other; ")
+		w("`mixed.lua` peeks at every group but the last (here the tier: a `GET`), spends the last (the log) and, when it admits, spends the others, reading every spend's answer, so that a denial by one algorithm spends nothing on the other; ")
 		w("it reads `TIME` once and costs one round trip where deciding the two separately would cost two and would not be atomic.\n")
 	}
 	w("\n")

@@ -12,17 +12,21 @@
 # from its Go module into ./bin), posts the event, prints the response and
 # stops the emulator and the bootstrap (their own process group, killed
 # whole) on every way out: done, an error, Ctrl-C, or a reader that stops
-# early (`make invoke | head`). Redis: REDIS_URL if set; without it every decision
-# finds Redis unavailable (a normal route answers a degraded Allow, the login
-# route an error), which is still a meaningful run. So that every event in
+# early (`make invoke | head`). Redis: REDIS_URL if set (a Redis you run, e.g.
+# the one `make local REDIS_URL=...` uses); without it, a redis-server of the
+# run's own on a free loopback port, empty, stopped with the emulator (or,
+# when no redis-server is installed, none: every decision then finds Redis
+# unavailable, a normal route answers a degraded Allow and the login route
+# an error, and the run says so). So that every event in
 # events/ does what its name says, invoke sets test-only credentials unless
 # you set your own: the example API key "slidegate-example-api-key-0001" (as
 # API_KEY_HASHES) and the HS256 secret "slidegate-test-only-hs256-secret"
 # (JWT_HS256_SECRET, issuer https://auth.example.com/, audience
 # slidegate-example) that signed events/authorizer-jwt-valid.json, and the
-# identity hash key "slidegate-test-only-identity-hash-key-0001"
-# (RATE_LIMIT_HASH_KEY), so that runs hash identities keyed as deployments
-# do. Never use any of them anywhere real. That event's token expires on
+# identity hash key "slidegate-local-only-identity-hash-key-0001"
+# (RATE_LIMIT_HASH_KEY: the key `make local` uses, so that `slidegate
+# inspect` with it finds the counts of both on one Redis), so that runs hash
+# identities keyed as deployments do. Never use any of them anywhere real. That event's token expires on
 # 2027-11-30 (a token may live at most a year); TestAuthorizerEvents
 # re-signs it on every run.
 
@@ -59,7 +63,7 @@ API_KEY_HASHES       ?= $(EXAMPLE_API_KEY_HASH)
 JWT_ISSUER           ?= https://auth.example.com/
 JWT_AUDIENCE         ?= slidegate-example
 JWT_HS256_SECRET     ?= slidegate-test-only-hs256-secret
-RATE_LIMIT_HASH_KEY  ?= slidegate-test-only-identity-hash-key-0001
+RATE_LIMIT_HASH_KEY  ?= slidegate-local-only-identity-hash-key-0001
 
 .PHONY: build build-AuthorizerFunction build-ApiFunction invoke rie
 
@@ -95,11 +99,20 @@ invoke: $(RIE)
 	 port=; for p in $$(seq 20 60); do cand=$$(( 20000 + ($$$$ * 7 + p * 389) % 12000 )); \
 	   if ! (exec 3<>/dev/tcp/127.0.0.1/$$cand) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$$((cand+1))) 2>/dev/null; then port=$$cand; break; fi; done; \
 	 test -n "$$port" || { echo "no free port" >&2; exit 1; }; \
-	 log=$$(mktemp); rie=; \
-	 cleanup() { if [ -n "$$rie" ]; then kill -TERM -- -$$rie 2>/dev/null || kill -TERM $$rie 2>/dev/null; wait $$rie 2>/dev/null; fi; rm -f "$$log"; }; \
+	 log=$$(mktemp); rie=; redis=; redis_url='$(REDIS_URL)'; \
+	 cleanup() { if [ -n "$$rie" ]; then kill -TERM -- -$$rie 2>/dev/null || kill -TERM $$rie 2>/dev/null; wait $$rie 2>/dev/null; fi; \
+	   if [ -n "$$redis" ]; then kill -TERM $$redis 2>/dev/null; wait $$redis 2>/dev/null; fi; rm -f "$$log"; }; \
 	 trap cleanup EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 141' PIPE HUP; \
+	 if [ -z "$$redis_url" ]; then \
+	   rport=$$((port + 2)); server=$${REDIS_SERVER:-redis-server}; \
+	   if ! command -v "$$server" >/dev/null; then echo "make invoke: no $$server and no REDIS_URL: every decision finds Redis unavailable (degraded)" >&2; \
+	   elif (exec 3<>/dev/tcp/127.0.0.1/$$rport) 2>/dev/null; then echo "make invoke: port $$rport taken: no Redis of its own, every decision degraded" >&2; \
+	   else "$$server" --port $$rport --bind 127.0.0.1 --save '' --appendonly no >/dev/null 2>&1 </dev/null & redis=$$!; \
+	     for i in $$(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$$rport) 2>/dev/null && break; sleep 0.05; done; \
+	     redis_url=redis://127.0.0.1:$$rport/0; fi; \
+	 fi; \
 	 setsid env -i PATH="$$PATH" HOME="$$HOME" AWS_REGION="$${AWS_REGION:-us-east-1}" AWS_EC2_METADATA_DISABLED=true \
-	   REDIS_URL='$(REDIS_URL)' API_KEY_HASHES='$(API_KEY_HASHES)' JWT_ISSUER='$(JWT_ISSUER)' \
+	   REDIS_URL="$$redis_url" API_KEY_HASHES='$(API_KEY_HASHES)' JWT_ISSUER='$(JWT_ISSUER)' \
 	   JWT_AUDIENCE='$(JWT_AUDIENCE)' JWT_HS256_SECRET='$(JWT_HS256_SECRET)' \
 	   RATE_LIMIT_HASH_KEY='$(RATE_LIMIT_HASH_KEY)' \
 	   $(RIE) --runtime-interface-emulator-address 127.0.0.1:$$port --runtime-api-address 127.0.0.1:$$((port+1)) \

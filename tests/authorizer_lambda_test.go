@@ -371,7 +371,7 @@ func TestAuthorizerEvents(t *testing.T) {
 		"API_KEY_HASHES":       "1f3fda5b3594c211778c561901737661ca21e8ebcf1ac1a3d60f006c470129f8", // slidegate-example-api-key-0001
 		"RATE_LIMIT_ANONYMOUS": "30/1m",
 		"RATE_LIMIT_ROUTES":    "POST /auth/*=5/1m",
-		"RATE_LIMIT_HASH_KEY":  "slidegate-test-only-identity-hash-key-0001",
+		"RATE_LIMIT_HASH_KEY":  "slidegate-local-only-identity-hash-key-0001",
 	})
 	rie := azStart(t, env)
 	want := map[string]func(t *testing.T, body []byte, err error){

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -206,7 +208,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 		l := d.Limit
 		st := limitState{
 			Name:          l.Name,
-			Limit:         l.String(),
+			Limit:         rateText(l),
 			Count:         l.Count,
 			WindowSeconds: int64(l.Window / time.Second),
 			Algorithm:     algorithmName(l.Algorithm),
@@ -226,6 +228,27 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 		in.Limits = append(in.Limits, st)
 	}
 	return in, nil
+}
+
+// rateText is a limit as the configuration writes it: "100000/1d", where
+// Limit.String (which Redis keys carry, and so cannot change) says "24h".
+func rateText(l ratelimit.Limit) string {
+	const day = 24 * time.Hour
+	if l.Window >= day && l.Window%day == 0 {
+		return strconv.FormatInt(l.Count, 10) + "/" + strconv.FormatInt(int64(l.Window/day), 10) + "d"
+	}
+	return l.String()
+}
+
+// keyTag is the identity hash as Redis keys carry it (the hash tag between
+// the braces: the same 128 bits, unpadded base64url), from the hex the logs
+// carry.
+func keyTag(hexHash string) string {
+	b, err := hex.DecodeString(hexHash)
+	if err != nil {
+		return hexHash
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func algorithmName(a ratelimit.Algorithm) string {
@@ -288,7 +311,7 @@ func printInspection(w io.Writer, in inspection) {
 	if in.UnknownPlan != "" {
 		who += ", plan " + in.UnknownPlan + " not configured: the tier's limits"
 	}
-	fmt.Fprintf(w, "caller %s (%s) on stage %s, hash %s\n", in.Identity, who, in.Stage, in.Hash)
+	fmt.Fprintf(w, "caller %s (%s) on stage %s, key hash tag {%s}, identity in logs %s\n", in.Identity, who, in.Stage, keyTag(in.Hash), in.Hash)
 	switch in.Network {
 	case config.NetworkBlocked:
 		fmt.Fprintln(w, "network: blocked (RATE_LIMIT_NETWORKS): every request is refused without a Redis call")

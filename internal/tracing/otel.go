@@ -299,7 +299,6 @@ func (p *provider) flush(ctx context.Context) {
 // aws-lambda-go's loop) _X_AMZN_TRACE_ID, which aws-lambda-go also sets
 // when the function serves one invocation at a time.
 func invocationTraceHeader(ctx context.Context) string {
-	//lint:ignore SA1029 aws-lambda-go's key is this plain string.
 	if header, ok := ctx.Value("x-amzn-trace-id").(string); ok {
 		return header
 	}

@@ -26,10 +26,10 @@ const (
 // describe the decision closest to denying ([Result.Closest]):
 //
 //	RateLimit-Policy: "anonymous";q=30;w=60, "login";q=5;w=900   (draft-ietf-httpapi-ratelimit-headers-10)
-//	RateLimit: "login";r=2;t=41                                  ([Decision.RateLimitHeader])
+//	RateLimit: "login";r=2;t=41                                  (Decision.RateLimitHeader)
 //	RateLimit-Limit: 5
 //	RateLimit-Remaining: 2
-//	RateLimit-Reset: 41                                          (seconds, [Decision.ResetSeconds])
+//	RateLimit-Reset: 41                                          (seconds, Decision.ResetSeconds)
 //	X-RateLimit-Limit: 5
 //	X-RateLimit-Remaining: 2
 //	X-RateLimit-Reset: 1700000042                                (Unix seconds, on the decision's At clock)

@@ -15,7 +15,9 @@ import (
 //
 // ours reports whether cmd is an EVALSHA or EVAL of one of this package's
 // decision scripts (recognised by SHA-1 or source, whatever wrapper the
-// Limiter sends it in). For any other command ours is false and the other
+// Limiter sends it in): the rate limits' and the concurrency limits'
+// acquire, whose allowed is whether a slot was acquired. For any other
+// command, a release of a slot included, ours is false and the other
 // results are zero.
 //
 // For one of ours, err is the command's error, or an error wrapping
@@ -73,17 +75,22 @@ func body(cmd redis.Cmder) string {
 	return s
 }
 
-// decisionScripts holds the SHA-1 and the source of every script, which is
-// what an EVALSHA or an EVAL carries as its first argument, and whether the
-// script's reply is not four values per limit: the counters' (one value per
-// limit, counters.go) and the mixed script's (one reply per group).
+// decisionScripts holds the SHA-1 and the source of every script that
+// decides (all but the concurrency release, which only frees a slot), which
+// is what an EVALSHA or an EVAL carries as its first argument, and whether
+// the script's reply is not four values per limit: the counters' (one value
+// per limit, counters.go), the mixed script's (one reply per group) and the
+// concurrency acquire's (acquired, now, then three values of the limit).
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
 	set := newScriptSet()
 	bodies := make(map[string]bool, 2*len(set.all()))
 	for _, sc := range set.all() {
-		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed
+		if sc == &set.release {
+			continue
+		}
+		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed || sc == &set.acquire
 		bodies[sc.sha] = short
 		bodies[sc.src] = short
 	}

@@ -77,6 +77,9 @@ func TestDecisionReplyClassifiesCommands(t *testing.T) {
 		{"a reply that is not a decision is an error", ran([]any{int64(1)}, nil, evalsha(gcra.sha)...), replyError},
 		{"a reply of the wrong length is an error", ran(decision(1, 1)[:5], nil, evalsha(gcra.sha)...), replyError},
 		{"a verdict that is neither 0 nor 1 is an error", ran(decision(2, 1), nil, evalsha(gcra.sha)...), replyError},
+		{"a concurrency acquire that got a slot", ran([]any{int64(1), int64(1_700_000_000_000_000), int64(1), int64(5), int64(5)}, nil, evalsha(scripts.acquire.sha)...), replyAllowed},
+		{"a concurrency acquire that did not", ran([]any{int64(0), int64(1_700_000_000_000_000), int64(3), int64(5), int64(9)}, nil, evalsha(scripts.acquire.sha)...), replyDenied},
+		{"a concurrency release is not a decision", ran([]any{int64(1)}, nil, evalsha(scripts.release.sha)...), replyOther},
 		{"someone else's script is not ours", ran(decision(0, 1), nil, evalsha("0123456789abcdef0123456789abcdef01234567")...), replyOther},
 		{"SCRIPT LOAD is not a decision", ran(gcra.sha, nil, "script", "load", gcra.src), replyOther},
 		{"a missing key is not ours", ran(nil, redis.Nil, "get", "k"), replyOther},
@@ -185,4 +188,27 @@ func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("concurrency", func(t *testing.T) {
+		limit := ConcurrencyLimit{Name: "exports", Max: 1, Lease: time.Minute}
+		slot, err := l.Acquire(ctx, "203.0.113.7", limit)
+		if err != nil || !slot.Acquired {
+			t.Fatalf("acquire the only slot: %+v, %v", slot, err)
+		}
+		if got := recorder.take(); len(got) != 1 || got[0] != replyAllowed {
+			t.Fatalf("acquire of a free slot: outcomes %v, want exactly [%s]", got, replyAllowed)
+		}
+		if again, err := l.Acquire(ctx, "203.0.113.7", limit); err != nil || again.Acquired {
+			t.Fatalf("acquire past Max: %+v, %v", again, err)
+		}
+		if got := recorder.take(); len(got) != 1 || got[0] != replyDenied {
+			t.Fatalf("acquire past Max: outcomes %v, want exactly [%s]", got, replyDenied)
+		}
+		if released, err := l.Release(ctx, slot); err != nil || !released {
+			t.Fatalf("release: %v, %v", released, err)
+		}
+		if got := recorder.take(); len(got) != 1 || got[0] != replyOther {
+			t.Fatalf("release: outcomes %v, want exactly [%s]", got, replyOther)
+		}
+	})
 }

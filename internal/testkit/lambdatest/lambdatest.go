@@ -411,15 +411,39 @@ func (r *RIE) FinalLogs() string {
 	return r.Logs()
 }
 
-// Stop kills the emulator and the bootstrap (their process group) and waits
-// for the emulator to exit. It may be called more than once.
+// Stop kills the emulator and the bootstrap and waits until both have
+// exited (10s at most), so that neither writes to the log afterwards (a
+// bootstrap that outlived its emulator would log the lost Runtime API). The
+// emulator runs the bootstrap in a process group of its own: Stop kills the
+// emulator's group and every process below the emulator. It may be called
+// more than once.
 func (r *RIE) Stop() {
+	var below []int
 	if r.cmd.Process != nil {
+		select {
+		case <-r.done:
+		default:
+			below = descendants(r.cmd.Process.Pid)
+		}
 		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		for _, pid := range below {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
+	deadline := time.After(10 * time.Second)
 	select {
 	case <-r.done:
-	case <-time.After(10 * time.Second):
+	case <-deadline:
+		return
+	}
+	for _, pid := range below {
+		for !exited(pid) {
+			select {
+			case <-deadline:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	}
 }
 

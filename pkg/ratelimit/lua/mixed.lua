@@ -3,10 +3,16 @@
 -- Before this part, scripts.go puts every algorithm's script, each wrapped as
 --     algorithms[code] = function(KEYS, ARGV) <the script> end
 -- with code 1 sliding window, 2 sliding log, 3 GCRA, 4 fixed window, 5
--- sliding buckets. This part runs them: every group first as a peek, then,
--- when every enforced limit admits, every group as a spend, all at one now
--- and in one script, so a denial spends nothing and no other request comes
--- in between.
+-- sliding buckets. This part runs them, all at one now and in one script,
+-- so that no other request comes in between: every group but the last as a
+-- peek; when they all admit, the last group as a spend (a group's script
+-- spends only when it admits); when that admits too, the other groups as
+-- spends. A denial by any group thus spends nothing on any other, and only
+-- the groups before the last run twice. Every spend's answer is read: the
+-- request is admitted only when every group's spend admitted. (A spend can
+-- deny after its peek admitted only if two groups shared a key, which the
+-- caller refuses; should it happen, the answer is a denial, and what the
+-- earlier spends took stays spent: the stricter side.)
 --
 -- KEYS      the keys of every group, group after group; one hash tag.
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -18,9 +24,11 @@
 --           Redis TIME (production).
 --
 -- Returns { allowed (1|0), now_us, then per group the reply of its script }.
--- allowed: every enforced limit of every group admits the cost.
+-- allowed: every enforced limit of every group admits the cost. When the
+-- request is denied, every group's reply is one that spent nothing.
 --
--- Complexity: that of every group's script, twice on a spend.
+-- Complexity: that of every group's script, once more for every group but
+-- the last on a spend.
 
 local cost = ARGV[1]
 local g = ARGV[2] + 0
@@ -56,12 +64,26 @@ local spend = cost + 0 > 0
 local peek = cost
 if spend then peek = '-' .. cost end
 local reply = { 1, now + 0 }
-for i = 1, g do
+local last = spend and g or g + 1
+for i = 1, last - 1 do
   local r = run(i, peek)
   reply[i + 2] = r
   if r[1] ~= 1 then reply[1] = 0 end
 end
-if spend and reply[1] == 1 then
-  for i = 1, g do reply[i + 2] = run(i, cost) end
+if last > g then return reply end
+if reply[1] ~= 1 then
+  reply[g + 2] = run(g, peek)
+  return reply
+end
+local r = run(g, cost)
+reply[g + 2] = r
+if r[1] ~= 1 then
+  reply[1] = 0
+  return reply
+end
+for i = 1, g - 1 do
+  r = run(i, cost)
+  reply[i + 2] = r
+  if r[1] ~= 1 then reply[1] = 0 end
 end
 return reply

@@ -1,0 +1,146 @@
+package tests
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestReadmeTour runs the README's quick-start tour against `make local`'s
+// server (the dev stage, the embedded Redis, the demo keys, as `make local`
+// starts it) and compares what it answers with what the README says:
+// status codes, and the header names of the README's two 429 blocks (their
+// values depend on the moment in the window).
+func TestReadmeTour(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	local := func(t *testing.T) *localAPI {
+		return startLocalAPIWith(t, "dev", "", false, map[string]string{"API_KEY_HASHES": "", "JWT_ISSUER": "", "JWT_AUDIENCE": "", "JWT_HS256_SECRET": ""})
+	}
+
+	t.Run("thirty-one requests, then curl -i", func(t *testing.T) {
+		api := local(t)
+		codes, block := tourBlock(t, readme, "as curl prints it against `make local`")
+		var got []string
+		for range 31 {
+			got = append(got, strconv.Itoa(api.do(t, "GET", "/v1/items", nil).status))
+		}
+		if want := strings.Fields(codes); !slices.Equal(got[:30], want) {
+			t.Errorf("the loop printed %v, the README %v", got[:30], want)
+		}
+		tourCompare(t, api.do(t, "GET", "/v1/items", nil), block)
+		// After it, a bogus key is answered 429, as the README warns.
+		if r := api.do(t, "GET", "/v1/items", map[string]string{"x-api-key": "bogus"}); r.status != http.StatusTooManyRequests {
+			t.Errorf("bogus key after the tour: %d, the README says 429 once the budget is spent", r.status)
+		}
+	})
+
+	t.Run("plan pro: twenty-five, then curl -i", func(t *testing.T) {
+		api := local(t)
+		_, block := tourBlock(t, readme, "Twenty pass within the second, then the burst limit answers:")
+		pro := map[string]string{"x-api-key": "local-pro-key"}
+		admitted := 0
+		for range 25 {
+			if api.do(t, "GET", "/v1/items", pro).status == http.StatusOK {
+				admitted++
+			}
+		}
+		// Twenty within one second: a loaded machine may cross into the
+		// next second, which admits more; never fewer.
+		if admitted < 20 {
+			t.Errorf("%d of 25 admitted, the README says 20", admitted)
+		}
+		r := api.do(t, "GET", "/v1/items", pro)
+		if admitted == 20 {
+			tourCompare(t, r, block)
+		}
+	})
+
+	t.Run("the other tiers and routes, in the README's order", func(t *testing.T) {
+		api := local(t)
+		for _, step := range []struct {
+			what    string
+			method  string
+			path    string
+			header  map[string]string
+			want    []int
+			mention string
+		}{
+			{"org key", "GET", "/v1/items", map[string]string{"x-api-key": "local-demo-key"}, []int{200}, "`org` tier, `200`"},
+			{"quota", "GET", "/v1/quota", nil, []int{200}, "your quota, `200`"},
+			{"login six times", "POST", "/auth/login", nil, []int{400, 400, 400, 400, 400, 429}, "The first five answer `400`"},
+			{"bogus key", "GET", "/v1/items", map[string]string{"x-api-key": "bogus"}, []int{401}, "`401`, and"},
+		} {
+			if !strings.Contains(readme, step.mention) {
+				t.Errorf("%s: the README no longer says %q", step.what, step.mention)
+			}
+			var got []int
+			for range step.want {
+				got = append(got, api.do(t, step.method, step.path, step.header).status)
+			}
+			if !slices.Equal(got, step.want) {
+				t.Errorf("%s: %v, want %v as the README says", step.what, got, step.want)
+			}
+		}
+	})
+}
+
+// tourBlock returns the fenced block that follows the README text after:
+// its first line when that is a row of status codes, and its response
+// (status line and headers).
+func tourBlock(t *testing.T, readme, after string) (codes, response string) {
+	t.Helper()
+	i := strings.Index(readme, after)
+	if i < 0 {
+		t.Fatalf("README: no %q", after)
+	}
+	rest := readme[i:]
+	start := strings.Index(rest, "```\n")
+	if start < 0 {
+		t.Fatalf("README: no block after %q", after)
+	}
+	rest = rest[start+4:]
+	block := rest[:strings.Index(rest, "```")]
+	if first, more, ok := strings.Cut(block, "\n"); ok && regexp.MustCompile(`^(\d{3} ?)+$`).MatchString(first) {
+		return first, more
+	}
+	return "", block
+}
+
+// tourCompare checks a response against a README block: the status line's
+// code and the set of header names.
+func tourCompare(t *testing.T, r localResponse, block string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	status := strings.Fields(lines[0])
+	if len(status) < 2 || status[1] != strconv.Itoa(r.status) {
+		t.Errorf("status %d, the README shows %q", r.status, lines[0])
+	}
+	var want []string
+	for _, l := range lines[1:] {
+		if l == "" {
+			break
+		}
+		name, _, _ := strings.Cut(l, ":")
+		want = append(want, http.CanonicalHeaderKey(name))
+	}
+	var got []string
+	for name := range r.header {
+		if name == "Date" {
+			continue // curl prints it; the README leaves it out
+		}
+		got = append(got, name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("header names %v, the README's block shows %v", got, want)
+	}
+}
