@@ -17,18 +17,24 @@ FUZZTIME    ?= 20000x
 # VALKEY: auto (run the Valkey half when valkey-server is there or can be
 # installed, else say it was not run), required (fail instead), skip.
 VALKEY      ?= auto
+# CFN_LINT, MOTO: auto (run cfn-lint, and the tests that need moto_server,
+# when the tool is on PATH, else say it was not run), required (fail
+# instead), skip. Both are Python tools: pip install cfn-lint 'moto[server]'.
+CFN_LINT    ?= auto
+MOTO        ?= auto
 
-.PHONY: all test test-valkey vet staticcheck ensure-redis ensure-valkey fuzz fuzz-long clean
+.PHONY: all test test-valkey test-cfn-lint ensure-moto vet staticcheck ensure-redis ensure-valkey fuzz fuzz-long clean
 
 all: test
 
 ## test: vet, staticcheck, then every test (unit, integration on real Redis),
 ## the Redis-facing tests again on Valkey (test-valkey), every Go benchmark
 ## once (so none rots; figures come from `go test -bench` and `make bench`),
-## and short fuzz runs. A failure in either half fails it.
-test: ensure-redis ensure-valkey vet staticcheck
+## and short fuzz runs, and cfn-lint on the templates (test-cfn-lint). The
+## AWS calls are tested against moto_server (ensure-moto). A failure fails it.
+test: ensure-redis ensure-valkey ensure-moto vet staticcheck test-cfn-lint
 	@echo "== every test on $$($${REDIS_SERVER:-redis-server} --version)"
-	$(GO) test -count=1 -timeout 15m ./...
+	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m ./...
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
 	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
@@ -37,6 +43,17 @@ test: ensure-redis ensure-valkey vet staticcheck
 ## internal/testkit/redistest) with REDIS_SERVER=valkey-server
 test-valkey:
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
+
+## test-cfn-lint: cfn-lint on every template*.yaml (SAM transform, and the SAM
+## translation), failing on any error or warning
+test-cfn-lint:
+	@CFN_LINT=$(CFN_LINT) ./scripts/test-cfn-lint.sh
+
+## ensure-moto: say which moto_server the AWS-facing tests use, or plainly
+## that they will be skipped (MOTO=required: fail instead)
+ensure-moto:
+	@if [ "$(MOTO)" = skip ]; then echo "moto NOT run: MOTO=skip; the tests of the AWS calls skip"; \
+	else ./scripts/ensure-moto.sh || [ $$? -eq 3 -a "$(MOTO)" != required ]; fi
 
 ## ensure-redis: install redis-server if missing (Debian/Ubuntu as root) or say how
 ensure-redis:
