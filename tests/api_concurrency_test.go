@@ -219,7 +219,9 @@ func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	holder.Stop() // SIGKILL to the emulator and the function: no release
+	// SIGKILL to the function mid-request: no release, no line more.
+	holder.KillFunction(t)
+	holder.Stop()
 
 	redisNow := func() time.Time {
 		now, err := admin.Time(ctx).Result()
