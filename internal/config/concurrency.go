@@ -87,7 +87,8 @@ func (c Concurrency) ForRequest(tier, owner, method string, path RequestPath) []
 // ParseConcurrency parses RATE_LIMIT_CONCURRENCY: comma-separated entries
 // "owner=N", where owner is a tier (anonymous, user, org), a plan name, or
 // a route "METHOD /path-glob", such as
-// "anonymous=2,org=50,pro=20,POST /v1/export=1". N is from 1 to
+// "anonymous=2,org=50,pro=20,POST /v1/export=1" (a route may be written
+// "POST:/v1/export" too, as stage variable values allow no spaces). N is from 1 to
 // MaxConcurrency. The empty string and "none" limit nothing. Any bad entry
 // rejects the whole value: a half-applied list would drop a limit the
 // operator asked for.
@@ -115,6 +116,10 @@ func ParseConcurrency(s string) (Concurrency, error) {
 			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip(entry), MaxConcurrency)
 		}
 		owner = strings.TrimSpace(owner)
+		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
+			// A stage variable's value allows no spaces: "GET:/v1/slow".
+			owner = method + " /" + path
+		}
 		if strings.Contains(owner, " ") {
 			method, glob, err := parseRouteName(owner)
 			if err != nil {

@@ -8,7 +8,7 @@ import (
 )
 
 func TestParseConcurrency(t *testing.T) {
-	c, err := ParseConcurrency(" anonymous=2, org=50 ,Pro=20,POST /v1/export/*=1,ANY /slow=3")
+	c, err := ParseConcurrency(" anonymous=2, org=50 ,Pro=20,POST /v1/export/*=1,ANY:/slow=3")
 	if err != nil {
 		t.Fatal(err)
 	}
