@@ -175,7 +175,9 @@ func dashRealRun(t *testing.T) dashRun {
 	for range slowCallers {
 		<-held
 	}
-	n += 3 * len(slowCallers) // each holder's decision and InFlight, each refusal's ConcurrencyDenials
+	// Each holder's decision and InFlight, each refusal's ConcurrencyDenials.
+	n += 3 * len(slowCallers)
+
 	for range 3 { // anonymous limit 2: allowed, allowed, denied
 		invoke("authorizer", rest("198.51.100.120", "GET", "/v1/items", nil))
 	}
