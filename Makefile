@@ -35,6 +35,8 @@ all: test
 test: ensure-redis ensure-valkey ensure-moto vet staticcheck test-cfn-lint
 	@echo "== every test on $$($${REDIS_SERVER:-redis-server} --version)"
 	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m ./...
+	@echo "== the TRACER=otel build's tracing tests (build tag otel)"
+	$(GO) vet -tags otel ./internal/tracing/ && $(GO) test -count=1 -timeout 5m -tags otel ./internal/tracing/
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
 	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
@@ -74,6 +76,7 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags otel ./internal/tracing/
 
 ## fuzz: each fuzzer on FUZZTIME inputs (20000x by default); fuzz-long: 2,000,000 each.
 ## Counts, not durations: a duration can end in a spurious "context deadline

@@ -5,6 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +46,13 @@ type coldBuild struct {
 	AfterMinimalMs []float64 `json:"after_minimal_ms"`
 	// Answer is the first answer of the last round.
 	Answer string `json:"answer,omitempty"`
+	// DecisionUs is, per round, the median time of warmRounds warm
+	// invocations of the same instance after its first answer, each a
+	// decision on Redis in a trace Lambda sampled (a sampled trace header
+	// on every invocation): what a traced decision costs with this build's
+	// tracer, subsegments or spans sent to a local sink (see
+	// startTraceSinks).
+	DecisionUs []float64 `json:"decision_us,omitempty"`
 
 	pkg, dir, hostPath string
 }
@@ -54,7 +64,7 @@ type pkgInit struct {
 }
 
 // coldStartInfo is the cold-start comparison: a minimal aws-lambda-go
-// function and the authorizer in both tracer builds, in one run.
+// function and the authorizer in its three tracer builds, in one run.
 type coldStartInfo struct {
 	Rounds int          `json:"rounds"`
 	Builds []*coldBuild `json:"builds"`
@@ -70,7 +80,14 @@ func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string,
 		{Name: "minimal aws-lambda-go function", pkg: "./minimal", dir: filepath.Join(root, "bench")},
 		{Name: "authorizer (default, X-Ray)", pkg: "./functions/authorizer", dir: root},
 		{Name: "authorizer (TRACER=none)", Tags: "noxray", pkg: "./functions/authorizer", dir: root},
+		{Name: "authorizer (TRACER=otel)", Tags: "otel", pkg: "./functions/authorizer", dir: root},
 	}
+	sinkEnv, stopSinks, err := startTraceSinks()
+	if err != nil {
+		return nil, err
+	}
+	defer stopSinks()
+	env = append(slices.Clone(env), sinkEnv...)
 	for i, b := range builds {
 		p.set("lambda: building " + b.Name)
 		arm := filepath.Join(tmp, fmt.Sprintf("cold-arm64-%d", i))
@@ -137,12 +154,21 @@ func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string,
 			t0 := time.Now()
 			body, err := inst.invoke(ctx, event)
 			elapsed := time.Since(t0)
-			inst.stop()
 			if err != nil {
+				inst.stop()
 				return nil, fmt.Errorf("%s: first invocation: %w", b.Name, err)
 			}
 			first[i] = float64(elapsed.Microseconds()) / 1e3
 			b.Answer = strings.TrimSpace(string(body))
+			if i > 0 {
+				us, err := tracedDecisions(ctx, inst, event, r)
+				if err != nil {
+					inst.stop()
+					return nil, fmt.Errorf("%s: %w", b.Name, err)
+				}
+				b.DecisionUs = append(b.DecisionUs, us)
+			}
+			inst.stop()
 		}
 		for i, b := range builds {
 			b.FirstAnswerMs = append(b.FirstAnswerMs, first[i])
@@ -205,10 +231,11 @@ func coldStartSection(l lambdaInfo) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	w("\n### Cold start against a minimal aws-lambda-go function\n\n")
-	w("Three bootstraps, built as `make build` builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`): `bench/minimal`, an aws-lambda-go authorizer that allows everyone and reads nothing; the authorizer as deployed by default, with the X-Ray SDK; and the authorizer built with `make build TRACER=none` (build tag `noxray`: no tracer linked, no subsegments sent). ")
+	w("Four bootstraps, built as `make build` builds them (`-tags lambda.norpc -trimpath -ldflags \"-s -w\"`): `bench/minimal`, an aws-lambda-go authorizer that allows everyone and reads nothing; the authorizer as deployed by default, with the X-Ray SDK; the authorizer built with `make build TRACER=none` (build tag `noxray`: no tracer linked, no subsegments sent); and the authorizer built with `make build TRACER=otel` (build tag `otel`: OpenTelemetry over OTLP/HTTP). ")
 	w("Package initialisation is `GODEBUG=inittrace=1 ./bootstrap` on this machine, the clock times of every package summed, median of %d runs. ", len(c.Builds[0].InitMs))
-	w("The first answer is the time from sending a fresh emulator its first invocation to the answer (process start, initialisation, main's cold start with the authorizer's configuration and Redis client, one decision on Redis), %d rounds, the three in a rotating order within each round; \"after minimal\" is the median of each round's difference with the minimal function's.\n\n", c.Rounds)
-	w("| bootstrap | size, linux/arm64 | package init | costliest packages at init | first answer | after minimal |\n|---|---|---|---|---|---|\n")
+	w("The first answer is the time from sending a fresh emulator its first invocation to the answer (process start, initialisation, main's cold start with the authorizer's configuration and Redis client, one decision on Redis), %d rounds, the four in a rotating order within each round; \"after minimal\" is the median of each round's difference with the minimal function's.\n\n", c.Rounds)
+	w("A traced decision is the median of %d warm invocations of the same instance after its first answer, each with a sampled trace header (`Sampled=1`), so that the X-Ray build sends one subsegment per Redis call over UDP to a local listener standing in for the daemon and the OpenTelemetry build two spans over OTLP/HTTP to a local receiver standing in for the collector, flushed before each answer; median of the rounds' medians.\n\n", warmRounds)
+	w("| bootstrap | size, linux/arm64 | package init | costliest packages at init | first answer | after minimal | traced decision |\n|---|---|---|---|---|---|---|\n")
 	for i, x := range c.Builds {
 		var top []string
 		for _, t := range x.InitTop[:min(len(x.InitTop), 3)] {
@@ -218,8 +245,12 @@ func coldStartSection(l lambdaInfo) string {
 		if i > 0 {
 			after = fmt.Sprintf("%.1f ms", median(x.AfterMinimalMs))
 		}
-		w("| %s | %.1f MB | %.1f ms | %s | %.1f ms | %s |\n", x.Name, float64(x.Arm64Bytes)/1e6, median(x.InitMs),
-			strings.Join(top, ", "), median(x.FirstAnswerMs), after)
+		decision := "-"
+		if len(x.DecisionUs) > 0 {
+			decision = fmt.Sprintf("%.0f µs", median(x.DecisionUs))
+		}
+		w("| %s | %.1f MB | %.1f ms | %s | %.1f ms | %s | %s |\n", x.Name, float64(x.Arm64Bytes)/1e6, median(x.InitMs),
+			strings.Join(top, ", "), median(x.FirstAnswerMs), after, decision)
 	}
 	if api, none := l.BootstrapBytes["api"], l.BootstrapBytes["api-noxray"]; api > 0 && none > 0 {
 		w("\nThe api function, linux/arm64: %.1f MB by default, %.1f MB with `TRACER=none`.\n", float64(api)/1e6, float64(none)/1e6)
@@ -293,4 +324,74 @@ func runOnlyLambda(ctx context.Context, cfg config, out, serverBin string) error
 		res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
 		return nil
 	})
+}
+
+// warmRounds is how many warm invocations measure a traced decision.
+const warmRounds = 40
+
+// tracedDecisions invokes inst warmRounds times, each invocation with a
+// fresh sampled trace header, and returns the median time of one, in µs.
+func tracedDecisions(ctx context.Context, inst *rieInstance, event []byte, round int) (float64, error) {
+	times := make([]float64, 0, warmRounds)
+	for j := range warmRounds {
+		header := fmt.Sprintf("Root=1-%08x-%024x;Parent=%016x;Sampled=1", time.Now().Unix(), uint64(round)<<32|uint64(j)+1, uint64(j)+1)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+			"http://"+inst.addr+"/2015-03-31/functions/function/invocations", bytes.NewReader(event))
+		if err != nil {
+			return 0, err
+		}
+		// The emulator passes it to the function as Lambda does
+		// (Lambda-Runtime-Trace-Id).
+		req.Header.Set("X-Amzn-Trace-Id", header)
+		t0 := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, fmt.Errorf("traced invocation: %w", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		elapsed := time.Since(t0)
+		if err != nil || resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"errorType"`)) {
+			return 0, fmt.Errorf("traced invocation: HTTP %d, %v: %.300s", resp.StatusCode, err, body)
+		}
+		times = append(times, float64(elapsed.Nanoseconds())/1e3)
+	}
+	return median(times), nil
+}
+
+// startTraceSinks starts what stands in for Lambda's X-Ray daemon (a UDP
+// listener that reads and drops every datagram) and for the collector of
+// the ADOT layer (an OTLP/HTTP receiver that reads each request whole and
+// answers an empty ExportTraceServiceResponse, which is an empty protobuf
+// body), on loopback, and returns the variables that point the builds at
+// them.
+func startTraceSinks() ([]string, func(), error) {
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, fmt.Errorf("x-ray daemon stand-in: %w", err)
+	}
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		udp.Close()
+		return nil, nil, fmt.Errorf("otlp receiver stand-in: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	env := []string{
+		"AWS_XRAY_DAEMON_ADDRESS=" + udp.LocalAddr().String(),
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://" + ln.Addr().String() + "/v1/traces",
+	}
+	return env, func() { udp.Close(); _ = srv.Close() }, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/ulule/limiter/v3"
 	ulredis "github.com/ulule/limiter/v3/drivers/store/redis"
@@ -35,7 +34,7 @@ type decider func(ctx context.Context, identity string) (bool, error)
 // Time control: how a contender learns the time, which decides how
 // precisely the attacks and the replay can place its requests.
 const (
-	clockInjected = "injected (internal/scriptclock / ARGV)"
+	clockInjected = "injected (Options.Now / ARGV)"
 	clockClient   = "client timestamp (ARGV)"
 	clockRedis    = "Redis TIME (not controllable)"
 	clockTTL      = "key TTL in Redis (not controllable)"
@@ -159,7 +158,7 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 		out = append(out, &contender{
 			Name: "slidegate " + string(alg), Group: "slidegate", Clock: clockInjected, Virtual: true,
 			build: func(now func() time.Time, lim limitSpec) (decider, error) {
-				l, err := ratelimit.NewLimiter(scriptclock.Wrap(client, now), ratelimit.Options{})
+				l, err := ratelimit.NewLimiter(client, ratelimit.Options{Now: now})
 				if err != nil {
 					return nil, err
 				}
@@ -173,7 +172,7 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				}, nil
 			},
 			buildGate: func(now func() time.Time, lim limitSpec, denyCacheOff bool) (decider, error) {
-				l, err := ratelimit.NewLimiter(scriptclock.Wrap(client, now), ratelimit.Options{})
+				l, err := ratelimit.NewLimiter(client, ratelimit.Options{Now: now})
 				if err != nil {
 					return nil, err
 				}

@@ -22,8 +22,8 @@ const bucketsSection = "## The sixth algorithm: sliding buckets\n\n" +
 	"floor(limit x 1.1) units, and so does every rolling window. (B) counts buckets b-K+1..b in full, so the same argument shows that any K consecutive aligned buckets hold " +
 	"at most the limit, which is why a burst from idle admits exactly the limit (100 of 5,000 above). The bound is tight: a full burst at the " +
 	"end of one bucket followed by greedy attempts reaches exactly 110 for a limit of 100.\n\n" +
-	"`tests/core_buckets_test.go`, part of `make test`, checks this through `Limiter` with an injected clock on real `redis-server`s (a single node and a 3-master cluster; " +
-	"`go test ./tests -run SlidingBuckets -v`): adversarial schedules (a full window packed into the last microsecond of a window or of a bucket and then refilled greedily, " +
+	"`pkg/ratelimit/buckets_redis_test.go`, part of `make test`, checks this through `Limiter` with an injected clock on real `redis-server`s (a single node and a 3-master cluster; " +
+	"`go test ./pkg/ratelimit -run SlidingBuckets -v`): adversarial schedules (a full window packed into the last microsecond of a window or of a bucket and then refilled greedily, " +
 	"bursts on both sides of bucket edges, and random mixes with costs up to the limit, for limits from 1 per 10 s to 1,000 per hour) never exceed either bound; " +
 	"the tight case reaches exactly 110 and a burst from idle exactly 100; and `RetryAfter` is exact to the microsecond whether (A) or (B) is the check that denies. " +
 	"Removing either check from the script makes these tests fail: without (A) the refill reaches about twice the limit, without (B) a burst from idle admits 110.\n\n" +

@@ -25,6 +25,9 @@ import (
 type config struct {
 	rounds          int
 	plansRounds     int // the several-limits section's rounds
+	serverRounds    int // the server-side section's rounds
+	serverRequests  int // redis-benchmark requests per case and round
+	benchBin        string
 	duration        time.Duration
 	concurrency     []int
 	identities      int // memory phase
@@ -59,6 +62,9 @@ func main() {
 		server   = flag.String("redis-server", "redis-server", "redis-server binary")
 		rounds   = flag.Int("rounds", 3, "throughput rounds per contender and concurrency")
 		plansRds = flag.Int("plans-rounds", 7, "rounds of each kind of decision in the several-limits section")
+		srvRds   = flag.Int("server-rounds", 5, "rounds of the server-side section (redis-benchmark), at least 5 for publishing")
+		srvReqs  = flag.Int("server-requests", 20_000, "redis-benchmark requests per case and round in the server-side section")
+		benchBin = flag.String("redis-benchmark", "redis-benchmark", "redis-benchmark binary (Debian's redis-tools)")
 		duration = flag.Duration("duration", 500*time.Millisecond, "length of one throughput round")
 		conc     = flag.String("concurrency", "1,16,64", "client concurrencies")
 		idents   = flag.Int("identities", 200_000, "identities in the memory phase")
@@ -67,11 +73,11 @@ func main() {
 		root     = flag.String("root", "..", "the slidegate checkout (functions/, events/, bin/aws-lambda-rie)")
 		render   = flag.String("render", "", "re-render the report and charts from this results.json instead of measuring")
 		lambda   = flag.Bool("lambda", true, "measure the Lambda figures (bootstrap size, cold start and warm overhead under the emulator, allocations)")
-		only     = flag.String("only", "", `"lambda" or "plans": measure the Lambda figures, or the several-limits section, alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
+		only     = flag.String("only", "", `"lambda", "plans" or "server": measure the Lambda figures, the several-limits section or the server-side (redis-benchmark) section alone and put them into the earlier run's <out>/benchmarks/results.json and report`)
 	)
 	flag.Parse()
 	cfg := config{
-		rounds: *rounds, plansRounds: *plansRds, duration: *duration, identities: *idents,
+		rounds: *rounds, plansRounds: *plansRds, serverRounds: *srvRds, serverRequests: *srvReqs, benchBin: *benchBin, duration: *duration, identities: *idents,
 		traceRequests: *traceN, traceIdentities: 1000, burst: 5000,
 		throughputLimit: limitSpec{1000, time.Minute},
 		memoryLimit:     limitSpec{100, time.Hour},
@@ -80,6 +86,10 @@ func main() {
 		attackLimit:     limitSpec{100, time.Minute},
 		realAttackLimit: limitSpec{100, time.Second},
 		attackDelta:     0.02,
+	}
+	if cfg.serverRounds < 1 || cfg.serverRequests < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -server-rounds %d, -server-requests %d: want at least 1\n", cfg.serverRounds, cfg.serverRequests)
+		os.Exit(2)
 	}
 	if cfg.plansRounds < 1 {
 		fmt.Fprintf(os.Stderr, "bench: -plans-rounds %d: want at least 1\n", cfg.plansRounds)
@@ -95,7 +105,7 @@ func main() {
 	}
 	if *quick {
 		cfg.rounds, cfg.duration, cfg.identities, cfg.traceRequests = 1, 200*time.Millisecond, 5000, 50_000
-		cfg.plansRounds = 1
+		cfg.plansRounds, cfg.serverRounds, cfg.serverRequests = 1, 1, 5000
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -121,8 +131,14 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	case "server":
+		if err := runOnlyServer(ctx, cfg, *out, *luaDir, *server, cfg.benchBin); err != nil {
+			fmt.Fprintf(os.Stderr, "\nbench: %v\n", err)
+			os.Exit(1)
+		}
+		return
 	default:
-		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda or plans\n", *only)
+		fmt.Fprintf(os.Stderr, "bench: -only %q: want lambda, plans or server\n", *only)
 		os.Exit(2)
 	}
 	if err := run(ctx, cfg, *out, *luaDir, *server); err != nil {
@@ -277,6 +293,7 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 		}
 	}
 
+	res.ServerSide = runServerSide(ctx, b, contenders, cfg.benchBin, srv.addr, cfg.serverRequests, cfg.serverRounds)
 	res.Plans, err = runPlans(ctx, b)
 	if err != nil {
 		return err

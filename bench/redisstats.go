@@ -72,6 +72,9 @@ type roundTrips struct {
 	trips atomic.Int64
 	mu    sync.Mutex
 	names map[string]bool
+	// last is the arguments of the last command sent alone (not in a
+	// pipeline): the server-side section replays a decision from it.
+	last []any
 }
 
 func newRoundTrips() *roundTrips { return &roundTrips{names: map[string]bool{}} }
@@ -81,7 +84,7 @@ func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.trips.Add(1)
-		h.note(cmd.Name())
+		h.note(cmd.Name(), cmd.Args())
 		return next(ctx, cmd)
 	}
 }
@@ -90,17 +93,27 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.trips.Add(1)
 		for _, c := range cmds {
-			h.note(c.Name())
+			h.note(c.Name(), nil)
 		}
 		return next(ctx, cmds)
 	}
 }
 
-func (h *roundTrips) note(name string) {
+func (h *roundTrips) note(name string, args []any) {
 	name = strings.ToLower(name)
 	h.mu.Lock()
 	h.names[name] = true
+	if args != nil {
+		h.last = args
+	}
 	h.mu.Unlock()
+}
+
+// lastSent is the arguments of the last command sent alone.
+func (h *roundTrips) lastSent() []any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
 }
 
 // reset forgets the counts and names seen so far.

@@ -105,11 +105,14 @@ func renderReport(res *results) string {
 		w("\n")
 	}
 
-	w("\n## Redis cost per decision\n\n")
+	w("\n")
+	b.WriteString(serverSideSection(res))
+	w("## Redis cost per decision, through the Go client\n\n")
 	w("`CONFIG RESETSTAT` before each throughput round, `INFO commandstats` after it. *Redis us/decision* is the `usec` of the commands the contender itself sent ")
 	w("(an EVALSHA's time includes everything its script runs) divided by its decisions; *commands/decision* counts every command Redis executed, ")
 	w("those inside scripts included; *round trips/decision* is counted in the client. Medians over every round at every concurrency, cheapest first.\n\n")
-	w("The least disturbed round (*min*) is shown too: on a shared machine Redis is sometimes descheduled in the middle of a script, which only ever adds time.\n\n")
+	w("The least disturbed round (*min*) is shown too: on a shared machine Redis is sometimes descheduled in the middle of a script, which only ever adds time. ")
+	w("These figures depend on the Go client as well as on the scripts (see the section above, whose figures the targets use).\n\n")
 	w("The last two columns put the client beside the server, at the highest concurrency: *client CPU* is this benchmark process's CPU time (getrusage, user+system) per decision, the limiter's Go code, go-redis and the benchmark's own loop; ")
 	w("*Redis CPU* is redis-server's (`INFO cpu`), network I/O and protocol parsing included, which `usec_per_call` leaves out.\n\n")
 	hi := 0
@@ -172,7 +175,7 @@ func renderReport(res *results) string {
 	}
 
 	w("\n## Attacks: the most admitted in any rolling window\n\n")
-	w("Each attack is one identity against a limit of 100 per window W. Contenders whose clock can be set (slidegate through `internal/scriptclock`, the baselines through their client timestamp) ")
+	w("Each attack is one identity against a limit of 100 per window W. Contenders whose clock can be set (slidegate through `ratelimit.Options.Now`, the baselines through their client timestamp) ")
 	w("are played on a virtual clock at exact instants, W = 1 minute, windows aligned. The peers take their time from Redis (`TIME`, or the key's TTL) and cannot be placed: they are played in real time with W = 1 s, ")
 	w("their bursts sent by 8 concurrent clients; their figures carry the timing noise of a shared machine. The figure is the most requests admitted in any half-open rolling window (t-W, t], divided by the limit.\n\n")
 	for _, a := range res.Attacks {

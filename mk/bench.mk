@@ -12,6 +12,6 @@ bench: ensure-redis
 	cd bench && GOFLAGS=-mod=mod $(GO) run . -out ../docs $(BENCH_FLAGS)
 
 ## bench-test: the bench module compiles and vets (the sliding-buckets bound
-## is proved in tests/core_buckets_test.go, part of `make test`)
+## is proved in pkg/ratelimit/buckets_redis_test.go, part of `make test`)
 bench-test:
 	cd bench && GOFLAGS=-mod=mod $(GO) vet ./...

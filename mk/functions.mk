@@ -3,6 +3,7 @@
 #
 #   make build                          both bootstraps into .aws-sam/build-local/<Function>/
 #   make build TRACER=none              the same without the X-Ray SDK (see TRACER below)
+#   make build TRACER=otel              the same with OpenTelemetry instead (see TRACER below)
 #   make build-AuthorizerFunction ARTIFACTS_DIR=dir   (sam build, BuildMethod: makefile)
 #   make build-ApiFunction ARTIFACTS_DIR=dir
 #   make invoke FUNCTION=authorizer EVENT=events/authorizer-anonymous.json
@@ -29,17 +30,21 @@
 # what the template deploys: one X-Ray subsegment per Redis call of a sampled
 # invocation) or none (build tag noxray: no tracer is linked, nothing is ever
 # sent, and the bootstrap is smaller and initialises faster; Lambda still
-# records the function's own segment when Tracing is Active). sam build runs
-# these targets with the default unless TRACER is set in its environment.
+# records the function's own segment when Tracing is Active) or otel (build
+# tag otel: OpenTelemetry spans over OTLP/HTTP to the collector of the ADOT
+# Lambda layer, template parameter OtelCollectorLayerArn; see
+# docs/observability.md). sam build runs these targets with the default
+# unless TRACER is set in its environment.
 #
 #   make build TRACER=none
 TRACER            ?= xray
 GO_BUILD_TAGS_xray := lambda.norpc
 GO_BUILD_TAGS_none := lambda.norpc,noxray
-GO_BUILD_TAGS      = $(or $(GO_BUILD_TAGS_$(TRACER)),$(error TRACER=$(TRACER): want xray or none))
+GO_BUILD_TAGS_otel := lambda.norpc,otel
+GO_BUILD_TAGS      = $(or $(GO_BUILD_TAGS_$(TRACER)),$(error TRACER=$(TRACER): want xray, none or otel))
 
 CGO_ENABLED_BUILD := CGO_ENABLED=0
-GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w'
+GO_BUILD_FLAGS     = -tags $(GO_BUILD_TAGS) -trimpath -ldflags '-s -w $(VERSION_LDFLAGS)'
 RIE_MODULE        := github.com/aws/aws-lambda-runtime-interface-emulator
 RIE_VERSION       := v0.0.0-20261030222936-bef5c4ba774d
 RIE               := $(BIN)/aws-lambda-rie
@@ -58,7 +63,7 @@ RATE_LIMIT_HASH_KEY  ?= slidegate-test-only-identity-hash-key-0001
 
 .PHONY: build build-AuthorizerFunction build-ApiFunction invoke rie
 
-## build: both functions' bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none)
+## build: both functions' bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none|otel)
 build:
 	$(MAKE) --no-print-directory build-AuthorizerFunction ARTIFACTS_DIR=
 	$(MAKE) --no-print-directory build-ApiFunction ARTIFACTS_DIR=

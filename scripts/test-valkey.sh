@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Valkey half of `make test`: every Redis-facing test (each Test and Fuzz
 # function that starts a server through internal/testkit/redistest, as listed
-# by internal/cmd/redisfacing) run again with REDIS_SERVER=valkey-server.
+# by scripts/redisfacing) run again with REDIS_SERVER=valkey-server.
 #
 # VALKEY chooses what happens when valkey-server is missing and cannot be
 # installed here (scripts/ensure-valkey.sh tries as root with apt-get):
@@ -43,7 +43,7 @@ fi
 export REDIS_SERVER=${VALKEY_SERVER:-valkey-server}
 export REDIS_CLI=${VALKEY_CLI:-valkey-cli}
 
-selection=$(${GO} run ./internal/cmd/redisfacing)
+selection=$(${GO} run ./scripts/redisfacing)
 run=$(head -n 1 <<<"${selection}")
 mapfile -t packages < <(tail -n +2 <<<"${selection}")
 tests=$(tr '|' '\n' <<<"${run}" | wc -l)

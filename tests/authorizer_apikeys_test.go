@@ -1,36 +1,39 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/apigateway"
+
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
-// fakeAPIGateway answers GetApiKeys (GET /apikeys), GetUsagePlans
-// (GET /usageplans) and GetUsagePlanKeys (GET /usageplans/{id}/keys) like
-// API Gateway's REST API does (HAL-style JSON: "item", and a "position" for
-// the next page), two items a page, so that the SDK's paginators have to
-// follow positions. Requests without a SigV4 signature are refused.
-// Requests wait while the gate is held (identity_support_test.go).
+// fakeAPIGateway is the API Gateway of an empty account on the shared
+// moto_server, filled through the SDK with the keys and usage plans of a
+// test, and the proxy in front of it that the code under test calls: it
+// cuts moto's one-page listings into pages of two items, so that the SDK's
+// paginators have to follow positions; holds requests while its gate is
+// held; and records the requests.
 type fakeAPIGateway struct {
-	gate     *holdGate
-	mu       sync.Mutex
-	keys     []fakeAPIKey
-	plans    []fakeUsagePlan
-	requests []*http.Request
+	*mototest.Proxy
+	gate    *holdGate
+	t       testing.TB
+	account *mototest.Account
+	// keyIDs maps a test's key id to moto's; planIDs a test's plan id to
+	// moto's, and plans lists moto's in the test's order.
+	keyIDs, planIDs map[string]string
+	plans           []string
 }
 
 type fakeAPIKey struct {
-	ID      string `json:"id"`
-	Name    string `json:"name"`
-	Value   string `json:"value,omitempty"`
-	Enabled bool   `json:"enabled"`
+	ID      string
+	Name    string
+	Value   string // at least 20 characters, as API Gateway requires
+	Enabled bool
 }
 
 // fakeUsagePlan is a usage plan with the API stages of Stages ("apiId" for
@@ -42,100 +45,64 @@ type fakeUsagePlan struct {
 	KeyIDs []string
 }
 
+// newFakeAPIGateway fills a new account and returns it with the proxy's URL.
 func newFakeAPIGateway(t testing.TB, keys []fakeAPIKey, plans []fakeUsagePlan) (*fakeAPIGateway, string) {
 	t.Helper()
-	gw := &fakeAPIGateway{gate: newHoldGate(), keys: keys, plans: plans}
-	srv := httptest.NewServer(gw)
-	t.Cleanup(srv.Close)
-	return gw, srv.URL
+	moto := mototest.Shared(t)
+	account := moto.Account(t)
+	proxy := moto.Proxy(t, account)
+	proxy.SetPageSize(2)
+	gw := &fakeAPIGateway{Proxy: proxy, gate: proxy.Gate, t: t, account: account,
+		keyIDs: map[string]string{}, planIDs: map[string]string{}}
+	for _, k := range keys {
+		gw.keyIDs[k.ID] = account.CreateAPIKey(t, k.Value, k.Enabled)
+	}
+	for _, p := range plans {
+		var stages []mototest.Stage
+		for _, st := range p.Stages {
+			api, stage, ok := strings.Cut(st, "/")
+			if !ok {
+				stage = "prod"
+			}
+			stages = append(stages, mototest.Stage{APIID: api, Stage: stage})
+		}
+		id := account.CreateUsagePlan(t, "plan "+p.ID, nil, stages...)
+		gw.planIDs[p.ID] = id
+		gw.plans = append(gw.plans, id)
+		for _, k := range p.KeyIDs {
+			account.AttachAPIKey(t, id, gw.keyIDs[k])
+		}
+	}
+	return gw, proxy.Account.Endpoint
 }
 
-func (f *fakeAPIGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !f.gate.Pass(r) {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.requests = append(f.requests, r.Clone(r.Context()))
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
-		http.Error(w, `{"message":"Missing Authentication Token"}`, http.StatusForbidden)
-		return
-	}
-	q := r.URL.Query()
-	type item struct {
-		id   string
-		body any
-	}
-	var items []item
-	switch path := r.URL.Path; {
-	case r.Method != http.MethodGet:
-		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
-		return
-	case path == "/apikeys":
-		for _, k := range f.keys {
-			if q.Get("includeValues") != "true" {
-				k.Value = ""
-			}
-			items = append(items, item{k.ID, k})
-		}
-	case path == "/usageplans":
-		for _, p := range f.plans {
-			stages := []map[string]string{}
-			for _, st := range p.Stages {
-				api, stage, ok := strings.Cut(st, "/")
-				if !ok {
-					stage = "prod"
-				}
-				stages = append(stages, map[string]string{"apiId": api, "stage": stage})
-			}
-			items = append(items, item{p.ID, map[string]any{"id": p.ID, "name": "plan " + p.ID, "apiStages": stages}})
-		}
-	case strings.HasPrefix(path, "/usageplans/") && strings.HasSuffix(path, "/keys"):
-		planID := strings.TrimSuffix(strings.TrimPrefix(path, "/usageplans/"), "/keys")
-		for _, p := range f.plans {
-			if p.ID != planID {
-				continue
-			}
-			for _, id := range p.KeyIDs {
-				for _, k := range f.keys {
-					if k.ID == id {
-						items = append(items, item{id, map[string]any{"id": id, "type": "API_KEY", "name": k.Name, "value": k.Value}})
-					}
-				}
-			}
-		}
-	default:
-		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
-		return
-	}
-	start := 0
-	if p := q.Get("position"); p != "" {
-		for i, it := range items {
-			if it.id == p {
-				start = i
-			}
-		}
-	}
-	end := min(start+2, len(items))
-	page := make([]any, 0, 2)
-	for _, it := range items[start:end] {
-		page = append(page, it.body)
-	}
-	out := map[string]any{"item": page}
-	if end < len(items) {
-		out["position"] = items[end].id
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
+// addKey creates an enabled key and attaches it to the plan-th usage plan.
+func (f *fakeAPIGateway) addKey(k fakeAPIKey, plan int) {
+	f.keyIDs[k.ID] = f.account.CreateAPIKey(f.t, k.Value, true)
+	f.account.AttachAPIKey(f.t, f.plans[plan], f.keyIDs[k.ID])
+}
+
+// client is the real SDK client of the account, through the proxy.
+func (f *fakeAPIGateway) client() *apigateway.Client {
+	return apigateway.NewFromConfig(f.Account.Config)
+}
+
+// env points a process's SDK at the account, through the proxy.
+func (f *fakeAPIGateway) env() map[string]string {
+	env := f.Account.Env()
+	delete(env, "AWS_ENDPOINT_URL")
+	env["AWS_ENDPOINT_URL_API_GATEWAY"] = f.Account.Endpoint
+	return env
 }
 
 // requestsTo returns the requests seen so far for path (exact, or a prefix
-// when it ends with "*").
+// when it ends with "*"), in which a test's usage plan id stands for moto's.
 func (f *fakeAPIGateway) requestsTo(path string) []*http.Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	for test, moto := range f.planIDs {
+		path = strings.Replace(path, "/usageplans/"+test+"/", "/usageplans/"+moto+"/", 1)
+	}
 	var out []*http.Request
-	for _, r := range f.requests {
+	for _, r := range f.Requests() {
 		if r.URL.Path == path || (strings.HasSuffix(path, "*") && strings.HasPrefix(r.URL.Path, strings.TrimSuffix(path, "*"))) {
 			out = append(out, r)
 		}
@@ -148,14 +115,14 @@ func (f *fakeAPIGateway) requestsTo(path string) []*http.Request {
 // and one on its stage dev, another API has one.
 var (
 	azGatewayKeys = []fakeAPIKey{
-		{ID: "k1", Name: "one", Value: "gw-key-page-1-a", Enabled: true},
-		{ID: "k2", Name: "two", Value: "gw-key-page-1-b", Enabled: true},
-		{ID: "k3", Name: "three", Value: "gw-key-disabled", Enabled: false},
-		{ID: "k4", Name: "four", Value: "gw-key-page-2", Enabled: true},
-		{ID: "k5", Name: "five", Value: "gw-key-page-3", Enabled: true},
-		{ID: "k6", Name: "six", Value: "gw-key-of-another-api", Enabled: true},
-		{ID: "k7", Name: "seven", Value: "gw-key-in-no-plan", Enabled: true},
-		{ID: "k9", Name: "nine", Value: "gw-key-dev-only", Enabled: true},
+		{ID: "k1", Name: "one", Value: "gw-key-page-1-a-padded", Enabled: true},
+		{ID: "k2", Name: "two", Value: "gw-key-page-1-b-padded", Enabled: true},
+		{ID: "k3", Name: "three", Value: "gw-key-disabled-padded", Enabled: false},
+		{ID: "k4", Name: "four", Value: "gw-key-page-2-padded", Enabled: true},
+		{ID: "k5", Name: "five", Value: "gw-key-page-3-padded", Enabled: true},
+		{ID: "k6", Name: "six", Value: "gw-key-of-another-api-padded", Enabled: true},
+		{ID: "k7", Name: "seven", Value: "gw-key-in-no-plan-padded", Enabled: true},
+		{ID: "k9", Name: "nine", Value: "gw-key-dev-only-padded", Enabled: true},
 	}
 	azUsagePlans = []fakeUsagePlan{
 		{ID: "p-other", Stages: []string{"zzzzzzzzzz"}, KeyIDs: []string{"k6"}},
@@ -168,20 +135,15 @@ var (
 // TestAuthorizerAPIGatewayKeys: with API_KEY_HASHES unset, the bootstrap
 // under the emulator lists the API Gateway keys and usage plans through the
 // real aws-sdk-go-v2 client (SigV4-signed, every page, values included),
-// pointed at a local endpoint with AWS_ENDPOINT_URL_API_GATEWAY. Enabled
+// pointed at moto_server with AWS_ENDPOINT_URL_API_GATEWAY. Enabled
 // keys attached to a usage plan of the event's API and stage, on any page,
 // are org callers; disabled and unknown keys are not, and neither are keys
 // of another API's plans, of another stage's plans, or of no plan.
 func TestAuthorizerAPIGatewayKeys(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{
-		"AWS_ENDPOINT_URL_API_GATEWAY": url,
-		"AWS_ACCESS_KEY_ID":            "AKIDEXAMPLETEST",
-		"AWS_SECRET_ACCESS_KEY":        "test-secret-not-real",
-		"AWS_REGION":                   "us-east-1",
-	})
+	env := azEnv(srv.URL(), azSecret(t), gw.env())
 	delete(env, "API_KEY_HASHES")
 	rie := azStart(t, env)
 
@@ -195,16 +157,16 @@ func TestAuthorizerAPIGatewayKeys(t *testing.T) {
 		// warning).
 		needsAPIID bool
 	}{
-		{"key of our plan, first page", "gw-key-page-1-a", "prod", true, false, false},
-		{"key of our second plan, first page of its keys", "gw-key-page-2", "prod", true, false, false},
-		{"key of our second plan, second page of its keys", "gw-key-page-3", "prod", true, false, false},
-		{"disabled key of our plan", "gw-key-disabled", "prod", false, true, false},
-		{"unknown key", "gw-key-never-issued", "prod", false, true, false},
-		{"key of another API's plan", "gw-key-of-another-api", "prod", false, true, true},
-		{"enabled key of no plan", "gw-key-in-no-plan", "prod", false, true, true},
-		{"key of our dev stage's plan, on dev", "gw-key-dev-only", "dev", true, false, false},
-		{"key of our dev stage's plan, on prod", "gw-key-dev-only", "prod", false, true, true},
-		{"key of our prod stage's plan, on dev", "gw-key-page-1-a", "dev", false, true, true},
+		{"key of our plan, first page", "gw-key-page-1-a-padded", "prod", true, false, false},
+		{"key of our second plan, first page of its keys", "gw-key-page-2-padded", "prod", true, false, false},
+		{"key of our second plan, second page of its keys", "gw-key-page-3-padded", "prod", true, false, false},
+		{"disabled key of our plan", "gw-key-disabled-padded", "prod", false, true, false},
+		{"unknown key", "gw-key-never-issued-padded", "prod", false, true, false},
+		{"key of another API's plan", "gw-key-of-another-api-padded", "prod", false, true, true},
+		{"enabled key of no plan", "gw-key-in-no-plan-padded", "prod", false, true, true},
+		{"key of our dev stage's plan, on dev", "gw-key-dev-only-padded", "dev", true, false, false},
+		{"key of our dev stage's plan, on prod", "gw-key-dev-only-padded", "prod", false, true, true},
+		{"key of our prod stage's plan, on dev", "gw-key-page-1-a-padded", "dev", false, true, true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

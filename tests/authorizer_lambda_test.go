@@ -102,7 +102,7 @@ func TestAuthorizerTierLimits(t *testing.T) {
 			}
 		})
 	}
-	if logs := rie.Logs(); strings.Contains(logs, azKey) || strings.Contains(logs, secret) || strings.Contains(logs, "198.51.100.10") {
+	if logs := rie.FinalLogs(); strings.Contains(logs, azKey) || strings.Contains(logs, secret) || strings.Contains(logs, "198.51.100.10") {
 		t.Error("the function log holds an API key, the JWT secret or a source IP in clear")
 	}
 }

@@ -3,13 +3,9 @@ package tests
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,66 +16,6 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// fakeSecretsManager answers GetSecretValue like Secrets Manager (AWS JSON
-// 1.1: POST / with X-Amz-Target), from a map of ARN to SecretString; an
-// unknown ARN gets ResourceNotFoundException. With throttle set it answers
-// every request with ThrottlingException, as Secrets Manager does past its
-// request rate; with hang set it never answers. answer clears both.
-type fakeSecretsManager struct {
-	secrets  map[string]string
-	mu       sync.Mutex
-	throttle bool
-	hang     bool
-	asked    []string
-}
-
-func (f *fakeSecretsManager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.Header.Get("X-Amz-Target") != "secretsmanager.GetSecretValue" ||
-		!strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-HMAC-SHA256 ") {
-		http.Error(w, `{"__type":"InvalidRequestException","message":"bad request"}`, http.StatusBadRequest)
-		return
-	}
-	var in struct{ SecretId string }
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		http.Error(w, `{"__type":"InvalidRequestException"}`, http.StatusBadRequest)
-		return
-	}
-	f.mu.Lock()
-	f.asked = append(f.asked, in.SecretId)
-	throttle, hang := f.throttle, f.hang
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	if hang {
-		<-r.Context().Done()
-		return
-	}
-	if throttle {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`{"__type":"ThrottlingException","message":"Rate exceeded"}`))
-		return
-	}
-	secret, ok := f.secrets[in.SecretId]
-	if !ok {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`{"__type":"ResourceNotFoundException","message":"Secrets Manager can't find the specified secret."}`))
-		return
-	}
-	_ = json.NewEncoder(w).Encode(map[string]string{"ARN": in.SecretId, "Name": "n", "SecretString": secret, "VersionId": "v1"})
-}
-
-// answer makes the endpoint answer from now on: no throttling, no hang.
-func (f *fakeSecretsManager) answer() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.throttle, f.hang = false, false
-}
-
-func (f *fakeSecretsManager) requests() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.asked)
-}
 
 // smRedisARN is the Redis AUTH secret's ARN in the in-process tests.
 const smRedisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:redis-auth-QrStUv"
@@ -95,53 +31,58 @@ const smRedisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:redis-a
 func TestRedisAuthSecretFailures(t *testing.T) {
 	cases := []struct {
 		name         string
-		sm           *fakeSecretsManager
+		create       bool             // the secret exists, holding the password
+		fault        func(*smFixture) // what the endpoint does wrong, if anything
 		wantDegraded bool
 		wantLog      []string
 		wantRequests func(n int) bool
 	}{
 		{
 			name:         "secret read",
-			sm:           &fakeSecretsManager{secrets: map[string]string{}}, // filled with the password below
+			create:       true,
 			wantRequests: func(n int) bool { return n == 1 },
 		},
 		{
 			name:         "secret does not exist",
-			sm:           &fakeSecretsManager{secrets: map[string]string{}},
 			wantDegraded: true,
 			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ResourceNotFoundException", "can't find the specified secret", "until a later read succeeds", `"auth":"secret-pending"`},
 			wantRequests: func(n int) bool { return n == 1 }, // not retried within the interval
 		},
 		{
 			name:         "throttled",
-			sm:           &fakeSecretsManager{throttle: true},
+			create:       true,
+			fault:        (*smFixture).throttle,
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "ThrottlingException", "Rate exceeded", "maximum number of attempts", "until a later read succeeds"},
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", "secret:redis-auth-QrStUv", "ThrottlingException", "Rate exceeded", "maximum number of attempts", "until a later read succeeds"},
 			wantRequests: func(n int) bool { return n == 3 }, // the SDK's standard three attempts
 		},
 		{
 			name:         "no answer",
-			sm:           &fakeSecretsManager{hang: true},
+			create:       true,
+			fault:        (*smFixture).hang,
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", smRedisARN, "no answer from Secrets Manager in time", "deadline exceeded", "until a later read succeeds"},
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", "secret:redis-auth-QrStUv", "no answer from Secrets Manager in time", "deadline exceeded", "until a later read succeeds"},
 			wantRequests: func(n int) bool { return n >= 1 },
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			password := azSecret(t)
-			if tc.sm.secrets != nil && !tc.wantDegraded {
-				tc.sm.secrets[smRedisARN] = password
+			secrets := map[string]string{}
+			if tc.create {
+				secrets[smRedisARN] = password
+			}
+			sm := startSecrets(t, secrets)
+			if tc.fault != nil {
+				tc.fault(sm)
 			}
 			srv := redistest.StartServerWith(t, redistest.Options{Admin: true})
 			if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
 				t.Fatal(err)
 			}
-			api := httptest.NewServer(tc.sm)
-			t.Cleanup(api.Close)
 
-			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN, "REDIS_TIMEOUT": "100ms"})
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL)})
+			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN), "REDIS_TIMEOUT": "100ms"})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client()})
 
 			ctx := context.Background()
 			open, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
@@ -160,7 +101,7 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			if strings.Contains(logs.String(), password) {
 				t.Error("the Redis password reached the log")
 			}
-			if n := len(tc.sm.requests()); !tc.wantRequests(n) {
+			if n := sm.requests(); !tc.wantRequests(n) {
 				t.Errorf("Secrets Manager got %d requests", n)
 			}
 		})
@@ -177,27 +118,26 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 func TestRedisAuthSecretReadAgain(t *testing.T) {
 	cases := []struct {
 		name    string
-		sm      *fakeSecretsManager
+		fault   func(*smFixture)
 		wantLog string // what the cold-start read failed with
 	}{
-		{"throttled at cold start", &fakeSecretsManager{throttle: true}, "ThrottlingException"},
-		{"no answer at cold start", &fakeSecretsManager{hang: true}, "no answer from Secrets Manager in time"},
+		{"throttled at cold start", (*smFixture).throttle, "ThrottlingException"},
+		{"no answer at cold start", (*smFixture).hang, "no answer from Secrets Manager in time"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			password := azSecret(t)
-			tc.sm.secrets = map[string]string{smRedisARN: password}
+			sm := startSecrets(t, map[string]string{smRedisARN: password})
+			tc.fault(sm)
 			srv := redistest.StartServerWith(t, redistest.Options{Admin: true})
 			admin := srv.Client(t)
 			if err := admin.ConfigSet(ctx, "requirepass", password).Err(); err != nil {
 				t.Fatal(err)
 			}
-			api := httptest.NewServer(tc.sm)
-			t.Cleanup(api.Close)
 
-			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": smRedisARN})
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond})
+			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN)})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond})
 			decide := func() (edge.Outcome, error) {
 				return rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
 			}
@@ -221,7 +161,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			if err != nil || !out.Result.Degraded {
 				t.Fatalf("before Secrets Manager answers: degraded=%v err=%v; want a degraded decision", out.Result.Degraded, err)
 			}
-			tc.sm.answer()
+			sm.answer()
 			untilDecided("once Secrets Manager answers")
 			if _, err := rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
 				t.Errorf("fail-closed route once the token is read: %v", err)
@@ -229,7 +169,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 
 			// Once read, new connections do not ask AWS: close the
 			// runtime's connections and decide again on a new one.
-			asked := len(tc.sm.requests())
+			asked := sm.requests()
 			if err := admin.Do(ctx, "CLIENT", "KILL", "USER", "default").Err(); err != nil {
 				t.Fatalf("CLIENT KILL: %v", err)
 			}
@@ -242,7 +182,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			if !defaultUserConnected(t, admin) {
 				t.Fatal("no new connection was opened")
 			}
-			if n := len(tc.sm.requests()); n != asked {
+			if n := sm.requests(); n != asked {
 				t.Errorf("Secrets Manager asked %d more times for a new connection, want none: the token is kept", n-asked)
 			}
 
@@ -296,18 +236,13 @@ func TestAuthorizerSecretsFromSecretsManager(t *testing.T) {
 		defer c.Close()
 		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
 	})
-	sm := &fakeSecretsManager{secrets: map[string]string{redisARN: redisPassword, jwtARN: jwtSecret, hkARN: hkKeyA}}
-	api := httptest.NewServer(sm)
-	t.Cleanup(api.Close)
+	sm := startSecrets(t, map[string]string{redisARN: redisPassword, jwtARN: jwtSecret, hkARN: hkKeyA})
 
-	env := azEnv(srv.URL(), "", map[string]string{
-		"REDIS_AUTH_SECRET_ARN":            redisARN,
-		"JWT_HS256_SECRET_ARN":             jwtARN,
-		"RATE_LIMIT_HASH_KEY_SECRET_ARN":   hkARN,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": api.URL,
-		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
-		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
-	})
+	env := azEnv(srv.URL(), "", withEnv(sm.env(), map[string]string{
+		"REDIS_AUTH_SECRET_ARN":          sm.arn(redisARN),
+		"JWT_HS256_SECRET_ARN":           sm.arn(jwtARN),
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.arn(hkARN),
+	}))
 	delete(env, "JWT_HS256_SECRET")
 	rie := azStart(t, env)
 
@@ -341,13 +276,11 @@ func TestAuthorizerSecretsFromSecretsManager(t *testing.T) {
 			}
 		})
 	}
-	if logs := rie.Logs(); strings.Contains(logs, redisPassword) || strings.Contains(logs, jwtSecret) || strings.Contains(logs, hkKeyA) {
+	if logs := rie.FinalLogs(); strings.Contains(logs, redisPassword) || strings.Contains(logs, jwtSecret) || strings.Contains(logs, hkKeyA) {
 		t.Error("a secret reached the log")
 	}
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	if len(sm.asked) != 3 {
-		t.Errorf("Secrets Manager was asked %d times (%v), want once per secret at cold start", len(sm.asked), sm.asked)
+	if n := sm.requests(); n != 3 {
+		t.Errorf("Secrets Manager was asked %d times, want once per secret at cold start", n)
 	}
 }
 
@@ -360,15 +293,8 @@ func TestAuthorizerShortHS256SecretFromSecretsManager(t *testing.T) {
 	const jwtARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:jwt-hs256-short-MnOpQr"
 	weak := azSecret(t)[:20]
 	srv := redistest.StartServer(t)
-	sm := &fakeSecretsManager{secrets: map[string]string{jwtARN: weak}}
-	api := httptest.NewServer(sm)
-	t.Cleanup(api.Close)
-	env := azEnv(srv.URL(), "", map[string]string{
-		"JWT_HS256_SECRET_ARN":             jwtARN,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": api.URL,
-		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
-		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
-	})
+	sm := startSecrets(t, map[string]string{jwtARN: weak})
+	env := azEnv(srv.URL(), "", withEnv(sm.env(), map[string]string{"JWT_HS256_SECRET_ARN": sm.arn(jwtARN)}))
 	delete(env, "JWT_HS256_SECRET")
 	rie := azStart(t, env)
 
@@ -376,11 +302,14 @@ func TestAuthorizerShortHS256SecretFromSecretsManager(t *testing.T) {
 	if !a.unauthorized {
 		t.Fatalf("a token signed with the 20-byte secret: %+v, want Unauthorized", a)
 	}
-	logs := rie.Logs()
+	// The refusal is logged by the cold-start load that refused the secret,
+	// which can end after the answer it released: wait for the line, then
+	// read the whole log for the secret.
+	logs := rie.WaitLogsContaining("JWT_HS256_SECRET_ARN: secret refused", "HS256 secret of 20 bytes refused: at least 32 bytes are required")
 	if !strings.Contains(logs, "JWT_HS256_SECRET_ARN: secret refused") || !strings.Contains(logs, "HS256 secret of 20 bytes refused: at least 32 bytes are required") {
 		t.Errorf("no clear error for the short secret in the log:\n%s", logs)
 	}
-	if strings.Contains(logs, weak) {
+	if strings.Contains(rie.FinalLogs(), weak) {
 		t.Error("the secret reached the log")
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -438,7 +437,7 @@ func containsFields(s string, fields ...string) bool {
 
 // TestSlidegateSecretsFromSecretsManager: the command reads the Redis AUTH
 // token and the identity hash key from Secrets Manager as the functions do
-// (the SDK against an endpoint that answers like Secrets Manager), so it
+// (the SDK against moto_server's Secrets Manager), so it
 // reads the very counts of a function given the same key; a secret it
 // cannot read is one clear error.
 func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
@@ -453,8 +452,7 @@ func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 		defer c.Close()
 		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
 	})
-	sm := httptest.NewServer(&fakeSecretsManager{secrets: map[string]string{redisARN: password, hkARN: hkKeyA}})
-	t.Cleanup(sm.Close)
+	sm := startSecrets(t, map[string]string{redisARN: password, hkARN: hkKeyA})
 
 	fn := startDevFunction(t, map[string]string{
 		"REDIS_URL":           "redis://:" + password + "@" + srv.Addr(),
@@ -466,15 +464,11 @@ func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 			t.Fatal("denied")
 		}
 	}
-	env := map[string]string{
-		"REDIS_URL":                        srv.URL(),
-		"REDIS_AUTH_SECRET_ARN":            redisARN,
-		"RATE_LIMIT_HASH_KEY_SECRET_ARN":   hkARN,
-		"AWS_ENDPOINT_URL_SECRETS_MANAGER": sm.URL,
-		"AWS_REGION":                       "us-east-1",
-		"AWS_ACCESS_KEY_ID":                "AKIDEXAMPLETEST",
-		"AWS_SECRET_ACCESS_KEY":            "test-secret-not-real",
-	}
+	env := withEnv(sm.env(), map[string]string{
+		"REDIS_URL":                      srv.URL(),
+		"REDIS_AUTH_SECRET_ARN":          sm.arn(redisARN),
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.arn(hkARN),
+	})
 	if got := inspectJSON(t, env, "--ip", "192.0.2.44").used()["anonymous"]; got != 4 {
 		t.Errorf("inspect with the secrets: %d used, want 4", got)
 	}

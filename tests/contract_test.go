@@ -45,12 +45,12 @@ func contractDenial(retry time.Duration) ratelimit.Decision {
 }
 
 // contractMiddlewareAnswer is what the API function's middleware answers
-// for a verdict (or an error), with the header names respelled as the
+// for an outcome (or an error), with the header names respelled as the
 // function sends them (wire.SpecHeaderName). Content-Type and
 // Content-Length are left out: a gateway response's template sets the
 // first, API Gateway the second.
-func contractMiddlewareAnswer(verdict httplimit.Verdict, err error) (int, map[string]string, string) {
-	mw := httplimit.Middleware(func(*http.Request) (httplimit.Verdict, error) { return verdict, err },
+func contractMiddlewareAnswer(out edge.Outcome, err error) (int, map[string]string, string) {
+	mw := httplimit.Middleware(func(*http.Request) (edge.Outcome, error) { return out, err },
 		httplimit.Options{Logger: slog.New(slog.DiscardHandler)})
 	rec := httptest.NewRecorder()
 	mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })).
@@ -97,7 +97,13 @@ func contractGatewayProblems(raw []byte) []string {
 	if len(apis) != 1 {
 		return []string{fmt.Sprintf("want one AWS::Serverless::Api, got %d", len(apis))}
 	}
-	responses := yamlGet(yamlGet(apis[0].node, "Properties"), "GatewayResponses")
+	return contractResponseProblems(yamlGet(yamlGet(apis[0].node, "Properties"), "GatewayResponses"))
+}
+
+// contractResponseProblems is contractGatewayProblems of the gateway
+// responses themselves, in the shape of SAM's GatewayResponses (response
+// type -> StatusCode, ResponseParameters.Headers, ResponseTemplates).
+func contractResponseProblems(responses *yaml.Node) []string {
 	var problems []string
 	compare := func(responseType string, ctx map[string]any, wantStatus int, wantHeaders map[string]string, wantBody string) {
 		resp := yamlGet(responses, responseType)
@@ -140,8 +146,8 @@ func contractGatewayProblems(raw []byte) []string {
 	// middleware's answer to the same decision; "1 second" and "N seconds".
 	for _, retry := range []time.Duration{300 * time.Millisecond, 17200 * time.Millisecond} {
 		d := contractDenial(retry)
-		out := edge.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
-		status, headers, body := contractMiddlewareAnswer(httplimit.Verdict{Result: out.Result}, nil)
+		out := edge.Outcome{Kind: edge.Denied, Caller: identity.Caller{Tier: identity.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
+		status, headers, body := contractMiddlewareAnswer(out, nil)
 		compare("ACCESS_DENIED", edge.AuthorizerContext(out), status, headers, body)
 	}
 
@@ -150,9 +156,9 @@ func contractGatewayProblems(raw []byte) []string {
 	// middleware's carries; the rest is the same.
 	allowed := contractDenial(0)
 	allowed.Allowed, allowed.Remaining = true, 29
-	status, headers, body := contractMiddlewareAnswer(httplimit.Verdict{
-		Result:       ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}},
-		Unauthorized: true,
+	status, headers, body := contractMiddlewareAnswer(edge.Outcome{
+		Kind:   edge.Unauthorized,
+		Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}},
 	}, nil)
 	for name := range headers {
 		if lower := strings.ToLower(name); strings.HasPrefix(lower, "ratelimit") || strings.HasPrefix(lower, "x-ratelimit") {
@@ -162,7 +168,7 @@ func contractGatewayProblems(raw []byte) []string {
 	compare("UNAUTHORIZED", map[string]any{}, status, headers, body)
 
 	// 503: static in the template, the middleware's default.
-	status, headers, body = contractMiddlewareAnswer(httplimit.Verdict{}, fmt.Errorf("decide: %w", ratelimit.ErrUnavailable))
+	status, headers, body = contractMiddlewareAnswer(edge.Outcome{}, fmt.Errorf("decide: %w", ratelimit.ErrUnavailable))
 	for _, responseType := range []string{"AUTHORIZER_FAILURE", "AUTHORIZER_CONFIGURATION_ERROR"} {
 		compare(responseType, map[string]any{}, status, headers, body)
 	}
@@ -335,11 +341,11 @@ func TestContractPageMatchesCode(t *testing.T) {
 		s := strings.Replace(string(body), wire.RetryPhrase(n), "<wait>", 1)
 		return strings.Replace(s, `"retry_after_seconds":`+strconv.FormatInt(n, 10)+`}`, `"retry_after_seconds":N}`, 1)
 	}
-	_, _, unauthorized := contractMiddlewareAnswer(httplimit.Verdict{
-		Result:       ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 1, Window: time.Second}, Allowed: true}}},
-		Unauthorized: true,
+	_, _, unauthorized := contractMiddlewareAnswer(edge.Outcome{
+		Kind:   edge.Unauthorized,
+		Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 1, Window: time.Second}, Allowed: true}}},
 	}, nil)
-	_, _, internal := contractMiddlewareAnswer(httplimit.Verdict{}, errors.New("some failure"))
+	_, _, internal := contractMiddlewareAnswer(edge.Outcome{}, errors.New("some failure"))
 	bodies := map[string]string{
 		"429 with N":   placeholders(wire.TooManyRequestsBody(7), 7),
 		"503 with N":   placeholders(wire.ServiceUnavailableBody(7), 7),
@@ -355,9 +361,9 @@ func TestContractPageMatchesCode(t *testing.T) {
 	}
 	// Every header the library writes on a denial, as the functions send it.
 	written := http.Header{}
-	ratelimit.SetHeaders(written, ratelimit.Decision{
+	ratelimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
 		Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: 18 * time.Second, ResetAfter: 18 * time.Second,
-	})
+	}}})
 	names := []string{"Cache-Control"}
 	for name := range written {
 		names = append(names, wire.SpecHeaderName(name))

@@ -18,7 +18,7 @@ import (
 // key's tier once it arrives, not as anonymous.
 func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
 	releaseGateway, releaseJWKS := gw.gate.Hold(), jwks.gate.Hold()
 	defer releaseGateway()
@@ -30,7 +30,7 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	built := make(chan *app.Runtime, 1)
 	go func() {
 		rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{
-			APIGateway:      idAPIGatewayClient(url),
+			APIGateway:      gw.client(),
 			ColdStartBudget: budget,
 		})
 		built <- rt
@@ -48,12 +48,12 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	}
 
 	decided := make(chan edge.Outcome, 1)
-	go func() { decided <- idDecide(t, rt, map[string]string{"x-api-key": "gw-key-page-1-a"}) }()
+	go func() { decided <- idDecide(t, rt, map[string]string{"x-api-key": "gw-key-page-1-a-padded"}) }()
 	// A decision that did not wait would be answered (anonymous) well
 	// within this pause; one that waits is answered after the release.
 	time.Sleep(200 * time.Millisecond)
 	releaseGateway()
-	if o := <-decided; o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
+	if o := <-decided; o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a-padded" {
 		t.Errorf("first request with an API key: %+v, want org: it must wait for the listing in flight", o)
 	}
 	releaseJWKS()

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -157,11 +156,12 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			sm := &fakeSecretsManager{secrets: tc.secrets}
-			api := httptest.NewServer(sm)
-			t.Cleanup(api.Close)
+			sm := startSecrets(t, tc.secrets)
 			tc.env["RATE_LIMIT_ANONYMOUS"] = "3/1m"
-			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), app.Options{SecretsManager: smClient(api.URL), Metrics: io.Discard})
+			if arn, ok := tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"]; ok {
+				tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"] = sm.arn(arn)
+			}
+			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), app.Options{SecretsManager: sm.client(), Metrics: io.Discard})
 			if err := rt.WaitLoaded(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -205,29 +205,28 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 	const ip = "198.51.100.78"
 	id := identity.KindIP + ip
 	srv := redistest.StartServer(t)
-	sm := &fakeSecretsManager{secrets: map[string]string{hkARN: hkKeyA}, throttle: true}
-	api := httptest.NewServer(sm)
-	t.Cleanup(api.Close)
-	env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_HASH_KEY_SECRET_ARN": hkARN})
+	sm := startSecrets(t, map[string]string{hkARN: hkKeyA})
+	sm.throttle()
+	env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.arn(hkARN)})
 	ctx := context.Background()
 
 	t.Run("within the retry interval: not asked again", func(t *testing.T) {
-		rt, _ := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: time.Hour, Metrics: io.Discard})
+		rt, _ := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: time.Hour, Metrics: io.Discard})
 		if err := rt.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
-		asked := len(sm.requests())
+		asked := sm.requests()
 		for range 20 {
 			if out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
 				t.Fatalf("want degraded, got %+v %v", out.Result, err)
 			}
 		}
-		if n := len(sm.requests()); n != asked {
+		if n := sm.requests(); n != asked {
 			t.Errorf("Secrets Manager asked %d more times within the retry interval, want none", n-asked)
 		}
 	})
 
-	rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(api.URL), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
+	rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
 	if err := rt.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ import (
 // plans it is attached to, and only there; disabled keys and keys of no
 // plan are unauthorized everywhere.
 func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
-	_, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
-	keys := identity.NewGatewayKeys(idAPIGatewayClient(url), time.Minute, nil, nil)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	keys := identity.NewGatewayKeys(gw.client(), time.Minute, nil, nil)
 	if err := keys.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -32,18 +32,18 @@ func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
 		name, apiID, stage, key string
 		wantOrg                 bool
 	}{
-		{"our key on our API", ours, "prod", "gw-key-page-1-a", true},
-		{"a key of a plan of both APIs, on ours", ours, "prod", "gw-key-page-3", true},
-		{"another API's key on ours", ours, "prod", "gw-key-of-another-api", false},
-		{"that key on its own API", theirs, "prod", "gw-key-of-another-api", true},
-		{"our key on the other API", theirs, "prod", "gw-key-page-1-a", false},
-		{"a key of a plan of both APIs, on theirs", theirs, "prod", "gw-key-page-3", true},
-		{"enabled key of no plan", ours, "prod", "gw-key-in-no-plan", false},
-		{"disabled key of our plan", ours, "prod", "gw-key-disabled", false},
-		{"our prod key on our dev stage", ours, "dev", "gw-key-page-1-a", false},
-		{"our dev key on our dev stage", ours, "dev", "gw-key-dev-only", true},
-		{"our dev key on our prod stage", ours, "prod", "gw-key-dev-only", false},
-		{"our dev key on the other API's dev stage", theirs, "dev", "gw-key-dev-only", false},
+		{"our key on our API", ours, "prod", "gw-key-page-1-a-padded", true},
+		{"a key of a plan of both APIs, on ours", ours, "prod", "gw-key-page-3-padded", true},
+		{"another API's key on ours", ours, "prod", "gw-key-of-another-api-padded", false},
+		{"that key on its own API", theirs, "prod", "gw-key-of-another-api-padded", true},
+		{"our key on the other API", theirs, "prod", "gw-key-page-1-a-padded", false},
+		{"a key of a plan of both APIs, on theirs", theirs, "prod", "gw-key-page-3-padded", true},
+		{"enabled key of no plan", ours, "prod", "gw-key-in-no-plan-padded", false},
+		{"disabled key of our plan", ours, "prod", "gw-key-disabled-padded", false},
+		{"our prod key on our dev stage", ours, "dev", "gw-key-page-1-a-padded", false},
+		{"our dev key on our dev stage", ours, "dev", "gw-key-dev-only-padded", true},
+		{"our dev key on our prod stage", ours, "prod", "gw-key-dev-only-padded", false},
+		{"our dev key on the other API's dev stage", theirs, "dev", "gw-key-dev-only-padded", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,20 +106,20 @@ func idDecide(t testing.TB, rt *app.Runtime, headers map[string]string) edge.Out
 // budget finish in the background.
 func TestIdentityColdStartBudget(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
 	releaseGateway, releaseJWKS := gw.gate.Hold(), jwks.gate.Hold()
 	defer releaseGateway()
 	defer releaseJWKS()
 
 	rt, logs := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{
-		APIGateway:      idAPIGatewayClient(url),
+		APIGateway:      gw.client(),
 		ColdStartBudget: 50 * time.Millisecond,
 	})
 	gw.gate.Entered()
 	jwks.gate.Entered()
 
-	key := map[string]string{"x-api-key": "gw-key-page-1-a"}
+	key := map[string]string{"x-api-key": "gw-key-page-1-a-padded"}
 	bearer := map[string]string{"authorization": "Bearer " + idToken(t, jwks, "alice")}
 	if o := idDecide(t, rt, key); o.Caller.Tier != identity.TierAnonymous || o.Unauthorized() || !o.Result.Allowed {
 		t.Errorf("API key while the keys load: %+v, want anonymous, not unauthorized", o)
@@ -139,7 +139,7 @@ func TestIdentityColdStartBudget(t *testing.T) {
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if o := idDecide(t, rt, key); o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a" {
+	if o := idDecide(t, rt, key); o.Caller.Tier != identity.TierOrg || o.Caller.APIKey != "gw-key-page-1-a-padded" {
 		t.Errorf("API key once the keys are listed: %+v, want org", o)
 	}
 	if o := idDecide(t, rt, bearer); o.Caller.Tier != identity.TierUser || o.Unauthorized() {
@@ -153,20 +153,17 @@ func TestIdentityColdStartBudget(t *testing.T) {
 // created since is refused), and once it ends the new key is org.
 func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
-	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
-	known := map[string]string{"x-api-key": "gw-key-page-1-a"}
-	created := map[string]string{"x-api-key": "gw-key-created-later"}
+	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: gw.client(), Now: clock.Now})
+	known := map[string]string{"x-api-key": "gw-key-page-1-a-padded"}
+	created := map[string]string{"x-api-key": "gw-key-created-later-padded"}
 	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Fatalf("known key after cold start: %+v", o)
 	}
 
-	gw.mu.Lock()
-	gw.keys = append(gw.keys, fakeAPIKey{ID: "k8", Name: "eight", Value: "gw-key-created-later", Enabled: true})
-	gw.plans[1].KeyIDs = append(gw.plans[1].KeyIDs, "k8")
-	gw.mu.Unlock()
+	gw.addKey(fakeAPIKey{ID: "k8", Name: "eight", Value: "gw-key-created-later-padded", Enabled: true}, 1)
 	release := gw.gate.Hold()
 	defer release()
 	clock.Advance(time.Minute + 7*time.Second) // API_KEYS_REFRESH and its jitter (up to a tenth): the list is stale
@@ -202,12 +199,12 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 // listing.
 func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, url := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
 	env := idEnv(srv.URL(), jwks.url)
 	env["RATE_LIMIT_ANONYMOUS"] = "100000/1m"
-	rt, _ := idRuntime(t, env, app.Options{APIGateway: idAPIGatewayClient(url), Now: clock.Now})
+	rt, _ := idRuntime(t, env, app.Options{APIGateway: gw.client(), Now: clock.Now})
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -235,10 +232,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	const span, requests = 5 * time.Minute, 3000
 	for i := range requests {
 		if i == requests/2 {
-			gw.mu.Lock()
-			gw.keys = append(gw.keys, fakeAPIKey{ID: "k10", Name: "ten", Value: "gw-key-created-later", Enabled: true})
-			gw.plans[1].KeyIDs = append(gw.plans[1].KeyIDs, "k10")
-			gw.mu.Unlock()
+			gw.addKey(fakeAPIKey{ID: "k10", Name: "ten", Value: "gw-key-created-later-padded", Enabled: true}, 1)
 		}
 		if o := decide(fmt.Sprintf("spray-%d", i)); !o.Unauthorized() {
 			t.Fatalf("unknown key %d: %+v, want unauthorized", i, o)
@@ -251,7 +245,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	if n, most := listings(), int(span/time.Minute)+1; n > most {
 		t.Errorf("%d listings in %v of unknown keys with API_KEYS_REFRESH 1m, want at most %d", n, span, most)
 	}
-	if o := decide("gw-key-created-later"); o.Caller.Tier != identity.TierOrg {
+	if o := decide("gw-key-created-later-padded"); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("key created during the spray, after the next listing: %+v, want org", o)
 	}
 }

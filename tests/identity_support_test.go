@@ -12,10 +12,6 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/apigateway"
-
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/holdgate"
@@ -25,16 +21,6 @@ import (
 type holdGate = holdgate.Gate
 
 func newHoldGate() *holdGate { return holdgate.New() }
-
-// idAPIGatewayClient is the real SDK client pointed at a local endpoint.
-func idAPIGatewayClient(url string) *apigateway.Client {
-	return apigateway.New(apigateway.Options{
-		BaseEndpoint:     aws.String(url),
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEXAMPLETEST", "test-secret-not-real", ""),
-		RetryMaxAttempts: 1,
-	})
-}
 
 // idJWKS serves one RSA key as a JWKS, behind a hold gate.
 type idJWKS struct {

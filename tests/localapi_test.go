@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/cmd/localapi/server"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -469,6 +470,41 @@ func TestLocalAPIDemoPlan(t *testing.T) {
 			if policies[i].Value != want {
 				t.Errorf("%s: policy %d is %v, want %s", name, i, policies[i].Value, want)
 			}
+		}
+	}
+}
+
+// TestLocalAPIUsagePlanKeysOnMoto: `make local` with AWS_ENDPOINT_URL at a
+// moto_server (README) knows the API keys of that API Gateway's usage plans,
+// as a deployed stack knows its account's: a key of a usage plan of the
+// local API's stage, tagged slidegate:plan=pro, answers with plan pro's
+// limits; a key of no plan of that stage is refused; and the demo keys are
+// not known.
+func TestLocalAPIUsagePlanKeysOnMoto(t *testing.T) {
+	account := mototest.Shared(t).Account(t)
+	const proKey, otherKey = "local-moto-pro-key-0123456789", "local-moto-other-key-0123456789"
+	plan := account.CreateUsagePlan(t, "Pro Monthly", map[string]string{"slidegate:plan": "pro"},
+		mototest.Stage{APIID: "localapi", Stage: "dev"})
+	account.AttachAPIKey(t, plan, account.CreateAPIKey(t, proKey, true))
+	elsewhere := account.CreateUsagePlan(t, "pro", nil, mototest.Stage{APIID: "localapi", Stage: "prod"})
+	account.AttachAPIKey(t, elsewhere, account.CreateAPIKey(t, otherKey, true))
+	// The functions' SDK reads the process environment, as in Lambda.
+	for k, v := range account.Env() {
+		t.Setenv(k, v)
+	}
+	api := startLocalAPIWith(t, "dev", "", false, map[string]string{"API_KEY_HASHES": "", "AWS_ENDPOINT_URL": account.Endpoint})
+
+	r := api.do(t, "GET", "/v1/items", map[string]string{"x-api-key": proKey})
+	if r.status != http.StatusOK {
+		t.Fatalf("key of the usage plan: %d %s", r.status, r.body)
+	}
+	policies, err := parseSFList(r.header.Get("RateLimit-Policy"))
+	if err != nil || len(policies) != 3 || policies[0].Value != "pro-1s" {
+		t.Errorf("key of the usage plan: RateLimit-Policy %q (%v), want plan pro's three limits", r.header.Get("RateLimit-Policy"), err)
+	}
+	for _, key := range []string{otherKey, server.DemoProAPIKey} {
+		if r := api.do(t, "GET", "/v1/items", map[string]string{"x-api-key": key}); r.status != http.StatusUnauthorized {
+			t.Errorf("key %q (no usage plan of this stage): %d %s, want 401", key, r.status, r.body)
 		}
 	}
 }

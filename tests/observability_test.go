@@ -817,7 +817,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 	invokeAll("obs-redis-down")
 
 	for name, rie := range map[string]*lambdatest.RIE{"authorizer": authorizerRIE, "API": apiRIE} {
-		logs := rie.Logs()
+		logs := rie.FinalLogs()
 		for what, secret := range map[string]string{
 			"unknown API key": obsUnknownKey, "known API key": obsKnownKey, "valid JWT": validJWT, "forged JWT": forgedJWT,
 			"JWT secret": obsJWTSecret, "password": obsPassword, "query token": obsQueryToken, "user id": obsSubject,

@@ -213,8 +213,9 @@ func TestPlansThroughTheAuthorizer(t *testing.T) {
 					}
 				})
 			}
-			if n := strings.Count(rie.Logs(), `"unknownPlan":"gold"`); n != 1 {
-				t.Errorf("the unknown plan gold was logged %d times, want once:\n%s", n, rie.Logs())
+			rie.WaitLogsContaining(`"unknownPlan":"gold"`)
+			if logs := rie.FinalLogs(); strings.Count(logs, `"unknownPlan":"gold"`) != 1 {
+				t.Errorf("the unknown plan gold was logged %d times, want once:\n%s", strings.Count(logs, `"unknownPlan":"gold"`), logs)
 			}
 		})
 	}
@@ -243,19 +244,13 @@ func decisionRecords(t *testing.T, logs string) (lines, metrics []map[string]any
 }
 
 // awaitRecords returns the decision records the function has written since
-// offset from of its logs once ok says they are all there: the emulator
-// copies the function's output asynchronously, so the last invocation's
-// lines may trail its answer. After 5s it returns what there is.
+// offset from of its logs once ok says they are all there (a line may
+// trail the answer it belongs to), or what there is after
+// lambdatest.LogWait.
 func awaitRecords(t *testing.T, rie *lambdatest.RIE, from int, ok func(lines, metrics []map[string]any) bool) (lines, metrics []map[string]any) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		lines, metrics = decisionRecords(t, rie.Logs()[from:])
-		if ok(lines, metrics) || time.Now().After(deadline) {
-			return lines, metrics
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	logs := rie.WaitLogs(func(logs string) bool { return ok(decisionRecords(t, logs[from:])) })
+	return decisionRecords(t, logs[from:])
 }
 
 // countOutcome counts the records of outcome.

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -70,13 +70,13 @@ func assertRetryAfterExact(t *testing.T, l *ratelimit.Limiter, clock *testkit.Cl
 // limit admits, to the microsecond, for every algorithm, on a single
 // server and a cluster.
 func TestLimitListDecision(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "lists"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "lists", Now: clock.Now})
 					env := map[string]string{"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=2/1s,5/1m", "RATE_LIMIT_ROUTES": "none"}
 					req := planLimits(t, env, identity.TierOrg, "pro", "GET", "/v1/items")
 					if len(req.Limits) != 2 || req.Plan != "pro" {
@@ -163,16 +163,16 @@ func TestLimitListDecision(t *testing.T) {
 // admits two requests and denies the third, with the exact Retry-After;
 // the denied third spends nothing.
 func TestRouteCostAgainstPlan(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			for _, alg := range ratelimit.Algorithms() {
 				if alg == ratelimit.LeakyBucket {
 					continue // a leaky bucket admits one unit at once: a cost of 10 is refused at start (TestCosts)
 				}
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
-					limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "costs"})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "costs", Now: clock.Now})
 					env := map[string]string{
 						"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=25/1m",
 						"RATE_LIMIT_COSTS": "POST /v1/reports=10", "RATE_LIMIT_ROUTES": "none",
@@ -205,11 +205,11 @@ func TestRouteCostAgainstPlan(t *testing.T) {
 // a plan with a shadow limit and an enforced one only the enforced one
 // denies. The configuration decides which is which (RATE_LIMIT_SHADOW).
 func TestShadowPlanLimits(t *testing.T) {
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
-			client := topo.newClient(t)
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
 			clock := testkit.NewClock(plansStart)
-			limiter := newLimiter(t, scriptclock.Wrap(client, clock.Now), ratelimit.Options{KeyPrefix: "shadowplans"})
+			limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "shadowplans", Now: clock.Now})
 			for _, tc := range []struct {
 				name, shadow string
 				fourth       bool

@@ -3,7 +3,6 @@ package tests
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
@@ -198,9 +196,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 	server := startIAMServer(t)
 	iamCfg := iamauth.Config{UserID: iamUser, CacheName: iamCache, Region: iamRegion}
-	sm := &fakeSecretsManager{secrets: map[string]string{smRedisARN: "unused-auth-token"}}
-	smServer := httptest.NewServer(sm)
-	t.Cleanup(smServer.Close)
+	sm := startSecrets(t, map[string]string{smRedisARN: "unused-auth-token"})
 
 	cases := []struct {
 		name         string
@@ -212,7 +208,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 			name: "IAM on",
 			env: map[string]string{
 				"REDIS_IAM_USER": iamUser, "REDIS_CACHE_NAME": iamCache,
-				"REDIS_AUTH_SECRET_ARN": smRedisARN,
+				"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN),
 			},
 			wantLog: []string{"redis connections authenticate with IAM", "REDIS_IAM_USER and REDIS_AUTH_SECRET_ARN are both set", `"auth":"iam"`},
 		},
@@ -235,7 +231,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 			env := connEnv(server.url, tc.env)
 			env["REDIS_TLS_CA_FILE"] = server.ca.CertFile()
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: smClient(smServer.URL)})
+			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client()})
 			out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
@@ -255,19 +251,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 			}
 		})
 	}
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	if len(sm.asked) != 0 {
-		t.Errorf("Secrets Manager was asked for %v, want nothing: IAM replaces the AUTH secret", sm.asked)
+	if n := sm.requests(); n != 0 {
+		t.Errorf("Secrets Manager was asked %d times, want never: IAM replaces the AUTH secret", n)
 	}
-}
-
-// smClient is an aws-sdk-go-v2 Secrets Manager client of the test
-// endpoint, with static credentials and the SDK's standard retries.
-func smClient(endpoint string) *secretsmanager.Client {
-	return secretsmanager.New(secretsmanager.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEXAMPLETEST", "test-secret-not-real", ""),
-	})
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -53,7 +52,7 @@ func newHotAttack(tb testing.TB, server *redistest.Server, prefix string, denyCa
 	a.now.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMicro())
 	clock := func() time.Time { return time.UnixMicro(a.now.Load()) }
 	client := productionClient(tb, server.URL(), false)
-	limiter, err := ratelimit.NewLimiter(scriptclock.Wrap(client, clock), ratelimit.Options{KeyPrefix: prefix, Timeout: time.Second})
+	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: prefix, Timeout: time.Second, Now: clock})
 	if err != nil {
 		tb.Fatalf("new limiter: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -71,7 +70,7 @@ func startLoad(gate *ratelimit.Gate, workers int, policy ratelimit.FailurePolicy
 func manyIdentities(r *rand.Rand) ratelimit.Check {
 	return ratelimit.Check{
 		Identity: fmt.Sprintf("203.0.113.%d/%d", r.IntN(250), r.IntN(2)),
-		Limit:    ratelimit.Limit{Name: "org", Count: limitspec.MaxCount, Window: 15 * time.Minute},
+		Limit:    ratelimit.Limit{Name: "org", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
 	}
 }
 
@@ -92,7 +91,7 @@ func TestClusterTopologyChangesUnderLoad(t *testing.T) {
 		// ASK not followed is an error here, not a quiet fallback.
 		client := clientWithBudget(t, clusterURL(cluster.Addrs()), true, generousBudget)
 		gate := productionGateWithin(t, client, "topo", generousBudget, ratelimit.GateOptions{})
-		limit := ratelimit.Limit{Name: "user", Count: limitspec.MaxCount, Window: 15 * time.Minute}
+		limit := ratelimit.Limit{Name: "user", Count: ratelimit.MaxCount, Window: 15 * time.Minute}
 		mover := ratelimit.Check{Identity: "user-that-moves", Limit: limit}
 		var moverAllowed atomic.Int64
 		decideMover := func(log *decisionLog) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -66,7 +65,7 @@ func failClosedLoad(gate *ratelimit.Gate, workers int) (stop func() (ok int64, e
 			for i := 0; !done.Load(); i++ {
 				check := ratelimit.Check{
 					Identity: fmt.Sprintf("login/%d/%d", w, i%200),
-					Limit:    ratelimit.Limit{Name: "login", Count: limitspec.MaxCount, Window: 15 * time.Minute},
+					Limit:    ratelimit.Limit{Name: "login", Count: ratelimit.MaxCount, Window: 15 * time.Minute},
 				}
 				_, err := gate.Decide(context.Background(), 1, ratelimit.FailClosed, check)
 				if err != nil {

@@ -9,13 +9,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // decisionBudget is REDIS_TIMEOUT in the resilience tests: the production default.
-const decisionBudget = limitspec.DefaultTimeout
+const decisionBudget = config.DefaultRedisTimeout
 
 // budgetSlack is how far past the budget a decision may run before a test
 // fails. The contract (docs/contract.md) promises the budget plus the time

@@ -51,7 +51,7 @@ func TestWarmConnectionsThatDiedCostNoError(t *testing.T) {
 			gate := productionGate(t, client, fmt.Sprintf("warm%d", i), ratelimit.GateOptions{})
 			limit := ratelimit.Limit{Name: "user", Count: 100, Window: time.Minute}
 			// Several pooled connections, as after a burst.
-			warmPool(t, client, 8)
+			redistest.WarmPool(t, client, 8)
 			for range 5 {
 				if res, err := gate.Decide(ctx, 1, ratelimit.FailClosed, ratelimit.Check{Identity: "warm", Limit: limit}); err != nil || res.Degraded {
 					t.Fatalf("healthy decision: degraded=%v err=%v", res.Degraded, err)

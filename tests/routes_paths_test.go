@@ -12,7 +12,6 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -143,6 +142,13 @@ func (s loginShape) proxyEvent(t testing.TB, method, path, ip string) []byte {
 	})
 }
 
+// unavailableIn reports whether an authorizer context says its fail-closed
+// route could not be decided.
+func unavailableIn(ctx map[string]any) bool {
+	out, ok := edge.FromAuthorizerContext(ctx)
+	return ok && out.Kind == edge.Unavailable
+}
+
 // azVerdict reads one authorizer answer of either shape: admitted, denied
 // (over a limit), or unavailable (a fail-closed route Redis could not
 // decide), and the policy name of the closest limit.
@@ -164,7 +170,7 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 	switch {
 	case !resp.IsAuthorized:
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
-	case edge.UnavailableFromContext(resp.Context):
+	case unavailableIn(resp.Context):
 		return "unavailable", ""
 	case resp.Context[edge.CtxRetryAfter] != nil:
 		return "denied", fmt.Sprint(resp.Context[edge.CtxName])
@@ -369,11 +375,11 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, topo := range startTopologies(t) {
-		t.Run(topo.name, func(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
 			edge := time.Date(2026, 11, 29, 12, 1, 0, 0, time.UTC)
 			clock := testkit.NewClock(edge.Add(-100 * time.Millisecond))
-			limiter := newLimiter(t, scriptclock.Wrap(topo.newClient(t), clock.Now), ratelimit.Options{KeyPrefix: "login-edge"})
+			limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
 			var login []config.RouteLimit
 			for _, r := range cfg.Routes {
 				if r.MatchesRequest("POST", config.ParseRequestPath("/auth/login")) {
@@ -405,7 +411,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 				clock.Set(edge.Add(step))
 				attempt()
 			}
-			peak := maxInRollingWindow(admitted, time.Minute)
+			peak := testkit.MaxInRollingWindow(admitted, time.Minute)
 			t.Logf("admitted %d in %s; most in any rolling minute: %d", len(admitted), time.Minute+50*time.Millisecond, peak)
 			if peak != 5 {
 				t.Fatalf("the default login limit admitted %d in one rolling minute, want exactly 5", peak)

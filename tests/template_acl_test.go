@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -39,8 +39,8 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 		t.Fatalf("CacheIamUser AccessString missing")
 	}
 	rules := strings.Fields(access)
-	if !strings.HasPrefix(access, "on ") || !containsString(rules, "~"+limitspec.DefaultKeyPrefix+":*") {
-		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:*", access, limitspec.DefaultKeyPrefix)
+	if !strings.HasPrefix(access, "on ") || !containsString(rules, "~"+config.DefaultKeyPrefix+":*") {
+		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:*", access, config.DefaultKeyPrefix)
 	}
 
 	const userName, password = "slidegate-fn-test", "iam-token-stand-in"

@@ -46,7 +46,13 @@ type tplTemplate struct {
 
 func tplLoad(t *testing.T) tplTemplate {
 	t.Helper()
-	raw, err := os.ReadFile(tplPath)
+	return tplLoadFile(t, tplPath)
+}
+
+// tplLoadFile is tplLoad of another template file (template-authorizer.yaml).
+func tplLoadFile(t *testing.T, path string) tplTemplate {
+	t.Helper()
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("read template: %v", err)
 	}

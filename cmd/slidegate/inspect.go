@@ -12,10 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -48,7 +48,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.ip != "":
 		id, ok := identity.SourceIdentity(f.ip, ipv6Prefix)
 		if !ok {
-			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip(f.ip))
+			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip.Text(f.ip, clip.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
 	case f.apiKey != "":
@@ -56,7 +56,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.apiKeyHash != "":
 		h := strings.ToLower(strings.TrimSpace(f.apiKeyHash))
 		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
-			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip(f.apiKeyHash))
+			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip.Text(f.apiKeyHash, clip.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + h}, nil
 	default:
@@ -70,7 +70,7 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 	if f.plan != "" {
 		p, ok := identity.NormalizePlan(f.plan)
 		if !ok {
-			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip(f.plan))
+			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip.Text(f.plan, clip.QuotedLen))
 		}
 		return p, nil
 	}
@@ -113,7 +113,7 @@ func parseCallerCommand(name string, args []string, e env, withJSON, withYes boo
 	c := &callerCommand{}
 	c.stage.register(fs, e.getenv)
 	c.caller.register(fs)
-	fs.DurationVar(&c.timeout, "timeout", app.DefaultOperatorTimeout, "bound on connecting to Redis and on each command")
+	fs.DurationVar(&c.timeout, "timeout", operator.DefaultTimeout, "bound on connecting to Redis and on each command")
 	if withJSON {
 		fs.BoolVar(&c.json, "json", false, "print JSON, for scripts")
 	}
@@ -132,7 +132,7 @@ func parseCallerCommand(name string, args []string, e env, withJSON, withYes boo
 }
 
 // connect reads the stage, resolves the caller and connects to Redis.
-func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *app.Operator, error) {
+func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *operator.Conn, error) {
 	sc, err := loadStage(c.stage, e.getenv, apiFunction, false)
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
@@ -154,7 +154,7 @@ func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, ident
 		fmt.Fprintln(e.stderr, "slidegate:", err)
 		return nil, identity.Caller{}, nil, errUsage
 	}
-	op, err := app.NewOperator(ctx, sc.cfg, app.OperatorOptions{Timeout: c.timeout})
+	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: c.timeout})
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
 	}
@@ -204,7 +204,7 @@ type slotState struct {
 
 // peekSlots reads the caller's in-flight slots: its plan's or tier's
 // entry and every route entry (a request holds those its route matches).
-func peekSlots(ctx context.Context, op *app.Operator, limits *config.Limits, c identity.Caller) ([]slotState, error) {
+func peekSlots(ctx context.Context, op *operator.Conn, limits *config.Limits, c identity.Caller) ([]slotState, error) {
 	_, owner, _ := limits.CallerLimits(c.Tier, c.Plan)
 	var entries []config.ConcurrencyLimit
 	if n, ok := limits.Concurrency.Owners[owner]; ok {
@@ -224,8 +224,8 @@ func peekSlots(ctx context.Context, op *app.Operator, limits *config.Limits, c i
 		}
 		st := slotState{Name: e.Name, Max: e.Max, Held: p.Held}
 		if p.Held > 0 {
-			st.EarliestLeaseEndSeconds = wire.CeilSeconds(p.EarliestEnd.Sub(p.At))
-			st.LatestLeaseEndSeconds = wire.CeilSeconds(p.LatestEnd.Sub(p.At))
+			st.EarliestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
+			st.LatestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
 		}
 		out = append(out, st)
 	}
@@ -233,7 +233,7 @@ func peekSlots(ctx context.Context, op *app.Operator, limits *config.Limits, c i
 }
 
 // peekCaller reads every limit of the caller without spending anything.
-func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller identity.Caller) (inspection, error) {
+func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller identity.Caller) (inspection, error) {
 	checks := callerChecks(sc.limits, caller)
 	res, err := op.Limiter.Peek(ctx, 1, checks...)
 	if err != nil {
@@ -250,11 +250,11 @@ func peekCaller(ctx context.Context, op *app.Operator, sc *stageConfig, caller i
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  wire.ResetSeconds(d),
+			ResetSeconds:  d.ResetSeconds(),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = wire.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The tier decides every request, route limits only those of their
 		// routes: only the tier's denial denies the caller everywhere.
@@ -283,7 +283,7 @@ type session struct {
 	cmd    *callerCommand
 	stage  *stageConfig
 	caller identity.Caller
-	op     *app.Operator
+	op     *operator.Conn
 	now    inspection
 }
 
@@ -376,12 +376,4 @@ func runReset(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
 	return nil
-}
-
-// clip shortens a value before it is quoted in a message.
-func clip(s string) string {
-	if len(s) <= 80 {
-		return s
-	}
-	return s[:80] + "..."
 }

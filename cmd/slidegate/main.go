@@ -9,10 +9,12 @@
 //	slidegate inspect [flags] (--ip ADDR | --api-key KEY | --api-key-hash HEX | --sub SUBJECT)
 //	slidegate reset   [flags] [--yes] (--ip ADDR | ...)
 //	slidegate check   [flags]
+//	slidegate version
 //
-// Install it with
+// Install it from a clone with `make slidegate` (into ./bin, version
+// stamped) or `go install ./cmd/slidegate`, and from a release tag with
 //
-//	go install github.com/slidegate/slidegate/cmd/slidegate@latest
+//	go install github.com/slidegate/slidegate/cmd/slidegate@v0.1.0
 //
 // Exit status: 0 when all is well, 1 for errors (check found the
 // configuration refused, Redis unreachable, reset not confirmed), 2 for a
@@ -31,6 +33,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/version"
 )
 
 // Exit statuses.
@@ -68,6 +71,7 @@ Usage:
   slidegate inspect [flags] CALLER   every limit of the caller: used, remaining, reset, retry-after
   slidegate reset   [flags] CALLER   clear the caller's counters (asks first; --yes does not)
   slidegate check   [flags]          every limit, route and setting of a stage, with errors and warnings
+  slidegate version                  the version of this build (the functions log theirs)
 
 CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT.
 Run 'slidegate COMMAND -h' for a command's flags.
@@ -96,6 +100,9 @@ func run(ctx context.Context, args []string, e env) int {
 		if err == nil && failed {
 			return exitError
 		}
+	case "version", "-version", "--version":
+		fmt.Fprintf(e.stdout, "slidegate %s\n", version.Version())
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(e.stdout, usage)
 		return exitOK

@@ -1,7 +1,8 @@
 // Package apihandler is the API function's net/http handler: the example
 // routes of slidegate's API behind the rate-limit middleware of
-// pkg/ratelimit, and the Lambda entry point that serves it for API Gateway
-// REST (v1) and HTTP API (v2) proxy events through aws-lambda-go-api-proxy.
+// internal/httplimit, and the Lambda entry point that serves it for API
+// Gateway REST (v1) and HTTP API (v2) proxy events through
+// aws-lambda-go-api-proxy.
 //
 // The handler is an ordinary http.Handler, so a local server can serve it
 // in-process. Behind API Gateway it reads the caller's source address,
@@ -10,8 +11,8 @@
 // X-Forwarded-For.
 //
 // When the slidegate authorizer already decided the request (its context is
-// in the event), that decision is reused for the response headers and
-// nothing is counted twice. Without it (an HTTP API without the authorizer,
+// in the event), that outcome is reused for the answer and its headers
+// (edge.FromAuthorizerContext) and nothing is counted twice. Without it (an HTTP API without the authorizer,
 // a local server), the handler decides itself through the Runtime.
 package apihandler
 
@@ -155,7 +156,7 @@ func isCleanPath(p string) bool {
 // that may hold a secret, when the event has one.
 func routeName(r *http.Request) string { return edge.RouteName(readRequest(r).Request) }
 
-// deciders turn an HTTP request into the middleware's verdict.
+// deciders turn an HTTP request into the middleware's outcome.
 type deciders struct {
 	rt Runtime
 }
@@ -166,62 +167,40 @@ type deciders struct {
 // by the function itself.
 var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
 
-// spend reuses the authorizer's decision when the event carries it, and
-// otherwise counts the request through the Runtime. An authorizer that could
-// not decide a fail-closed route is believed: 503, without asking Redis
-// again.
-func (d deciders) spend(r *http.Request) (httplimit.Verdict, error) {
+// spend reuses the authorizer's outcome when the event carries one
+// (edge.FromAuthorizerContext), and otherwise counts the request through
+// the Runtime. An authorizer that could not decide a fail-closed route is
+// believed: 503, without asking Redis again.
+func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 	req := readRequest(r)
-	if edge.UnavailableFromContext(req.Authorizer) {
-		return httplimit.Verdict{}, errAuthorizerUnavailable
-	}
-	switch {
-	case edge.BlockedFromContext(req.Authorizer):
-		return httplimit.Verdict{Blocked: true}, nil
-	case edge.UnlimitedFromContext(req.Authorizer):
-		// Admitted by the authorizer, and counted there: no limit applies.
-		return httplimit.Verdict{}, nil
-	}
-	if req.Authorizer != nil {
-		if decision, ok := edge.DecisionFromContext(req.Authorizer); ok {
-			return httplimit.Verdict{Result: ratelimit.Result{
-				Allowed:   decision.Allowed,
-				Degraded:  decision.Degraded,
-				Decisions: []ratelimit.Decision{decision},
-			}, Policy: edge.PolicyFromContext(req.Authorizer)}, nil
+	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok {
+		if out.Kind == edge.Unavailable {
+			return out, errAuthorizerUnavailable
 		}
+		// Counted by the authorizer: nothing is counted twice.
+		return out, nil
 	}
-	out, err := d.rt.Decide(r.Context(), req.Request)
-	if err != nil {
-		// Not wrapped again: the Runtime's error already names the route
-		// (edge.RouteName, clipped), and the middleware's line names it once
-		// more. A caller chooses the path; each copy of it in a log line is
-		// one more place for a token in it to land.
-		return httplimit.Verdict{}, err
-	}
-	return verdictOf(out), nil
+	// The error is not wrapped again: the Runtime's error already names
+	// the route (edge.RouteName, clipped), and the middleware's line names
+	// it once more. A caller chooses the path; each copy of it in a log
+	// line is one more place for a token in it to land.
+	return withPolicy(d.rt.Decide(r.Context(), req.Request))
 }
 
 // peek reports the caller's limits without spending them: the
 // authorizer's context holds only the closest limit, so the quota always
 // asks Redis (unless an authorizer in front of it could not decide a
 // fail-closed route). It spends one call from the quota route's own limit,
-// whose denial is Enforced (429 under ReportOnly). An unknown key or bad
+// whose denial is QuotaDenied (429 under ReportOnly). An unknown key or bad
 // token is not a peek: Runtime.Quota counts it, and the middleware answers
 // it by its edge.Kind.
-func (d deciders) peek(r *http.Request) (httplimit.Verdict, error) {
+func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 	req := readRequest(r)
-	if edge.UnavailableFromContext(req.Authorizer) {
-		return httplimit.Verdict{}, errAuthorizerUnavailable
+	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok && out.Kind == edge.Unavailable {
+		return out, errAuthorizerUnavailable
 	}
-	out, err := d.rt.Quota(r.Context(), req.Request)
-	if err != nil {
-		// Not wrapped again with the route: see spend.
-		return httplimit.Verdict{}, err
-	}
-	v := verdictOf(out)
-	v.Enforced = out.QuotaDenied
-	return v, nil
+	// Not wrapped again with the route: see spend.
+	return withPolicy(d.rt.Quota(r.Context(), req.Request))
 }
 
 // acquire takes the request's in-flight slots, whether its rate limits were
@@ -231,9 +210,12 @@ func (d deciders) acquire(r *http.Request) (edge.Admission, error) {
 	return d.rt.Acquire(r.Context(), readRequest(r).Request)
 }
 
-// verdictOf is the middleware's verdict of a decision the function made.
-func verdictOf(out edge.Outcome) httplimit.Verdict {
-	return httplimit.Verdict{Result: out.Result, Unauthorized: out.Unauthorized(), Blocked: out.Kind == edge.Blocked, Policy: edge.PolicyList(out.Result)}
+// withPolicy sets the RateLimit-Policy of an outcome the function decided
+// itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
+// context carries it.
+func withPolicy(out edge.Outcome, err error) (edge.Outcome, error) {
+	out.Policy = out.Result.PolicyHeader()
+	return out, err
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -46,24 +46,24 @@ type Quota struct {
 }
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
-	verdict, _ := httplimit.VerdictFromContext(r.Context())
-	closest := verdict.Result.Closest()
-	q := Quota{Limits: make([]QuotaLimit, 0, len(verdict.Result.Decisions)), Degraded: verdict.Result.Degraded}
+	out, _ := httplimit.OutcomeFromContext(r.Context())
+	closest := out.Result.Closest()
+	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
 	add := func(d ratelimit.Decision) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,
 			Limit:         d.Limit.Count,
-			WindowSeconds: wire.CeilSeconds(d.Limit.Window),
+			WindowSeconds: d.Limit.WindowSeconds(),
 			Remaining:     d.Remaining,
-			ResetSeconds:  wire.ResetSeconds(d),
+			ResetSeconds:  d.ResetSeconds(),
 			Shadow:        d.Shadow,
 		})
 	}
-	if len(verdict.Result.Decisions) > 0 {
+	if len(out.Result.Decisions) > 0 {
 		add(closest)
 	}
 	skipped := false
-	for _, d := range verdict.Result.Decisions {
+	for _, d := range out.Result.Decisions {
 		if !skipped && d == closest {
 			skipped = true
 			continue

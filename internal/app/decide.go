@@ -167,7 +167,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.
 // observe records a decision that spent: one EMF record and, within the
 // log budget and level, one log line.
 func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outcome, err error) {
-	rt.observer.Observe(ctx, observe.Decision{
+	rt.observer.Observe(ctx, observe.Observation{
 		Request:    r.req,
 		Outcome:    out,
 		Credential: r.who.Reason,

@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/awsclients"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -114,4 +116,57 @@ func (rt *Runtime) currentGate(ctx context.Context) *hashedGate {
 		rt.hashKey.start(ctx)
 	}
 	return g
+}
+
+// setUpHashKey installs the gate decisions use, with the identity hash
+// key: RATE_LIMIT_HASH_KEY at once; RATE_LIMIT_HASH_KEY_SECRET_ARN read as
+// a cold-start load (until it is read, and if the read fails until a
+// later one succeeds, decisions behave as if Redis were unavailable);
+// neither: unkeyed, with a warning.
+func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsclients.Clients, loads *coldStartLoads) error {
+	hk := rt.cfg.HashKey
+	if !hk.Configured() {
+		gate, err := rt.newGate(rt.client, nil)
+		if err != nil {
+			return err
+		}
+		rt.hashed.Store(&hashedGate{gate: gate, ready: true})
+		rt.logger.LogAttrs(ctx, slog.LevelWarn, "no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): identities are hashed with plain SHA-256, and hashed IP addresses in logs, principal ids and Redis keys can be reversed by hashing the address space")
+		return nil
+	}
+	if len(hk.Key) > 0 {
+		return rt.installKey(hk.Key)
+	}
+	pending, err := rt.pendingGate()
+	if err != nil {
+		return err
+	}
+	rt.hashed.Store(pending)
+	if hk.SecretARN == "" {
+		// Refused: a key was meant but is unusable (logged with the
+		// configuration errors); nothing will ever make it usable.
+		return nil
+	}
+	s := rt.hashKeySecret(hk.SecretARN, aws.ReadSecret)
+	rt.hashKey = s
+	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", func(ctx context.Context) {
+		if r, _, _ := s.start(ctx); r != nil {
+			<-r.done
+		}
+	})
+	return nil
+}
+
+// identityHashMode says, for the cold-start log line, how identities are
+// hashed: "hmac", "pending" (a key is configured but not read yet) or
+// "sha256" (no key).
+func (rt *Runtime) identityHashMode() string {
+	switch g := rt.hashed.Load(); {
+	case !g.ready:
+		return "pending"
+	case g.hasher.Keyed():
+		return "hmac"
+	default:
+		return "sha256"
+	}
 }

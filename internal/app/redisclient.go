@@ -12,8 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/iamauth"
+	"github.com/slidegate/slidegate/internal/awsclients"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -24,7 +23,7 @@ import (
 // answer in time) is read again when a connection needs it (authSecret):
 // until it is, connections fail, which the failure policy handles. A
 // missing credential is logged, not fatal.
-func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.UniversalClient {
+func (rt *Runtime) buildClient(ctx context.Context, aws *awsclients.Clients) redis.UniversalClient {
 	cc := rt.cfg.Redis
 	if cc.URL == "" {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL is not set: every decision will find Redis unavailable (fail-open routes use the local fallback limit, fail-closed routes fail)")
@@ -43,7 +42,7 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 			cc, auth = withIAM, "iam"
 		}
 	case arn != "":
-		secret, err := aws.readSecret(ctx, arn)
+		secret, err := aws.ReadSecret(ctx, arn)
 		if err != nil {
 			// Without the token no connection opens; that is an outage
 			// the failure policy handles, and the log says why. It ends
@@ -73,9 +72,9 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsClients) redis.Unive
 // an ElastiCache IAM authentication token signed with the default AWS
 // configuration's credentials (the Lambda role's) for its region. It
 // reports false, having logged why, when it cannot be set up.
-func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, aws *awsClients) (ratelimit.ClientConfig, bool) {
+func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, aws *awsclients.Clients) (ratelimit.ClientConfig, bool) {
 	iam := rt.cfg.RedisIAM
-	withIAM, region, err := iamClientConfig(ctx, cc, iam, aws, rt.logger)
+	withIAM, region, err := aws.RedisIAM(ctx, cc, iam, rt.logger)
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_IAM_USER: IAM authentication cannot be set up; Redis commands will fail with NOAUTH",
 			slog.String("error", err.Error()))
@@ -87,27 +86,6 @@ func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, a
 		slog.Bool("serverless", iam.Serverless),
 		slog.String("region", region))
 	return withIAM, true
-}
-
-// iamClientConfig returns cc set up to authenticate every new connection
-// as iam.User with an ElastiCache IAM authentication token signed with the
-// default AWS configuration's credentials, and that configuration's region.
-// logger receives the token provider's own records.
-func iamClientConfig(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, aws *awsClients, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
-	creds, region, err := aws.credentials(ctx)
-	if err != nil {
-		return cc, "", fmt.Errorf("no AWS credentials to sign IAM auth tokens with: %w", err)
-	}
-	provider, err := iamauth.NewProvider(iamauth.Config{
-		UserID:     iam.User,
-		CacheName:  iam.CacheName,
-		Serverless: iam.Serverless,
-		Region:     region,
-	}, creds, iamauth.Options{Logger: logger})
-	if err != nil {
-		return cc, "", fmt.Errorf("IAM authentication cannot be set up (is AWS_REGION set?): %w", err)
-	}
-	return provider.Configure(cc), region, nil
 }
 
 // authSecret is the Redis AUTH token of REDIS_AUTH_SECRET_ARN after its
@@ -126,10 +104,10 @@ type authSecret struct {
 // newAuthSecret returns the AUTH token of arn, to be read again, for
 // connections to redisURL; the cold-start read has just failed. interval
 // is the time between reads, secretRetryInterval when zero.
-func newAuthSecret(arn, redisURL string, interval time.Duration, aws *awsClients, logger *slog.Logger) *authSecret {
+func newAuthSecret(arn, redisURL string, interval time.Duration, aws *awsclients.Clients, logger *slog.Logger) *authSecret {
 	s := &authSecret{secret: &pacedSecret{
 		arn:       arn,
-		read:      aws.readSecret,
+		read:      aws.ReadSecret,
 		interval:  retryInterval(interval),
 		logger:    logger,
 		failedLog: "read REDIS_AUTH_SECRET_ARN failed again; Redis connections keep failing until a later read succeeds",

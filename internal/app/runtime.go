@@ -1,33 +1,31 @@
+// Package app is a function's runtime: the process-wide state built once
+// at cold start (NewRuntime: configuration, Redis client, secrets, identity
+// sources, the identity hash key's gate) and the decision that uses it
+// (Runtime.Decide, Runtime.Quota). An operator's tool reaches the same
+// Redis through internal/operator, not through a Runtime.
 package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/awsclients"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
-type SecretReader interface {
-	GetSecretValue(ctx context.Context, params *secretsmanager.GetSecretValueInput, optFns ...func(*secretsmanager.Options)) (*secretsmanager.GetSecretValueOutput, error)
-}
 
 // Options are the dependencies of a Runtime. The zero value is production:
 // every nil field is built from the environment.
@@ -59,7 +57,7 @@ type Options struct {
 	APIGateway identity.GatewayAPI
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
 	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
-	SecretsManager SecretReader
+	SecretsManager awsclients.SecretReader
 	// Now is the clock of API key refreshes and of the decision log
 	// budget; time.Now when nil. Rate-limit decisions use the Redis clock,
 	// never this one.
@@ -192,7 +190,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		coldStartDeadline: deadline, coldStartBudget: budget}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 
-	aws := &awsClients{apiGateway: opts.APIGateway, secrets: opts.SecretsManager}
+	aws := awsclients.New(opts.APIGateway, opts.SecretsManager)
 
 	// Who is counted: these loads start first and run alongside Redis's.
 	// Only a request with an API key or a bearer token needs them, and it
@@ -259,252 +257,9 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		slog.Bool("apiKeyHashes", cfg.APIKeyHashes != nil),
 		slog.Int("ipv6Prefix", cfg.IPv6Prefix),
 		slog.String("identityHash", rt.identityHashMode()),
-		slog.String("tracer", tracing.Tracer))
+		slog.String("tracer", tracing.Tracer),
+		slog.String("version", version.Version()))
 	return rt, nil
-}
-
-// setUpHashKey installs the gate decisions use, with the identity hash
-// key: RATE_LIMIT_HASH_KEY at once; RATE_LIMIT_HASH_KEY_SECRET_ARN read as
-// a cold-start load (until it is read, and if the read fails until a
-// later one succeeds, decisions behave as if Redis were unavailable);
-// neither: unkeyed, with a warning.
-func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsClients, loads *coldStartLoads) error {
-	hk := rt.cfg.HashKey
-	if !hk.Configured() {
-		gate, err := rt.newGate(rt.client, nil)
-		if err != nil {
-			return err
-		}
-		rt.hashed.Store(&hashedGate{gate: gate, ready: true})
-		rt.logger.LogAttrs(ctx, slog.LevelWarn, "no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): identities are hashed with plain SHA-256, and hashed IP addresses in logs, principal ids and Redis keys can be reversed by hashing the address space")
-		return nil
-	}
-	if len(hk.Key) > 0 {
-		return rt.installKey(hk.Key)
-	}
-	pending, err := rt.pendingGate()
-	if err != nil {
-		return err
-	}
-	rt.hashed.Store(pending)
-	if hk.SecretARN == "" {
-		// Refused: a key was meant but is unusable (logged with the
-		// configuration errors); nothing will ever make it usable.
-		return nil
-	}
-	s := rt.hashKeySecret(hk.SecretARN, aws.readSecret)
-	rt.hashKey = s
-	loads.start("RATE_LIMIT_HASH_KEY_SECRET_ARN", func(ctx context.Context) {
-		if r, _, _ := s.start(ctx); r != nil {
-			<-r.done
-		}
-	})
-	return nil
-}
-
-// logBudgetSpent logs, once per runtime, that the cold-start budget ran
-// out with loads still pending.
-func (rt *Runtime) logBudgetSpent(ctx context.Context, loads *coldStartLoads) {
-	rt.budgetSpentLogged.Do(func() {
-		rt.logger.LogAttrs(ctx, slog.LevelWarn, "cold-start budget spent; the rest loads in the background (API keys count as anonymous and bearer tokens do not verify until their keys arrive)",
-			slog.Duration("budget", rt.coldStartBudget), slog.Any("loading", loads.pending()))
-	})
-}
-
-// awaitIdentity waits, for a request that carries an API key or a bearer
-// token (headers with lower-case names, edge.FoldHeaders), until the cold-start loads of the
-// identity sources (API key listing, JWKS, HS256 secret) have ended, the
-// cold-start budget is spent, or ctx ends. Requests without credentials,
-// and every request once the loads have ended, never wait.
-func (rt *Runtime) awaitIdentity(ctx context.Context, headers map[string]string) {
-	select {
-	case <-rt.identityLoaded:
-		return
-	default:
-	}
-	if headers["x-api-key"] == "" && headers["authorization"] == "" {
-		return
-	}
-	wait := time.Until(rt.coldStartDeadline)
-	if wait <= 0 {
-		rt.logBudgetSpent(ctx, rt.identityLoads)
-		return
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-rt.identityLoaded:
-	case <-timer.C:
-		rt.logBudgetSpent(ctx, rt.identityLoads)
-	case <-ctx.Done():
-	}
-}
-
-// identityHashMode says, for the cold-start log line, how identities are
-// hashed: "hmac", "pending" (a key is configured but not read yet) or
-// "sha256" (no key).
-func (rt *Runtime) identityHashMode() string {
-	switch g := rt.hashed.Load(); {
-	case !g.ready:
-		return "pending"
-	case g.hasher.Keyed():
-		return "hmac"
-	default:
-		return "sha256"
-	}
-}
-
-// coldStartLoads are the loads NewRuntime starts in the background: it
-// waits for them until its deadline, and they go on after it, each bounded
-// by its own timeout.
-type coldStartLoads struct {
-	// ctx is NewRuntime's context without its cancellation: a load that
-	// outlives NewRuntime is not cut short by the caller's context ending.
-	ctx context.Context
-	wg  sync.WaitGroup
-
-	mu      sync.Mutex
-	loading map[string]struct{}
-}
-
-// start runs load in the background under name (for the log).
-func (l *coldStartLoads) start(name string, load func(context.Context)) {
-	l.mu.Lock()
-	if l.loading == nil {
-		l.loading = make(map[string]struct{})
-	}
-	l.loading[name] = struct{}{}
-	l.mu.Unlock()
-	l.wg.Go(func() {
-		load(l.ctx)
-		l.mu.Lock()
-		delete(l.loading, name)
-		l.mu.Unlock()
-	})
-}
-
-// finished returns a channel closed when every load started so far has
-// ended.
-func (l *coldStartLoads) finished() chan struct{} {
-	done := make(chan struct{})
-	go func() {
-		l.wg.Wait()
-		close(done)
-	}()
-	return done
-}
-
-// pending names the loads still running, sorted.
-func (l *coldStartLoads) pending() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Sorted(maps.Keys(l.loading))
-}
-
-// WaitLoaded waits until nothing the runtime loads in the background is in
-// flight (the cold-start loads that outlived the cold-start budget, API key
-// listings, JWKS fetches), or until ctx is done. Decisions never wait for
-// these loads; this is for tests and tools that need a settled runtime.
-// The error is ctx's, or that of the last listing or fetch waited for.
-func (rt *Runtime) WaitLoaded(ctx context.Context) error {
-	for _, loaded := range []chan struct{}{rt.coldStartLoaded, rt.identityLoaded, rt.scriptsLoaded} {
-		select {
-		case <-loaded:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	var errs []error
-	if rt.gatewayKeys != nil {
-		errs = append(errs, rt.gatewayKeys.Wait(ctx))
-	}
-	if rt.verifier != nil {
-		errs = append(errs, rt.verifier.Wait(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// buildKeyStore returns the known API keys: API_KEY_HASHES, or the API
-// Gateway keys, whose first listing it starts in the background (a failed
-// listing is logged and retried later).
-func (rt *Runtime) buildKeyStore(ctx context.Context, aws *awsClients, now func() time.Time, loads *coldStartLoads) identity.KeyStore {
-	if rt.cfg.APIKeyHashes != nil {
-		return identity.StaticKeyPlans{StaticKeys: rt.cfg.APIKeyHashes, Plans: rt.cfg.APIKeyPlans}
-	}
-	api, err := aws.apiGatewayClient(ctx)
-	if err != nil {
-		rt.logger.LogAttrs(ctx, slog.LevelError, "no API Gateway client: requests with API keys count as anonymous",
-			slog.String("error", err.Error()))
-		return unverifiableKeys{}
-	}
-	keys := identity.NewGatewayKeys(api, rt.cfg.APIKeysRefresh, now, rt.logger)
-	rt.gatewayKeys = keys
-	loads.start("API Gateway keys", func(ctx context.Context) {
-		if err := keys.Refresh(ctx); err != nil {
-			rt.logger.LogAttrs(ctx, slog.LevelError, "list API Gateway keys at cold start failed; requests with keys count as anonymous until a listing succeeds",
-				slog.String("error", err.Error()))
-		}
-	})
-	return keys
-}
-
-// unverifiableKeys is the key store of a runtime that cannot list keys at
-// all: every key is neither trusted nor refused.
-type unverifiableKeys struct{}
-
-// Lookup implements identity.KeyStore.
-func (unverifiableKeys) Lookup(context.Context, string, string, string) identity.KeyStatus {
-	return identity.KeyUnverifiable
-}
-
-// buildVerifier returns the bearer token verifier, or nil when no JWT key
-// source is configured. It starts reading JWT_HS256_SECRET_ARN and fetching
-// the JWKS in the background; until the secret is read HS256 tokens do not
-// verify, and if it cannot be read, or is shorter than
-// identity.MinHS256SecretLen, they never do (they are refused, not
-// ignored).
-func (rt *Runtime) buildVerifier(aws *awsClients, httpClient *http.Client, loads *coldStartLoads) *identity.Verifier {
-	j := rt.cfg.JWT
-	if !j.Enabled() {
-		return nil
-	}
-	vc := identity.VerifierConfig{
-		Issuer:     j.Issuer,
-		Audience:   j.Audience,
-		JWKSURL:    j.JWKSURL,
-		HTTPClient: httpClient,
-		Leeway:     j.Leeway,
-		PlanClaim:  rt.cfg.JWTPlanClaim,
-		Logger:     rt.logger,
-	}
-	if j.HS256SecretARN != "" {
-		vc.HS256SecretPending = true
-	} else {
-		vc.HS256Secret = j.HS256Secret
-	}
-	v := identity.NewVerifier(vc)
-	if arn := j.HS256SecretARN; arn != "" {
-		loads.start("JWT_HS256_SECRET_ARN", func(ctx context.Context) {
-			secret, err := aws.readSecret(ctx, arn)
-			if err != nil {
-				rt.logger.LogAttrs(ctx, slog.LevelError, "read JWT_HS256_SECRET_ARN failed; HS256 tokens will not verify", slog.String("error", err.Error()))
-				return
-			}
-			if err := v.SetHS256Secret([]byte(secret)); err != nil {
-				rt.logger.LogAttrs(ctx, slog.LevelError, "JWT_HS256_SECRET_ARN: secret refused; HS256 tokens will not verify", slog.String("error", err.Error()))
-			}
-		})
-	}
-	// A refused JWT_JWKS_URL (reported with the configuration) is never
-	// fetched; the tokens it would verify are refused.
-	if j.JWKSURL != "" && identity.CheckJWKSURL(j.JWKSURL) == nil {
-		loads.start("JWKS", func(ctx context.Context) {
-			if err := v.Prefetch(ctx); err != nil {
-				rt.logger.LogAttrs(ctx, slog.LevelError, "fetch JWKS at cold start failed; fetched again in the background on a token with an unknown kid", slog.String("error", err.Error()))
-			}
-		})
-	}
-	return v
 }
 
 // logConfigErrors logs each configuration error on its own line.

@@ -137,10 +137,11 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 			asStrings[k] = fmt.Sprint(v)
 		}
 		for _, c := range []map[string]any{ctx, asStrings} {
-			d, ok := edge.DecisionFromContext(c)
-			if !ok {
-				t.Fatalf("DecisionFromContext(%v) failed", c)
+			back, ok := edge.FromAuthorizerContext(c)
+			if !ok || len(back.Result.Decisions) != 1 {
+				t.Fatalf("FromAuthorizerContext(%v) = %+v, %v; want one decision", c, back, ok)
 			}
+			d := back.Result.Decisions[0]
 			want := o.Result.Closest()
 			if d.Allowed != want.Allowed || d.Remaining != want.Remaining || d.Limit.Count != want.Limit.Count || d.Limit.Name != want.Limit.Name {
 				t.Errorf("round trip: got %+v, want %+v", d, want)
@@ -167,7 +168,7 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 
 func headersOf(d ratelimit.Decision) map[string]string {
 	h := make(map[string][]string)
-	ratelimit.SetHeaders(h, d)
+	ratelimit.SetHeaders(h, ratelimit.Result{Allowed: d.Allowed, Decisions: []ratelimit.Decision{d}})
 	out := make(map[string]string)
 	for k, v := range h {
 		out[k] = strings.Join(v, ",")

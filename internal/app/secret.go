@@ -19,7 +19,7 @@ const secretRetryInterval = 30 * time.Second
 // (RATE_LIMIT_HASH_KEY_SECRET_ARN). A read starts only when none is under
 // way, the secret is not read yet, and the last read failed interval ago
 // or more; it goes on when whoever started it stops waiting (bounded by
-// secretReadTimeout). Each read's outcome is logged, never the secret. It
+// awsclients.SecretReadTimeout). Each read's outcome is logged, never the secret. It
 // is safe for concurrent use.
 type pacedSecret struct {
 	arn      string
@@ -70,7 +70,7 @@ func (s *pacedSecret) start(ctx context.Context) (r *secretRead, value string, s
 	return r, "", 0
 }
 
-// readInBackground reads the secret (within secretReadTimeout), logs the
+// readInBackground reads the secret (within awsclients.SecretReadTimeout), logs the
 // outcome, keeps the secret, and ends r.
 func (s *pacedSecret) readInBackground(ctx context.Context, r *secretRead) {
 	secret, err := s.read(ctx, s.arn)

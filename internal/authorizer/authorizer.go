@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/httplimit"
@@ -117,12 +118,12 @@ func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 	msg := "malformed authorizer event: " + what
 	attrs := []slog.Attr{slog.String("answer", "Unauthorized")}
 	if id := edge.LambdaRequestID(ctx); id != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(id, maxLoggedLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(id, maxLoggedLen)))
 	}
 	if err != nil {
 		// encoding/json's errors name types and fields, and at most one
 		// character of the input: never a header value.
-		attrs = append(attrs, slog.String("error", edge.Clip(err.Error(), maxLoggedLen)))
+		attrs = append(attrs, slog.String("error", clip.Text(err.Error(), maxLoggedLen)))
 	}
 	h.logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 	return ErrUnauthorized

@@ -120,7 +120,7 @@ func TestHTTPAPIDeny(t *testing.T) {
 				}
 			}
 			if tt.authorized {
-				if d, ok := edge.DecisionFromContext(last.Context); !last.IsAuthorized || !ok || d.Allowed || d.RetryAfter < time.Second {
+				if out, ok := edge.FromAuthorizerContext(last.Context); !last.IsAuthorized || !ok || len(out.Result.Decisions) != 1 || out.Result.Closest().Allowed || out.Result.Closest().RetryAfter < time.Second {
 					t.Errorf("third request: %+v, want authorized with the denial (retryAfter) in the context", last)
 				}
 				return
@@ -209,8 +209,9 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 			if err != nil || !resp.IsAuthorized {
 				t.Fatalf("request 3, over the anonymous limit: %+v, %v; want authorized with the denial", resp, err)
 			}
-			d, ok := edge.DecisionFromContext(resp.Context)
-			if !ok || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != identity.TierAnonymous {
+			out, ok := edge.FromAuthorizerContext(resp.Context)
+			d := out.Result.Closest()
+			if !ok || len(out.Result.Decisions) != 1 || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != identity.TierAnonymous {
 				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
 			}
 		})
@@ -256,20 +257,21 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 		check func(t *testing.T, ctx map[string]any)
 	}{
 		{"login: unavailable", httpEvent("POST", "/auth/login", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			if !edge.UnavailableFromContext(ctx) || ctx[edge.CtxRetryAfter] != int64(1) || ctx[edge.CtxTier] != identity.TierAnonymous {
+			out, _ := edge.FromAuthorizerContext(ctx)
+			if out.Kind != edge.Unavailable || ctx[edge.CtxRetryAfter] != int64(1) || ctx[edge.CtxTier] != identity.TierAnonymous {
 				t.Errorf("context %v, want tier, unavailable true and retryAfter 1", ctx)
 			}
-			if _, ok := edge.DecisionFromContext(ctx); ok {
+			if len(out.Result.Decisions) != 0 {
 				t.Errorf("context %v reads as a decision", ctx)
 			}
 		}},
 		{"login with an unknown key: unavailable, not a free 403", httpEvent("POST", "/auth/login", "192.0.2.30", map[string]string{"x-api-key": "guess"}), func(t *testing.T, ctx map[string]any) {
-			if !edge.UnavailableFromContext(ctx) {
+			if !unavailableIn(ctx) {
 				t.Errorf("context %v, want unavailable", ctx)
 			}
 		}},
 		{"items: degraded allowance", httpEvent("GET", "/v1/items", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			if edge.UnavailableFromContext(ctx) || ctx[edge.CtxDegraded] != true {
+			if unavailableIn(ctx) || ctx[edge.CtxDegraded] != true {
 				t.Errorf("context %v, want degraded and not unavailable", ctx)
 			}
 		}},
@@ -291,7 +293,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 			if err := json.Unmarshal(b, &wire); err != nil {
 				t.Fatal(err)
 			}
-			if edge.UnavailableFromContext(wire) != edge.UnavailableFromContext(resp.Context) {
+			if unavailableIn(wire) != unavailableIn(resp.Context) {
 				t.Errorf("unavailable does not survive JSON: %s", b)
 			}
 		})
@@ -437,4 +439,11 @@ func TestRoutesMatchTheResourceNotTheBasePath(t *testing.T) {
 	if _, err := h.REST(context.Background(), items); err != nil {
 		t.Fatalf("ordinary route with Redis down: %v, want a degraded Allow", err)
 	}
+}
+
+// unavailableIn reports whether an authorizer context says its fail-closed
+// route could not be decided.
+func unavailableIn(ctx map[string]any) bool {
+	out, ok := edge.FromAuthorizerContext(ctx)
+	return ok && out.Kind == edge.Unavailable
 }

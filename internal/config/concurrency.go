@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 )
 
@@ -109,11 +110,11 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		}
 		owner, value, ok := strings.Cut(entry, "=")
 		if !ok {
-			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", clip(entry))
+			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", clip.Text(entry, clip.QuotedLen))
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil || n < 1 || n > MaxConcurrency {
-			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip(entry), MaxConcurrency)
+			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip.Text(entry, clip.QuotedLen), MaxConcurrency)
 		}
 		owner = strings.TrimSpace(owner)
 		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
@@ -123,17 +124,17 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		if strings.Contains(owner, " ") {
 			method, glob, err := parseRouteName(owner)
 			if err != nil {
-				return Concurrency{}, fmt.Errorf("entry %q: %w", clip(entry), err)
+				return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
 			}
 			c.Routes = append(c.Routes, ConcurrencyRoute{Method: method, Path: glob, Max: n})
 			continue
 		}
 		name, err := concurrencyOwner(owner)
 		if err != nil {
-			return Concurrency{}, fmt.Errorf("entry %q: %w", clip(entry), err)
+			return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		if _, dup := c.Owners[name]; dup {
-			return Concurrency{}, fmt.Errorf("entry %q: %s is given twice", clip(entry), name)
+			return Concurrency{}, fmt.Errorf("entry %q: %s is given twice", clip.Text(entry, clip.QuotedLen), name)
 		}
 		c.Owners[name] = n
 	}
@@ -159,7 +160,7 @@ func concurrencyOwner(raw string) (string, error) {
 func parseConcurrencyVar(v string) (Concurrency, error) {
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", clip(v), err)
+		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", clip.Text(v, clip.QuotedLen), err)
 	}
 	return c, nil
 }
@@ -173,7 +174,7 @@ func parseConcurrencyLease(v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < MinConcurrencyLease || d > MaxConcurrencyLease || d%time.Millisecond != 0 {
-		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", clip(v), MinConcurrencyLease, MaxConcurrencyLease)
+		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", clip.Text(v, clip.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
 	}
 	return d, nil
 }
@@ -186,7 +187,7 @@ func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
 	}
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, clip(v), err)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, clip.Text(v, clip.QuotedLen), err)
 	}
 	return c, nil
 }

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -27,10 +27,13 @@ const (
 	DefaultOrg               = "10000/1m"
 	DefaultRoutes            = "POST /auth/*=5/1m:sliding-log"
 	DefaultFailClosed        = "/auth/*"
-	DefaultFallbackInstances = limitspec.DefaultFallbackInstances
-	DefaultKeyPrefix         = limitspec.DefaultKeyPrefix
-	DefaultAPIKeysRefresh    = 5 * time.Minute
-	DefaultJWTLeeway         = identity.DefaultLeeway
+	DefaultFallbackInstances = 10
+	DefaultKeyPrefix         = "rl"
+	// DefaultRedisTimeout is REDIS_TIMEOUT's default: the whole Redis
+	// budget of one decision.
+	DefaultRedisTimeout   = 100 * time.Millisecond
+	DefaultAPIKeysRefresh = 5 * time.Minute
+	DefaultJWTLeeway      = identity.DefaultLeeway
 	// MaxJWTLeeway is the largest JWT_LEEWAY.
 	MaxJWTLeeway = identity.MaxLeeway
 	// DefaultIPv6Prefix is the prefix length, in bits, an IPv6 anonymous
@@ -297,7 +300,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	report(err)
 	networks, err := ParseNetworks(get("RATE_LIMIT_NETWORKS"))
 	if err != nil {
-		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", clip(get("RATE_LIMIT_NETWORKS")), err))
+		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", clip.Text(get("RATE_LIMIT_NETWORKS"), clip.QuotedLen), err))
 	}
 	planClaim, err := parsePlanClaim(get("JWT_PLAN_CLAIM"))
 	report(err)
@@ -345,13 +348,13 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	if u := cfg.JWT.JWKSURL; u != "" {
 		if err := identity.CheckJWKSURL(u); err != nil {
-			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", clip(u), err))
+			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", clip.Text(u, clip.QuotedLen), err))
 		}
 	}
 	if v := get("JWT_LEEWAY"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > MaxJWTLeeway {
-			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", clip(v), MaxJWTLeeway, DefaultJWTLeeway))
+			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", clip.Text(v, clip.QuotedLen), MaxJWTLeeway, DefaultJWTLeeway))
 		} else {
 			cfg.JWT.Leeway = d
 		}
@@ -360,14 +363,14 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 100_000 {
-			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", clip(v), DefaultFallbackInstances))
+			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", clip.Text(v, clip.QuotedLen), DefaultFallbackInstances))
 		} else {
 			cfg.FallbackInstances = n
 		}
 	}
 	if v := get("RATE_LIMIT_KEY_PREFIX"); v != "" {
 		if err := validKeyPrefix(v); err != nil {
-			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", clip(v), err, DefaultKeyPrefix))
+			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultKeyPrefix))
 		} else {
 			cfg.KeyPrefix = v
 		}
@@ -375,7 +378,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if v := get("API_KEYS_REFRESH"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 24*time.Hour {
-			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", clip(v), DefaultAPIKeysRefresh))
+			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", clip.Text(v, clip.QuotedLen), DefaultAPIKeysRefresh))
 		} else {
 			cfg.APIKeysRefresh = d
 		}
@@ -386,7 +389,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		cfg.APIKeyHashes, cfg.APIKeyPlans = hashes, keyPlans
 	}
 	if cfg.JWT.Enabled() && (cfg.JWT.Issuer == "" || cfg.JWT.Audience == "") {
-		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip(cfg.JWT.Issuer), clip(cfg.JWT.Audience)))
+		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip.Text(cfg.JWT.Issuer, clip.QuotedLen), clip.Text(cfg.JWT.Audience, clip.QuotedLen)))
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -401,7 +404,7 @@ func parseIPv6Prefix(name, v string, def int) (int, error) {
 	n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
 	if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
 		return def, fmt.Errorf("%s=%q: want a prefix length in bits from %d to %d, like 64; using %d",
-			name, clip(v), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
+			name, clip.Text(v, clip.QuotedLen), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
 	}
 	return n, nil
 }
@@ -437,19 +440,19 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 	if serverless != "" {
 		b, err := strconv.ParseBool(serverless)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_CACHE_SERVERLESS=%q: want true or false; using false", clip(serverless)))
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_SERVERLESS=%q: want true or false; using false", clip.Text(serverless, clip.QuotedLen)))
 		}
 		iam.Serverless = b
 	}
 	if user == "" {
 		if cache != "" {
-			errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: REDIS_IAM_USER is not set, so IAM authentication is off and the cache name is not used", clip(cache)))
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: REDIS_IAM_USER is not set, so IAM authentication is off and the cache name is not used", clip.Text(cache, clip.QuotedLen)))
 		}
 		return RedisIAM{}, errors.Join(errs...)
 	}
 	ok := true
 	if err := validIAMUser(user); err != nil {
-		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", clip(user), err))
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", clip.Text(user, clip.QuotedLen), err))
 		ok = false
 	}
 	lowerCache := strings.ToLower(cache)
@@ -457,14 +460,14 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 		errs = append(errs, errors.New(`REDIS_CACHE_NAME="": required with REDIS_IAM_USER (the replication group id or serverless cache name); IAM authentication is off`))
 		ok = false
 	} else if err := validCacheName(lowerCache); err != nil {
-		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", clip(cache), err))
+		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", clip.Text(cache, clip.QuotedLen), err))
 		ok = false
 	}
 	if !ok {
 		return RedisIAM{}, errors.Join(errs...)
 	}
 	if redisURL != "" && !strings.HasPrefix(strings.ToLower(redisURL), "rediss://") {
-		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: REDIS_URL is not a rediss:// (TLS) URL, and ElastiCache accepts IAM authentication over TLS only", clip(user)))
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: REDIS_URL is not a rediss:// (TLS) URL, and ElastiCache accepts IAM authentication over TLS only", clip.Text(user, clip.QuotedLen)))
 	}
 	iam.User, iam.CacheName = user, lowerCache
 	return iam, errors.Join(errs...)
@@ -509,7 +512,7 @@ func parseDenials(v string) (Denials, error) {
 	case DenialsRefuse, DenialsForward:
 		return d, nil
 	default:
-		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", clip(v), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
+		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", clip.Text(v, clip.QuotedLen), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
 	}
 }
 
@@ -520,7 +523,7 @@ func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorith
 	}
 	a, err := algorithmNamed(v)
 	if err != nil {
-		return def, fmt.Errorf("%s=%q: %w; using %s", name, clip(v), err, def)
+		return def, fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), err, def)
 	}
 	return a, nil
 }
@@ -550,7 +553,7 @@ func parseQuotaLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l rate
 		if perr == nil {
 			return l, own, nil
 		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, clip(v), perr, def)
+		err = fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), perr, def)
 	}
 	l, own, derr := makeLimitSpec(tier, def, alg)
 	if derr != nil {
@@ -631,7 +634,7 @@ func parseKeyHashes(v string) (hashes map[string]struct{}, keyPlans map[string]s
 			continue
 		}
 		if !isSHA256Hex(h) {
-			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key), optionally :plan; skipped", clip(h)))
+			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key), optionally :plan; skipped", clip.Text(h, clip.QuotedLen)))
 			continue
 		}
 		hashes[h] = struct{}{}
@@ -655,11 +658,11 @@ func parseKeyHashes(v string) (hashes map[string]struct{}, keyPlans map[string]s
 // URL such as https://example.com/plan; printable ASCII, at most 256 bytes.
 func parsePlanClaim(v string) (string, error) {
 	if len(v) > 256 {
-		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", clip(v))
+		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", clip.Text(v, clip.QuotedLen))
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c <= ' ' || c > '~' {
-			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", clip(v))
+			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", clip.Text(v, clip.QuotedLen))
 		}
 	}
 	return v, nil
@@ -675,7 +678,7 @@ func parseCostsVar(v string, tiers Tiers, plans Plans, routes []RouteLimit) ([]R
 		err = checkCosts(costs, tiers, plans, routes)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; every request costs 1", clip(v), err)
+		return nil, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; every request costs 1", clip.Text(v, clip.QuotedLen), err)
 	}
 	return costs, nil
 }
@@ -689,7 +692,7 @@ func parseShadowVar(variable, v string, tiers Tiers, plans Plans, routes []Route
 		err = checkShadowNames(s, tiers, plans, routes)
 	}
 	if err != nil {
-		return Shadow{}, fmt.Errorf("%s=%q: %w; every limit is enforced", variable, clip(v), err)
+		return Shadow{}, fmt.Errorf("%s=%q: %w; every limit is enforced", variable, clip.Text(v, clip.QuotedLen), err)
 	}
 	return s, nil
 }
@@ -720,13 +723,4 @@ func validKeyPrefix(p string) error {
 		}
 	}
 	return nil
-}
-
-// clip shortens an untrusted value before it is quoted in an error.
-func clip(s string) string {
-	const n = 80
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

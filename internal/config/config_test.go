@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -60,7 +59,7 @@ func TestFromEnvBadValues(t *testing.T) {
 		{"RATE_LIMIT_KEY_PREFIX", "a{b}", func(c *config.Config) bool { return c.KeyPrefix == "rl" }},
 		{"API_KEYS_REFRESH", "soon", func(c *config.Config) bool { return c.APIKeysRefresh == 5*time.Minute }},
 		{"API_KEY_HASHES", "xyz", func(c *config.Config) bool { return c.APIKeyHashes != nil && len(c.APIKeyHashes) == 0 }},
-		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == limitspec.DefaultTimeout }},
+		{"REDIS_TIMEOUT", "fast", func(c *config.Config) bool { return c.Redis.Timeout == config.DefaultRedisTimeout }},
 		{"REDIS_TLS_CA_FILE", "/nonexistent/ca.pem", func(c *config.Config) bool { return c.Redis.RootCAs == nil }},
 		{"REDIS_CACHE_SERVERLESS", "maybe", func(c *config.Config) bool { return !c.RedisIAM.Serverless }},
 		{"RATE_LIMIT_IPV6_PREFIX", "129", func(c *config.Config) bool { return c.IPv6Prefix == 64 }},

@@ -3,11 +3,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"github.com/slidegate/slidegate/internal/identity"
 	"strconv"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
+	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // MaxCosts bounds RATE_LIMIT_COSTS.
@@ -22,7 +23,7 @@ type RouteCost struct {
 	// Path is the path glob.
 	Path PathGlob
 	// Cost is the units such a request spends, from 1 to
-	// limitspec.MaxCount.
+	// ratelimit.MaxCount.
 	Cost int64
 }
 
@@ -43,11 +44,11 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		}
 		method, glob, value, err := parseRouteEntry(entry)
 		if err != nil {
-			return nil, fmt.Errorf("cost %q: %w", clip(entry), err)
+			return nil, fmt.Errorf("cost %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-		if err != nil || n < 1 || n > limitspec.MaxCount {
-			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip(entry), limitspec.MaxCount)
+		if err != nil || n < 1 || n > ratelimit.MaxCount {
+			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", clip.Text(entry, clip.QuotedLen), ratelimit.MaxCount)
 		}
 		costs = append(costs, RouteCost{Method: method, Path: glob, Cost: n})
 	}

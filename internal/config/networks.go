@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 )
 
@@ -55,19 +56,19 @@ func ParseNetworks(s string) (Networks, error) {
 		}
 		cidr, rawPlan, ok := strings.Cut(entry, "=")
 		if !ok {
-			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", clip(entry))
+			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", clip.Text(entry, clip.QuotedLen))
 		}
 		prefix, err := parseNetwork(strings.TrimSpace(cidr))
 		if err != nil {
-			return Networks{}, fmt.Errorf("network %q: %w", clip(entry), err)
+			return Networks{}, fmt.Errorf("network %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		plan, ok := identity.NormalizePlan(rawPlan)
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: plan %q: want %s, %s or a plan name (letters, digits, underscores)",
-				clip(entry), clip(strings.TrimSpace(rawPlan)), NetworkUnlimited, NetworkBlocked)
+				clip.Text(entry, clip.QuotedLen), clip.Text(strings.TrimSpace(rawPlan), clip.QuotedLen), NetworkUnlimited, NetworkBlocked)
 		}
 		if seen[prefix] {
-			return Networks{}, fmt.Errorf("network %q: %s is given twice", clip(entry), prefix)
+			return Networks{}, fmt.Errorf("network %q: %s is given twice", clip.Text(entry, clip.QuotedLen), prefix)
 		}
 		seen[prefix] = true
 		n.entries = append(n.entries, networkEntry{prefix: prefix, plan: plan})
@@ -85,19 +86,19 @@ func parseNetwork(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR nor an IP address", clip(s))
+			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR nor an IP address", clip.Text(s, clip.QuotedLen))
 		}
 		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", clip(s), err)
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", clip.Text(s, clip.QuotedLen), err)
 	}
 	if a := p.Addr(); a.Is4In6() {
 		bits := p.Bits() - 96
 		if bits < 0 {
-			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96", clip(s))
+			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96", clip.Text(s, clip.QuotedLen))
 		}
 		p = netip.PrefixFrom(a.Unmap(), bits)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -29,19 +29,19 @@ import (
 // that private CA is refused, never trusted unverified). A skip_verify
 // parameter in REDIS_URL is reported and ignored.
 func RedisClientFromEnv(getenv func(string) string) (ratelimit.ClientConfig, error) {
-	cfg := ratelimit.ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: limitspec.DefaultTimeout}
+	cfg := ratelimit.ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: DefaultRedisTimeout}
 	var errs []error
 	if v := strings.TrimSpace(getenv("REDIS_CLUSTER")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: want true or false; using false", truncate(v, 64)))
+			errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: want true or false; using false", clip.Text(v, 64)))
 		}
 		cfg.Cluster = b
 	}
 	if v := strings.TrimSpace(getenv("REDIS_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > time.Minute {
-			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", truncate(v, 64), limitspec.DefaultTimeout))
+			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", clip.Text(v, 64), DefaultRedisTimeout))
 		} else {
 			cfg.Timeout = d
 		}
@@ -49,12 +49,12 @@ func RedisClientFromEnv(getenv func(string) string) (ratelimit.ClientConfig, err
 	if path := strings.TrimSpace(getenv("REDIS_TLS_CA_FILE")); path != "" {
 		pool, err := loadCAFile(path)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: %w; using the system roots", truncate(path, 256), err))
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: %w; using the system roots", clip.Text(path, 256), err))
 		} else {
 			cfg.RootCAs = pool
 		}
 		if cfg.URL != "" && !isTLSURL(cfg.URL) {
-			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: REDIS_URL is not a rediss:// (TLS) URL, so the CA is not used", truncate(path, 256)))
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: REDIS_URL is not a rediss:// (TLS) URL, so the CA is not used", clip.Text(path, 256)))
 		}
 	}
 	if u, err := url.Parse(cfg.URL); err == nil && u.Query().Has("skip_verify") {
@@ -110,12 +110,4 @@ func loadCAFile(path string) (*x509.CertPool, error) {
 // isTLSURL reports whether a Redis URL asks for TLS.
 func isTLSURL(rawURL string) bool {
 	return len(rawURL) >= len("rediss://") && strings.EqualFold(rawURL[:len("rediss://")], "rediss://")
-}
-
-// truncate shortens untrusted text before it goes into an error message.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

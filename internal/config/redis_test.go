@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -94,7 +93,7 @@ func TestRedisClientFromEnv(t *testing.T) {
 			t.Errorf("error %q does not name %s", err, name)
 		}
 	}
-	if cfg.Cluster || cfg.Timeout != limitspec.DefaultTimeout {
+	if cfg.Cluster || cfg.Timeout != config.DefaultRedisTimeout {
 		t.Fatalf("bad values not replaced by defaults: %+v", cfg)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -36,10 +37,10 @@ type PathGlob struct {
 // ParsePathGlob parses one path glob.
 func ParsePathGlob(s string) (PathGlob, error) {
 	if !strings.HasPrefix(s, "/") {
-		return PathGlob{}, fmt.Errorf("path glob %q: must start with /", clip(s))
+		return PathGlob{}, fmt.Errorf("path glob %q: must start with /", clip.Text(s, clip.QuotedLen))
 	}
 	if len(s) > 1024 {
-		return PathGlob{}, fmt.Errorf("path glob %q: longer than 1024 bytes", clip(s))
+		return PathGlob{}, fmt.Errorf("path glob %q: longer than 1024 bytes", clip.Text(s, clip.QuotedLen))
 	}
 	segs := splitPath(s)
 	for i, seg := range segs {
@@ -48,12 +49,12 @@ func ParsePathGlob(s string) (PathGlob, error) {
 		case seg == "*":
 		case seg == "**":
 			if !last {
-				return PathGlob{}, fmt.Errorf("path glob %q: ** is only allowed as the last segment", clip(s))
+				return PathGlob{}, fmt.Errorf("path glob %q: ** is only allowed as the last segment", clip.Text(s, clip.QuotedLen))
 			}
 		case strings.Contains(seg, "*"):
-			return PathGlob{}, fmt.Errorf("path glob %q: * must be a whole segment", clip(s))
+			return PathGlob{}, fmt.Errorf("path glob %q: * must be a whole segment", clip.Text(s, clip.QuotedLen))
 		case strings.ContainsAny(seg, " \t\r\n,="):
-			return PathGlob{}, fmt.Errorf("path glob %q: spaces, commas and '=' are not allowed", clip(s))
+			return PathGlob{}, fmt.Errorf("path glob %q: spaces, commas and '=' are not allowed", clip.Text(s, clip.QuotedLen))
 		}
 	}
 	return PathGlob{Text: s, segments: segs}, nil
@@ -178,11 +179,11 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 	method, glob, spec, err := parseRouteEntry(entry)
 	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip.Text(entry, clip.QuotedLen), err)
 	}
 	limits, err := ParseLimitList(method+" "+glob.Text, spec, alg)
 	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip(entry), err)
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip.Text(entry, clip.QuotedLen), err)
 	}
 	return RouteLimit{Method: method, Path: glob, Limits: limits}, nil
 }
@@ -209,7 +210,7 @@ func parseRouteName(route string) (string, PathGlob, error) {
 		method = "*"
 	}
 	if method != "*" && !isToken(method) {
-		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", clip(method))
+		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", clip.Text(method, clip.QuotedLen))
 	}
 	glob, err := ParsePathGlob(strings.TrimSpace(path))
 	if err != nil {
@@ -266,7 +267,7 @@ func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 		if derr != nil {
 			panic(fmt.Sprintf("config: default RATE_LIMIT_ROUTES: %v", derr))
 		}
-		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", clip(v), err, DefaultRoutes)
+		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultRoutes)
 	}
 	return routes, nil
 }
@@ -282,7 +283,7 @@ func parseFailClosedVar(v string) ([]PathGlob, error) {
 		if derr != nil {
 			panic(fmt.Sprintf("config: default RATE_LIMIT_FAIL_CLOSED: %v", derr))
 		}
-		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", clip(v), err, DefaultFailClosed)
+		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultFailClosed)
 	}
 	return globs, nil
 }

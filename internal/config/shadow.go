@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 )
 
@@ -64,7 +65,7 @@ func shadowName(item string) (string, error) {
 	if strings.Contains(item, " ") {
 		method, glob, err := parseRouteName(item)
 		if err != nil {
-			return "", fmt.Errorf("route %q: %w", clip(item), err)
+			return "", fmt.Errorf("route %q: %w", clip.Text(item, clip.QuotedLen), err)
 		}
 		return method + " " + glob.Text, nil
 	}
@@ -76,7 +77,7 @@ func shadowName(item string) (string, error) {
 		}
 		return name, nil
 	}
-	return "", fmt.Errorf("%q: want a tier, a plan, a limit of a list (plan-1d) or a route (POST /v1/reports)", clip(item))
+	return "", fmt.Errorf("%q: want a tier, a plan, a limit of a list (plan-1d) or a route (POST /v1/reports)", clip.Text(item, clip.QuotedLen))
 }
 
 // validWindowText accepts what a limit name's window part can be ("1s",

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -62,17 +62,8 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 	return map[string]any{
 		CtxTier:        o.Caller.Tier,
 		CtxUnavailable: true,
-		CtxRetryAfter:  wire.RetryAfterSeconds(retryAfter),
+		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
 	}
-}
-
-// UnavailableFromContext reports whether an authorizer context says the
-// request's fail-closed route could not be decided (CtxUnavailable true,
-// as a boolean or a string). Such a request must be answered 503 and never
-// reach the handler.
-func UnavailableFromContext(ctx map[string]any) bool {
-	b, ok := ctxBool(ctx, CtxUnavailable)
-	return ok && b
 }
 
 // AuthorizerContext is the authorizer context of an outcome, describing the
@@ -81,7 +72,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	ctx := map[string]any{CtxTier: o.Caller.Tier}
 	switch {
 	case o.Kind == Blocked:
-		retry := wire.RetryAfterSeconds(BlockedRetryAfter)
+		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
 		ctx[CtxBlocked] = true
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
@@ -94,17 +85,17 @@ func AuthorizerContext(o Outcome) map[string]any {
 		return ctx
 	}
 	d := o.Result.Closest()
-	reset := wire.ResetSeconds(d)
+	reset := d.ResetSeconds()
 	ctx[CtxLimit] = d.Limit.Count
 	ctx[CtxRemaining] = d.Remaining
 	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = PolicyList(o.Result)
-	ctx[CtxRateLimit] = wire.RateLimitHeader(d)
+	ctx[CtxPolicy] = o.Result.PolicyHeader()
+	ctx[CtxRateLimit] = d.RateLimitHeader()
 	ctx[CtxName] = d.Limit.Name
-	ctx[CtxWindow] = wire.CeilSeconds(d.Limit.Window)
+	ctx[CtxWindow] = d.Limit.WindowSeconds()
 	ctx[CtxResetAt] = unixCeil(d.At) + reset
 	if !o.Result.Allowed {
-		retry := wire.RetryAfterSeconds(o.Result.RetryAfter())
+		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
 	}
@@ -112,59 +103,6 @@ func AuthorizerContext(o Outcome) map[string]any {
 		ctx[CtxDegraded] = true
 	}
 	return ctx
-}
-
-// PolicyList is the RateLimit-Policy value of a result: every enforced
-// limit that applies, in order, each once (draft-ietf-httpapi-ratelimit-
-// headers: the header lists every policy; RateLimit reports the closest
-// to denying). Shadow limits are left out: they deny no one, and a client
-// should not pace itself by them.
-func PolicyList(res ratelimit.Result) string {
-	var b strings.Builder
-	seen := make(map[string]bool, len(res.Decisions))
-	for _, d := range res.Decisions {
-		if d.Shadow || seen[d.Limit.Name] {
-			continue
-		}
-		seen[d.Limit.Name] = true
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(wire.PolicyHeader(d.Limit))
-	}
-	if b.Len() == 0 && len(res.Decisions) > 0 {
-		// Every limit is a shadow: the headers describe the closest.
-		return wire.PolicyHeader(res.Closest().Limit)
-	}
-	return b.String()
-}
-
-// BlockedFromContext reports whether an authorizer context says the
-// request comes from a blocked network (CtxBlocked true).
-func BlockedFromContext(ctx map[string]any) bool {
-	b, ok := ctxBool(ctx, CtxBlocked)
-	return ok && b
-}
-
-// UnlimitedFromContext reports whether an authorizer context says the
-// request comes from an unlimited network (CtxUnlimited true): it was
-// admitted, and no limit applies.
-func UnlimitedFromContext(ctx map[string]any) bool {
-	b, ok := ctxBool(ctx, CtxUnlimited)
-	return ok && b
-}
-
-// PolicyFromContext is the RateLimit-Policy value an authorizer context
-// carries (CtxPolicy), "" when none or when it is not a printable ASCII
-// string, which a header could not carry.
-func PolicyFromContext(ctx map[string]any) string {
-	s, _ := ctxString(ctx, CtxPolicy)
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c > 0x7e {
-			return ""
-		}
-	}
-	return s
 }
 
 // unixCeil is t in Unix seconds, rounded up (the rule of X-RateLimit-Reset).
@@ -179,22 +117,73 @@ func unixCeil(t time.Time) int64 {
 	return u
 }
 
-// DecisionFromContext rebuilds the closest decision from an authorizer
-// context, as it reaches the API function (REST: requestContext.authorizer,
-// values often strings; HTTP API: requestContext.authorizer.lambda, typed).
-// Numbers may be float64, json.Number, integers or strings. It reports false
-// when the context carries no decision or a malformed one. The decision
-// gives ratelimit.SetHeaders the same headers the authorizer's own
-// decision would.
-func DecisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
+// FromAuthorizerContext turns an authorizer context back into the Outcome
+// it describes, as the context reaches the API function (REST:
+// requestContext.authorizer, values often strings; HTTP API:
+// requestContext.authorizer.lambda, typed). It is AuthorizerContext and
+// AuthorizerUnavailableContext read backwards, and the only reader of
+// the context keys. Numbers may be float64, json.Number, integers or
+// strings; booleans may be strings.
+//
+// The Outcome's Kind is, in this order: Unavailable (CtxUnavailable: a
+// fail-closed route the authorizer could not decide; no Result), Blocked
+// (CtxBlocked), Unlimited (CtxUnlimited; Result.Allowed, no decisions), or
+// the Kind of the closest decision the context describes (Allowed, Denied
+// or Degraded), which is then the Result's only decision: it gives
+// ratelimit.SetHeaders the headers the authorizer's own decision would,
+// and Policy is the context's RateLimit-Policy value (CtxPolicy) when it is
+// printable ASCII, which a header can carry. It reports false when the
+// context says none of these, or describes a malformed decision: the
+// request was not decided by an authorizer.
+func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 	if len(ctx) == 0 {
-		return ratelimit.Decision{}, false
+		return Outcome{}, false
 	}
+	tier, _ := ctxString(ctx, CtxTier)
+	out := Outcome{Caller: identity.Caller{Tier: tier}}
+	switch {
+	case ctxTrue(ctx, CtxUnavailable):
+		out.Kind = Unavailable
+		return out, true
+	case ctxTrue(ctx, CtxBlocked):
+		out.Kind = Blocked
+		return out, true
+	case ctxTrue(ctx, CtxUnlimited):
+		out.Kind, out.Result = Unlimited, ratelimit.Result{Allowed: true}
+		return out, true
+	}
+	d, ok := decisionFromContext(ctx)
+	if !ok {
+		return Outcome{}, false
+	}
+	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}}
+	out.Kind = KindOf(out.Result, false, nil)
+	out.Policy = policyFromContext(ctx)
+	return out, true
+}
+
+// policyFromContext is the RateLimit-Policy value an authorizer context
+// carries (CtxPolicy), "" when none or when it is not a printable ASCII
+// string, which a header could not carry.
+func policyFromContext(ctx map[string]any) string {
+	s, _ := ctxString(ctx, CtxPolicy)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e {
+			return ""
+		}
+	}
+	return s
+}
+
+// decisionFromContext rebuilds the closest decision from an authorizer
+// context. It reports false when the context carries no decision or a
+// malformed one.
+func decisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
 	limit, ok1 := ctxInt(ctx, CtxLimit)
 	remaining, ok2 := ctxInt(ctx, CtxRemaining)
 	reset, ok3 := ctxInt(ctx, CtxReset)
 	window, ok4 := ctxInt(ctx, CtxWindow)
-	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > limitspec.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(limitspec.MaxWindow/time.Second) {
+	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > ratelimit.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(ratelimit.MaxWindow/time.Second) {
 		return ratelimit.Decision{}, false
 	}
 	name, _ := ctxString(ctx, CtxName)
@@ -255,6 +244,13 @@ func ctxInt(ctx map[string]any, key string) (int64, bool) {
 func ctxString(ctx map[string]any, key string) (string, bool) {
 	s, ok := ctx[key].(string)
 	return s, ok
+}
+
+// ctxTrue reports whether the context's key holds true, as a boolean or a
+// string.
+func ctxTrue(ctx map[string]any, key string) bool {
+	b, ok := ctxBool(ctx, key)
+	return ok && b
 }
 
 func ctxBool(ctx map[string]any, key string) (bool, bool) {

@@ -53,6 +53,30 @@ const (
 	Unlimited
 )
 
+// String is how an outcome of kind k is logged and counted in metrics:
+// "allowed", "denied", "degraded", "shadow-denied", "blocked",
+// "unlimited", or "rejected" for every kind refused for another reason
+// than a limit (an unauthorized credential of either Kind, a request that
+// could not be decided: Unavailable, Undecidable) and for the zero Kind.
+func (k Kind) String() string {
+	switch k {
+	case Allowed:
+		return "allowed"
+	case Denied:
+		return "denied"
+	case Degraded:
+		return "degraded"
+	case ShadowDenied:
+		return "shadow-denied"
+	case Blocked:
+		return "blocked"
+	case Unlimited:
+		return "unlimited"
+	default:
+		return "rejected"
+	}
+}
+
 // KindOf is the Kind of a decision: its result, whether the request
 // presented a credential that earned nothing, and the decision's error.
 // It holds the rule "a bad credential within the source IP's limit is
@@ -102,6 +126,12 @@ type Outcome struct {
 	QuotaDenied bool
 	// Plan is the plan whose limits applied, "" for the tier's.
 	Plan string
+	// Policy, when set, is the RateLimit-Policy value to send with the
+	// outcome (see ratelimit.Result.PolicyHeader): every policy that applies, where Result may
+	// hold the closest decision only (an Outcome read back from an
+	// authorizer's context, FromAuthorizerContext). Empty: the policy of
+	// the closest decision.
+	Policy string
 }
 
 // shadowDenied reports whether a shadow limit denied a request of res.

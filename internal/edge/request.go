@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/slidegate/slidegate/internal/clip"
 )
 
 // Request is what slidegate needs to know of one API request, whatever the
@@ -91,17 +92,8 @@ const (
 // string.
 func RouteName(req Request) string {
 	if req.RouteKey != "" && req.RouteKey != "$default" {
-		return Clip(req.RouteKey, maxMethodLen+1+maxPathLen)
+		return clip.Text(req.RouteKey, maxMethodLen+1+maxPathLen)
 	}
 	path, _, _ := strings.Cut(req.Path, "?")
-	return Clip(req.Method, maxMethodLen) + " " + Clip(path, maxPathLen)
-}
-
-// Clip bounds text a caller can choose, or that is long by accident, in a
-// log line, a metric property or an error: at most n bytes, then "...".
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
+	return clip.Text(req.Method, maxMethodLen) + " " + clip.Text(path, maxPathLen)
 }

@@ -37,7 +37,7 @@ func Concurrency(acquire func(*http.Request) (edge.Admission, error), opts Optio
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := wire.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			adm, err := acquire(r)
@@ -52,7 +52,7 @@ func Concurrency(acquire func(*http.Request) (edge.Admission, error), opts Optio
 				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
 				return
 			case adm.Denied:
-				retry := wire.RetryAfterSeconds(adm.Slot.RetryAfter)
+				retry := ratelimit.RetryAfterSeconds(adm.Slot.RetryAfter)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyInFlightBody(retry))
 				return

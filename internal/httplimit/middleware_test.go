@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -33,7 +34,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		verdict    Verdict
+		outcome    edge.Outcome
 		err        error
 		opts       Options
 		wantStatus int
@@ -43,7 +44,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 	}{
 		{
 			name:       "allowed: through, with every contract header and no Retry-After",
-			verdict:    Verdict{Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    edge.Outcome{Kind: edge.Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -60,7 +61,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "denied: 429, Retry-After rounded up and equal to t, contract body",
-			verdict:    Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -78,7 +79,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name: "denied by the route limit while the tier allows: headers describe the route limit",
-			verdict: Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{
+			outcome: edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{
 				{Limit: anonymous, Allowed: true, Remaining: 20, ResetAfter: 30 * time.Second, At: at},
 				loginDenied,
 			}}},
@@ -86,19 +87,19 @@ func TestMiddlewareAnswers(t *testing.T) {
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
 			wantHeaders: map[string]string{
 				"Retry-After":      "48",
-				"RateLimit-Policy": `"POST /auth/*";q=5;w=60`,
+				"RateLimit-Policy": `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60`,
 				"RateLimit":        `"POST /auth/*";r=0;t=48`,
 			},
 		},
 		{
 			name: "allowed by two limits: headers describe the one with fewer remaining",
-			verdict: Verdict{Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{
+			outcome: edge.Outcome{Kind: edge.Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{
 				allowed, loginAllowed,
 			}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
-				"RateLimit-Policy":    `"POST /auth/*";q=5;w=60`,
+				"RateLimit-Policy":    `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60`,
 				"RateLimit-Remaining": "1",
 				"Retry-After":         "",
 			},
@@ -136,7 +137,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized within the anonymous limit: 401 with the headers of that limit",
-			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    edge.Outcome{Kind: edge.Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
 			wantHeaders: map[string]string{
@@ -148,7 +149,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized over the anonymous limit: the 429 wins",
-			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    edge.Outcome{Kind: edge.UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -157,14 +158,14 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:        "not limited: through, no headers",
-			verdict:     Verdict{},
+			outcome:     edge.Outcome{},
 			wantStatus:  http.StatusOK,
 			wantBody:    handlerBody,
 			wantHeaders: map[string]string{"RateLimit": "", "RateLimit-Policy": "", "X-RateLimit-Limit": "", "Retry-After": ""},
 		},
 		{
 			name:       "report only, exhausted: through, headers without Retry-After",
-			verdict:    Verdict{Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
@@ -176,7 +177,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized over the anonymous limit: the 429 still wins",
-			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    edge.Outcome{Kind: edge.UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
@@ -187,7 +188,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, an enforced denial (the route's own limit): 429, not the handler",
-			verdict:    Verdict{Enforced: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{loginDenied}}},
+			outcome:    edge.Outcome{Kind: edge.Denied, QuotaDenied: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{loginDenied}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
@@ -199,7 +200,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized within the anonymous limit: 401, not the handler",
-			verdict:    Verdict{Unauthorized: true, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    edge.Outcome{Kind: edge.Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
@@ -210,7 +211,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "degraded allowance: through, headers of the fallback limit",
-			verdict:    Verdict{Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
+			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -224,14 +225,14 @@ func TestMiddlewareAnswers(t *testing.T) {
 			var logs strings.Builder
 			tt.opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			var reached bool
-			var seen Verdict
+			var seen edge.Outcome
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				reached = true
-				seen, _ = VerdictFromContext(r.Context())
+				seen, _ = OutcomeFromContext(r.Context())
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, handlerBody)
 			})
-			decide := func(*http.Request) (Verdict, error) { return tt.verdict, tt.err }
+			decide := func(*http.Request) (edge.Outcome, error) { return tt.outcome, tt.err }
 			h := Middleware(decide, tt.opts)(next)
 
 			rec := httptest.NewRecorder()
@@ -251,8 +252,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 			if wantReached := tt.wantBody == handlerBody; reached != wantReached {
 				t.Errorf("handler reached = %v, want %v", reached, wantReached)
 			}
-			if reached && tt.verdict.Limited() && len(seen.Result.Decisions) != len(tt.verdict.Result.Decisions) {
-				t.Errorf("handler saw verdict %+v, want %+v", seen, tt.verdict)
+			if reached && len(tt.outcome.Result.Decisions) > 0 && len(seen.Result.Decisions) != len(tt.outcome.Result.Decisions) {
+				t.Errorf("handler saw outcome %+v, want %+v", seen, tt.outcome)
 			}
 			if tt.err != nil {
 				if !strings.Contains(logs.String(), tt.err.Error()) {
@@ -279,9 +280,9 @@ func TestMiddlewareAnswers(t *testing.T) {
 	}
 }
 
-func TestVerdictFromContextOutsideMiddleware(t *testing.T) {
-	if _, ok := VerdictFromContext(httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
-		t.Fatal("VerdictFromContext found a verdict in a plain request")
+func TestOutcomeFromContextOutsideMiddleware(t *testing.T) {
+	if _, ok := OutcomeFromContext(httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
+		t.Fatal("OutcomeFromContext found an outcome in a plain request")
 	}
 }
 
@@ -304,8 +305,9 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			ResetAfter: time.Duration(resetAfter),
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
-		verdict := Verdict{Unauthorized: unauthorized, Result: ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}}
-		h := Middleware(func(*http.Request) (Verdict, error) { return verdict, nil }, Options{})(
+		res := ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}
+		out := edge.Outcome{Kind: edge.KindOf(res, unauthorized, nil), Result: res}
+		h := Middleware(func(*http.Request) (edge.Outcome, error) { return out, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -322,7 +324,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 		switch {
 		case !allowed:
 			if rec.Code != http.StatusTooManyRequests {
-				t.Fatalf("denied verdict answered %d", rec.Code)
+				t.Fatalf("denied outcome answered %d", rec.Code)
 			}
 			retry, err := strconv.ParseInt(rec.Header().Get("Retry-After"), 10, 64)
 			if err != nil || retry < 1 {
@@ -336,11 +338,11 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			}
 		case unauthorized:
 			if rec.Code != http.StatusUnauthorized {
-				t.Fatalf("unauthorized verdict answered %d", rec.Code)
+				t.Fatalf("unauthorized outcome answered %d", rec.Code)
 			}
 		default:
 			if rec.Code != http.StatusNoContent || rec.Header().Get("Retry-After") != "" {
-				t.Fatalf("allowed verdict answered %d with Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
+				t.Fatalf("allowed outcome answered %d with Retry-After %q", rec.Code, rec.Header().Get("Retry-After"))
 			}
 		}
 		if rec.Header().Get("RateLimit-Policy") == "" {
@@ -353,7 +355,7 @@ func TestMiddlewareDecideErrorIsWrappedNotReplaced(t *testing.T) {
 	// A decide function that wraps ratelimit.ErrUnavailable several levels deep still
 	// gets the 503: the middleware branches with errors.Is.
 	err := fmt.Errorf("outer: %w", fmt.Errorf("middle: %w", errors.Join(errors.New("dial tcp: refused"), ratelimit.ErrUnavailable)))
-	h := Middleware(func(*http.Request) (Verdict, error) { return Verdict{}, err }, Options{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
+	h := Middleware(func(*http.Request) (edge.Outcome, error) { return edge.Outcome{}, err }, Options{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/auth/login", nil))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -376,7 +378,7 @@ func TestMiddlewareClipsLoggedError(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			h := Middleware(func(*http.Request) (Verdict, error) { return Verdict{}, tt.err },
+			h := Middleware(func(*http.Request) (edge.Outcome, error) { return edge.Outcome{}, tt.err },
 				Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RouteName: tt.routeName})(http.NotFoundHandler())
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/auth/x", nil))
 			var rec map[string]any

@@ -3,44 +3,34 @@ package identity_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 )
 
-// gatewayServer answers GetApiKeys, GetUsagePlans and GetUsagePlanKeys
-// like API Gateway (HAL-style JSON: "item", and "position" for the next
-// page), one item a page unless honourLimit, so that every paginator has
-// to follow positions.
+// gatewayServer is an account's API Gateway on the shared moto_server,
+// filled through the SDK, and the proxy in front of it that the client under
+// test calls. The proxy pages moto's listings (moto answers in one page) one
+// item a page unless honourLimit, so that every paginator has to follow
+// positions; counts the calls; fails GetUsagePlanKeys on failPlanKeys (moto
+// never fails); and holds requests (holdgate).
 type gatewayServer struct {
-	*holdGate
-	mu    sync.Mutex
-	keys  []gwKey
-	plans []gwPlan
-	// failPlanKeys makes GetUsagePlanKeys fail.
-	failPlanKeys bool
-	// honourLimit makes pages as long as the request's limit, as API
-	// Gateway does (up to 500): the call count of a real listing.
-	honourLimit bool
-	// listings counts first pages of GetApiKeys: listings started.
-	listings atomic.Int64
-	// calls counts every request: management API calls.
-	calls atomic.Int64
+	*mototest.Proxy
+	t       *testing.T
+	account *mototest.Account
+	// keyIDs maps a test's key id to moto's; planIDs a test's plan id to
+	// moto's.
+	keyIDs, planIDs map[string]string
 }
 
 type gwKey struct {
@@ -62,117 +52,67 @@ type gwPlan struct {
 
 func newGatewayServer(t *testing.T, keys []gwKey, plans []gwPlan) (*gatewayServer, *apigateway.Client) {
 	t.Helper()
-	s := &gatewayServer{holdGate: newHoldGate(), keys: keys, plans: plans}
-	hs := httptest.NewServer(s)
-	t.Cleanup(hs.Close)
-	return s, apigateway.New(apigateway.Options{
-		BaseEndpoint:     aws.String(hs.URL),
-		Region:           "us-east-1",
-		Credentials:      credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		RetryMaxAttempts: 1,
+	moto := mototest.Shared(t)
+	account := moto.Account(t)
+	s := &gatewayServer{Proxy: moto.Proxy(t, account), t: t, account: account,
+		keyIDs: map[string]string{}, planIDs: map[string]string{}}
+	s.SetPageSize(1)
+	for _, k := range keys {
+		s.keyIDs[k.id] = account.CreateAPIKey(t, apiKeyValue(k.value), k.enabled)
+	}
+	for _, p := range plans {
+		var stages []mototest.Stage
+		for _, st := range p.stages {
+			api, stage, ok := strings.Cut(st, "/")
+			if !ok {
+				stage = "prod"
+			}
+			stages = append(stages, mototest.Stage{APIID: api, Stage: stage})
+		}
+		name := p.name
+		if name == "" {
+			name = "plan " + p.id
+		}
+		s.planIDs[p.id] = account.CreateUsagePlan(t, name, p.tags, stages...)
+		for _, kid := range p.keyIDs {
+			account.AttachAPIKey(t, s.planIDs[p.id], s.keyIDs[kid])
+		}
+	}
+	return s, apigateway.NewFromConfig(s.Account.Config)
+}
+
+// apiKeyValue is the API key a test calls value: API Gateway (and moto)
+// refuse a key shorter than 20 characters.
+func apiKeyValue(value string) string { return value + "-padded-to-20-chars" }
+
+// keyHash is the hash of the API key a test calls value.
+func keyHash(value string) string { return identity.KeyHash(apiKeyValue(value)) }
+
+// setFailPlanKeys makes GetUsagePlanKeys fail (a 400), or not.
+func (s *gatewayServer) setFailPlanKeys(fail bool) {
+	if !fail {
+		s.Fail(nil)
+		return
+	}
+	s.Fail(func(op string) *mototest.Fault {
+		if op == "GetUsagePlanKeys" {
+			return &mototest.Fault{Status: http.StatusBadRequest, Type: "BadRequestException", Message: "boom"}
+		}
+		return nil
 	})
 }
 
-func (s *gatewayServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.Pass(r) {
-		return
-	}
-	s.calls.Add(1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q := r.URL.Query()
-	var items []map[string]any
-	switch path := r.URL.Path; {
-	case r.Method != http.MethodGet:
-		http.Error(w, `{"message":"method"}`, http.StatusNotFound)
-		return
-	case path == "/apikeys":
-		if q.Get("position") == "" {
-			s.listings.Add(1)
-		}
-		for _, k := range s.keys {
-			item := map[string]any{"id": k.id, "name": "n-" + k.id, "enabled": k.enabled}
-			if q.Get("includeValues") == "true" {
-				item["value"] = k.value
-			}
-			items = append(items, item)
-		}
-	case path == "/usageplans":
-		for _, p := range s.plans {
-			var stages []map[string]string
-			for _, st := range p.stages {
-				api, stage, ok := strings.Cut(st, "/")
-				if !ok {
-					stage = "prod"
-				}
-				stages = append(stages, map[string]string{"apiId": api, "stage": stage})
-			}
-			name := p.name
-			if name == "" {
-				name = "plan " + p.id
-			}
-			item := map[string]any{"id": p.id, "name": name, "apiStages": stages}
-			if p.tags != nil {
-				item["tags"] = p.tags
-			}
-			items = append(items, item)
-		}
-	case strings.HasPrefix(path, "/usageplans/") && strings.HasSuffix(path, "/keys"):
-		if s.failPlanKeys {
-			w.Header().Set("X-Amzn-Errortype", "BadRequestException")
-			http.Error(w, `{"message":"boom"}`, http.StatusBadRequest)
-			return
-		}
-		id := strings.TrimSuffix(strings.TrimPrefix(path, "/usageplans/"), "/keys")
-		for _, p := range s.plans {
-			if p.id != id {
-				continue
-			}
-			for _, kid := range p.keyIDs {
-				items = append(items, map[string]any{"id": kid, "type": "API_KEY", "name": "n-" + kid})
-			}
-		}
-	default:
-		http.Error(w, `{"message":"not found"}`, http.StatusNotFound)
-		return
-	}
-	pos, _ := strconv.Atoi(q.Get("position"))
-	size := 1
-	if n, err := strconv.Atoi(q.Get("limit")); err == nil && s.honourLimit {
-		size = max(min(n, 500), 1)
-	}
-	end := min(pos+size, len(items))
-	out := map[string]any{"item": []map[string]any{}}
-	if pos < end {
-		out["item"] = items[pos:end]
-	}
-	if end < len(items) {
-		out["position"] = strconv.Itoa(end)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
+// honourLimit makes pages as long as the request's limit, as API Gateway
+// does (up to 500): the call count of a real listing.
+func (s *gatewayServer) honourLimit() { s.SetPageSize(500) }
 
 // revoke disables the key keyID.
-func (s *gatewayServer) revoke(keyID string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range s.keys {
-		if s.keys[i].id == keyID {
-			s.keys[i].enabled = false
-		}
-	}
-}
+func (s *gatewayServer) revoke(keyID string) { s.account.DisableAPIKey(s.t, s.keyIDs[keyID]) }
 
+// attach creates a key of the value and attaches it to the plan planID.
 func (s *gatewayServer) attach(planID, keyID, value string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.keys = append(s.keys, gwKey{id: keyID, value: value, enabled: true})
-	for i := range s.plans {
-		if s.plans[i].id == planID {
-			s.plans[i].keyIDs = append(s.plans[i].keyIDs, keyID)
-		}
-	}
+	s.keyIDs[keyID] = s.account.CreateAPIKey(s.t, apiKeyValue(value), true)
+	s.account.AttachAPIKey(s.t, s.planIDs[planID], s.keyIDs[keyID])
 }
 
 // TestGatewayKeysOnlyThisAPI: a key is an org key on a stage of an API
@@ -227,7 +167,7 @@ func TestGatewayKeysOnlyThisAPI(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := keys.Lookup(context.Background(), tc.apiID, tc.stage, identity.KeyHash(tc.key)); got != tc.want {
+			if got := keys.Lookup(context.Background(), tc.apiID, tc.stage, keyHash(tc.key)); got != tc.want {
 				t.Errorf("Lookup(%q, %q, %q) = %v, want %v", tc.apiID, tc.stage, tc.key, got, tc.want)
 			}
 		})
@@ -296,19 +236,17 @@ func TestGatewayKeysRefresh(t *testing.T) {
 		if s.attachKey != "" {
 			srv.attach("p1", "id-"+s.attachKey, s.attachKey)
 		}
-		srv.mu.Lock()
-		srv.failPlanKeys = s.fail
-		srv.mu.Unlock()
-		before := srv.listings.Load()
-		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(s.lookup)); got != s.want {
+		srv.setFailPlanKeys(s.fail)
+		before := srv.Listings()
+		if got := keys.Lookup(ctx, "api", "prod", keyHash(s.lookup)); got != s.want {
 			t.Errorf("%s: Lookup = %v, want %v", s.name, got, s.want)
 		}
 		err := keys.Wait(ctx)
-		listed := srv.listings.Load() > before
+		listed := srv.Listings() > before
 		if wantErr := s.fail && listed; (err != nil) != wantErr {
 			t.Errorf("%s: listing error %v, want failure %v", s.name, err, wantErr)
 		}
-		if got := srv.listings.Load(); got != s.wantListings {
+		if got := srv.Listings(); got != s.wantListings {
 			t.Errorf("%s: %d listings so far, want %d", s.name, got, s.wantListings)
 		}
 	}
@@ -346,7 +284,7 @@ func TestGatewayKeysUnknownKeySpray(t *testing.T) {
 		t.Run(fmt.Sprintf("%v, %d keys", tc.refresh, tc.keys), func(t *testing.T) {
 			gwKeys, gwPlans := sprayPlans(plans)
 			srv, api := newGatewayServer(t, gwKeys, gwPlans)
-			srv.honourLimit = true
+			srv.honourLimit()
 			clk := newClock()
 			keys := identity.NewGatewayKeys(api, tc.refresh, clk.Now, nil)
 			ctx := context.Background()
@@ -365,7 +303,7 @@ func TestGatewayKeysUnknownKeySpray(t *testing.T) {
 				case i%10 == 0:
 					key = "unknown-" + strconv.Itoa(i/2)
 				}
-				got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key))
+				got := keys.Lookup(ctx, "api", "prod", keyHash(key))
 				if want := identity.KeyUnknown; key == "key-7" {
 					if got != identity.KeyKnown {
 						t.Fatalf("known key at request %d: %v", i, got)
@@ -380,7 +318,7 @@ func TestGatewayKeysUnknownKeySpray(t *testing.T) {
 			}
 			maxListings := int64((span+tc.refresh-1)/tc.refresh) + 1
 			perListing := int64(2 + plans)
-			listings, calls := srv.listings.Load(), srv.calls.Load()
+			listings, calls := srv.Listings(), srv.Calls("")
 			t.Logf("refresh %v: %d listings, %d management calls in 10 minutes (%d a listing)", tc.refresh, listings, calls, perListing)
 			if listings > maxListings {
 				t.Errorf("%d listings in 10 minutes, want at most %d", listings, maxListings)
@@ -409,7 +347,7 @@ func TestGatewayKeysChangesAtNextListing(t *testing.T) {
 	}
 	lookup := func(key string) identity.KeyStatus {
 		t.Helper()
-		got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key))
+		got := keys.Lookup(ctx, "api", "prod", keyHash(key))
 		if err := keys.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -428,12 +366,12 @@ func TestGatewayKeysChangesAtNextListing(t *testing.T) {
 			t.Fatalf("revoked key before the next listing: %v, want KeyKnown", got)
 		}
 	}
-	if n := srv.listings.Load(); n != 1 {
+	if n := srv.Listings(); n != 1 {
 		t.Fatalf("%d listings within the interval, want the cold-start one", n)
 	}
 	clk.Advance(refresh/10 + time.Second) // past the interval and its jitter
 	lookup("other")
-	if n := srv.listings.Load(); n != 2 {
+	if n := srv.Listings(); n != 2 {
 		t.Fatalf("%d listings past the interval, want 2", n)
 	}
 	if got := lookup("new"); got != identity.KeyKnown {
@@ -465,7 +403,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	}
 	srv.Entered()
 	for _, key := range []string{"a", "zzz"} {
-		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(key)); got != identity.KeyUnverifiable {
+		if got := keys.Lookup(ctx, "api", "prod", keyHash(key)); got != identity.KeyUnverifiable {
 			t.Errorf("Lookup(%q) before any listing = %v, want KeyUnverifiable", key, got)
 		}
 	}
@@ -476,7 +414,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	if err := keys.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("a")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", keyHash("a")); got != identity.KeyKnown {
 		t.Fatalf("Lookup after the first listing = %v", got)
 	}
 
@@ -486,7 +424,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	defer release()
 	clk.Advance(6 * time.Minute)
 	srv.attach("p1", "k2", "b")
-	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("a")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", keyHash("a")); got != identity.KeyKnown {
 		t.Errorf("known key on a stale list = %v, want KeyKnown", got)
 	}
 	srv.Entered()
@@ -494,7 +432,7 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 		key  string
 		want identity.KeyStatus
 	}{{"a", identity.KeyKnown}, {"b", identity.KeyUnknown}, {"zzz", identity.KeyUnknown}} {
-		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash(tc.key)); got != tc.want {
+		if got := keys.Lookup(ctx, "api", "prod", keyHash(tc.key)); got != tc.want {
 			t.Errorf("Lookup(%q) while a listing hangs = %v, want %v", tc.key, got, tc.want)
 		}
 	}
@@ -505,10 +443,10 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 	if err := keys.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("b")); got != identity.KeyKnown {
+	if got := keys.Lookup(ctx, "api", "prod", keyHash("b")); got != identity.KeyKnown {
 		t.Errorf("key attached during the stale period, after the listing = %v, want KeyKnown", got)
 	}
-	if got := srv.listings.Load(); got != 2 {
+	if got := srv.Listings(); got != 2 {
 		t.Errorf("%d listings, want 2", got)
 	}
 }
@@ -517,16 +455,9 @@ func TestGatewayKeysNeverWait(t *testing.T) {
 // unverifiable (the caller is counted as anonymous, not refused), and a
 // failing API is asked again at most once per interval.
 func TestGatewayKeysUnreachable(t *testing.T) {
-	var calls atomic.Int64
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		calls.Add(1)
-		w.Header().Set("X-Amzn-Errortype", "BadRequestException")
-		http.Error(w, `{"message":"boom"}`, http.StatusBadRequest)
-	}))
-	defer hs.Close()
-	api := apigateway.New(apigateway.Options{
-		BaseEndpoint: aws.String(hs.URL), Region: "us-east-1", RetryMaxAttempts: 1,
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+	srv, api := newGatewayServer(t, []gwKey{{"k1", "k", true}}, []gwPlan{{id: "p1", stages: []string{"api"}, keyIDs: []string{"k1"}}})
+	srv.Fail(func(string) *mototest.Fault {
+		return &mototest.Fault{Status: http.StatusBadRequest, Type: "BadRequestException", Message: "boom"}
 	})
 	keys := identity.NewGatewayKeys(api, time.Minute, newClock().Now, nil)
 	ctx := context.Background()
@@ -534,14 +465,14 @@ func TestGatewayKeysUnreachable(t *testing.T) {
 		t.Fatal("Refresh against a failing API succeeded")
 	}
 	for i := 0; i < 3; i++ {
-		if got := keys.Lookup(ctx, "api", "prod", identity.KeyHash("k")); got != identity.KeyUnverifiable {
+		if got := keys.Lookup(ctx, "api", "prod", keyHash("k")); got != identity.KeyUnverifiable {
 			t.Errorf("Lookup = %v, want KeyUnverifiable", got)
 		}
 		if err := keys.Wait(ctx); err != nil {
 			t.Errorf("a listing ran within the retry interval: %v", err)
 		}
 	}
-	if got := calls.Load(); got != 1 {
+	if got := srv.Calls(""); got != 1 {
 		t.Errorf("%d API calls, want the cold-start one only", got)
 	}
 }
@@ -572,12 +503,12 @@ func TestGatewayKeyPlans(t *testing.T) {
 		{"api", "", "tagged", ""},
 		{"other", "prod", "tagged", ""},
 	} {
-		if got := keys.KeyPlan(context.Background(), c.apiID, c.stage, identity.KeyHash(c.key)); got != c.want {
+		if got := keys.KeyPlan(context.Background(), c.apiID, c.stage, keyHash(c.key)); got != c.want {
 			t.Errorf("KeyPlan(%q, %q, %q) = %q, want %q", c.apiID, c.stage, c.key, got, c.want)
 		}
 	}
 	r := identity.NewResolver(keys, nil, nil)
-	res := r.ResolveForAPI(context.Background(), "api", "prod", map[string]string{"x-api-key": "tagged"}, "192.0.2.1", 64)
+	res := r.ResolveForAPI(context.Background(), "api", "prod", map[string]string{"x-api-key": apiKeyValue("tagged")}, "192.0.2.1", 64)
 	if res.Caller.Tier != identity.TierOrg || res.Caller.Plan != "pro" {
 		t.Errorf("resolved %+v, want org with plan pro", res.Caller)
 	}

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -47,7 +47,7 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier
 	if !o.logger.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	ok, suppressed := o.budget.admit(OutcomeDenied + ": " + ReasonOverInFlight)
+	ok, suppressed := o.budget.admit(edge.Denied.String() + ": " + ReasonOverInFlight)
 	if !ok {
 		return
 	}
@@ -55,7 +55,7 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier
 		identityHash = edge.IdentityHashUnavailable
 	}
 	attrs := []slog.Attr{
-		slog.String("outcome", OutcomeDenied),
+		slog.String("outcome", edge.Denied.String()),
 		slog.String("reason", ReasonOverInFlight),
 		slog.String("limitKind", LimitKindConcurrency),
 		slog.String("tier", tier),
@@ -65,7 +65,7 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier
 		slog.String("limitName", slot.Limit.Name),
 		slog.Int64("limit", slot.Limit.Max),
 		slog.Int64("inFlight", slot.Held),
-		slog.Int64("retryAfter", wire.RetryAfterSeconds(slot.RetryAfter)),
+		slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(slot.RetryAfter)),
 	}
 	if slot.Degraded {
 		attrs = append(attrs, slog.Bool("degraded", true))
@@ -74,10 +74,10 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier
 		attrs = append(attrs, slog.Float64("redisMs", millis(slot.RedisLatency)))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))

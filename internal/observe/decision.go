@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/internal/version"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Bounds of caller-chosen text in a log line or a metric property.
@@ -36,49 +38,9 @@ const (
 	ReasonUnlimited    = "unlimited network"
 )
 
-// Decision outcomes, as logged and counted in metrics: the Kind of an
-// edge.Outcome, named (Name).
-const (
-	OutcomeAllowed  = "allowed"
-	OutcomeDenied   = "denied"
-	OutcomeDegraded = "degraded"
-	// OutcomeRejected: refused for another reason than the limit: an
-	// unauthorized credential (either Kind) or a request that could not
-	// be decided (Unavailable, Undecidable).
-	OutcomeRejected = "rejected"
-	// OutcomeShadowDenied: admitted, though a shadow limit
-	// (RATE_LIMIT_SHADOW) would have denied it.
-	OutcomeShadowDenied = "shadow-denied"
-	// OutcomeBlocked: refused without a Redis call, its source address
-	// being in a blocked network (RATE_LIMIT_NETWORKS).
-	OutcomeBlocked = "blocked"
-	// OutcomeUnlimited: admitted without a Redis call, its source address
-	// being in an unlimited network.
-	OutcomeUnlimited = "unlimited"
-)
-
-// Name is how an outcome of kind k is logged and counted.
-func Name(k edge.Kind) string {
-	switch k {
-	case edge.Allowed:
-		return OutcomeAllowed
-	case edge.Denied:
-		return OutcomeDenied
-	case edge.Degraded:
-		return OutcomeDegraded
-	case edge.ShadowDenied:
-		return OutcomeShadowDenied
-	case edge.Blocked:
-		return OutcomeBlocked
-	case edge.Unlimited:
-		return OutcomeUnlimited
-	default:
-		return OutcomeRejected
-	}
-}
-
-// Decision is what is observed of one decision that spent.
-type Decision struct {
+// Observation is what is observed of one request's outcome, decided by
+// a decision that spent (or by its source network alone).
+type Observation struct {
 	// Request is the request decided: its route and request ids are
 	// logged, never its headers, source address or path parameters.
 	Request edge.Request
@@ -104,6 +66,10 @@ type Observer struct {
 	budget  *logBudget     // nil: every line within the level is written
 	metrics *metricsWriter // nil: no metrics
 	breaker *breakerWatch
+	// version is the binary's (internal/version), on every decision line:
+	// a field, not an EMF dimension, since a dimension would multiply the
+	// metrics (and their cost) by the versions live during a deployment.
+	version string
 }
 
 // New returns an observer logging on logger within sampling and writing
@@ -114,6 +80,7 @@ func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
 		budget:  newLogBudget(sampling),
 		metrics: newMetricsWriter(w),
 		breaker: newBreakerWatch(),
+		version: version.Version(),
 	}
 }
 
@@ -121,9 +88,10 @@ func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
 // gates whose decisions o publishes: the next record carries the change.
 func (o *Observer) BreakerChanged(from, to string) { o.breaker.changed(from, to) }
 
-// Observe publishes one decision: metrics first, whatever the log does.
-func (o *Observer) Observe(ctx context.Context, rec Decision) {
-	outcome := Name(rec.Outcome.Kind)
+// Observe publishes one outcome: metrics first, whatever the log does.
+// Both name it by its Kind (edge.Kind.String).
+func (o *Observer) Observe(ctx context.Context, rec Observation) {
+	outcome := rec.Outcome.Kind.String()
 	changes, state := o.breaker.take()
 	if changes > 0 {
 		level := slog.LevelWarn
@@ -140,8 +108,8 @@ func (o *Observer) Observe(ctx context.Context, rec Decision) {
 			outcome:         outcome,
 			decisionLatency: rec.Latency,
 			redisLatency:    rec.Outcome.Result.RedisLatency,
-			requestID:       edge.Clip(rec.Request.RequestID, maxRequestIDLen),
-			lambdaRequestID: edge.Clip(rec.Request.LambdaRequestID, maxRequestIDLen),
+			requestID:       clip.Text(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: clip.Text(rec.Request.LambdaRequestID, maxRequestIDLen),
 			breakerState:    state,
 			breakerChanges:  changes,
 			timestampMillis: time.Now().UnixMilli(),
@@ -180,29 +148,29 @@ func level(k edge.Kind) slog.Level {
 	}
 }
 
-// reason says why a decision's outcome is what it is, and names the log
-// budget its line spends (a constant: building it would cost an
-// allocation on every decision).
-func reason(k edge.Kind) (reason, budget string) {
+// reason says why a decision's outcome is what it is. It also names the
+// log budget the line spends: each reason belongs to one outcome, so the
+// budgets are per outcome and reason.
+func reason(k edge.Kind) string {
 	switch k {
 	case edge.Unavailable:
-		return ReasonUnavailable, OutcomeRejected + ": " + ReasonUnavailable
+		return ReasonUnavailable
 	case edge.Undecidable:
-		return ReasonUndecidable, OutcomeRejected + ": " + ReasonUndecidable
+		return ReasonUndecidable
 	case edge.Unauthorized, edge.UnauthorizedOverLimit:
-		return ReasonUnauthorized, OutcomeRejected + ": " + ReasonUnauthorized
+		return ReasonUnauthorized
 	case edge.Degraded:
-		return ReasonFallback, OutcomeDegraded + ": " + ReasonFallback
+		return ReasonFallback
 	case edge.Allowed:
-		return ReasonWithinLimit, OutcomeAllowed + ": " + ReasonWithinLimit
+		return ReasonWithinLimit
 	case edge.ShadowDenied:
-		return ReasonShadowDenied, OutcomeShadowDenied + ": " + ReasonShadowDenied
+		return ReasonShadowDenied
 	case edge.Blocked:
-		return ReasonBlocked, OutcomeBlocked + ": " + ReasonBlocked
+		return ReasonBlocked
 	case edge.Unlimited:
-		return ReasonUnlimited, OutcomeUnlimited + ": " + ReasonUnlimited
+		return ReasonUnlimited
 	default:
-		return ReasonOverLimit, OutcomeDenied + ": " + ReasonOverLimit
+		return ReasonOverLimit
 	}
 }
 
@@ -216,19 +184,19 @@ func reason(k edge.Kind) (reason, budget string) {
 // rejected at Warn) then never use up the budget of the lines an operator
 // must see (a fail-closed route Redis could not decide, rejected at
 // Error), though both are "rejected".
-func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, breakerState string) {
+func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, breakerState string) {
 	kind := rec.Outcome.Kind
 	lvl := level(kind)
 	if !o.logger.Enabled(ctx, lvl) {
 		return
 	}
-	why, budget := reason(kind)
-	ok, suppressed := o.budget.admit(budget)
+	why := reason(kind)
+	ok, suppressed := o.budget.admit(why)
 	if !ok {
 		return
 	}
 	out, req := rec.Outcome, rec.Request
-	var buf [24]slog.Attr
+	var buf [25]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
 		slog.String("reason", why),
@@ -236,30 +204,31 @@ func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, break
 		slog.String("identity", identityHash(out)),
 		slog.String("route", edge.RouteName(req)),
 		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
+		slog.String("version", o.version),
 	)
 	if len(out.Result.Decisions) > 0 {
 		d := out.Result.Closest()
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", wire.CeilSeconds(d.Limit.Window)),
+			slog.Int64("window", d.Limit.WindowSeconds()),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", wire.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Plan != "" {
 		attrs = append(attrs, slog.String("plan", out.Plan))
 	}
 	if out.Kind == edge.ShadowDenied {
-		attrs = append(attrs, slog.String("shadowLimits", edge.Clip(out.ShadowDenials(), maxReasonLen)))
+		attrs = append(attrs, slog.String("shadowLimits", clip.Text(out.ShadowDenials(), maxReasonLen)))
 	}
 	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
 	}
 	if rec.Credential != "" {
-		attrs = append(attrs, slog.String("credential", edge.Clip(rec.Credential, maxReasonLen)))
+		attrs = append(attrs, slog.String("credential", clip.Text(rec.Credential, maxReasonLen)))
 	}
 	if out.FailClosed {
 		attrs = append(attrs, slog.Bool("failClosed", true))
@@ -271,22 +240,22 @@ func (o *Observer) logDecision(ctx context.Context, rec Decision, outcome, break
 	if out.Result.Degraded && out.Result.Cause != nil {
 		// The Redis client's own words (refused, timeout, NOAUTH,
 		// WRONGPASS, breaker open): no caller, no credential.
-		attrs = append(attrs, slog.String("redisError", edge.Clip(out.Result.Cause.Error(), maxRedisErrorLen)))
+		attrs = append(attrs, slog.String("redisError", clip.Text(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", edge.Clip(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", edge.Clip(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
 	if rec.Err != nil {
-		attrs = append(attrs, slog.String("error", edge.Clip(rec.Err.Error(), maxErrorLen)))
+		attrs = append(attrs, slog.String("error", clip.Text(rec.Err.Error(), maxErrorLen)))
 	}
 	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
 }
@@ -312,7 +281,7 @@ func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("sourceIp", edge.Clip(sourceIP, maxInvalidSourceLen))}
+	attrs := []slog.Attr{slog.String("sourceIp", clip.Text(sourceIP, maxInvalidSourceLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -27,8 +28,8 @@ const (
 var anonymousLimit = ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}
 
 // record builds the decision record of a request from plantedIP.
-func record(outcome string) Decision {
-	rec := Decision{
+func record(outcome string) Observation {
+	rec := Observation{
 		Request: edge.Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
 			Headers: map[string]string{"x-api-key": plantedKey}},
 		Outcome: edge.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous, Identity: identity.KindIP + plantedIP}, IdentityHash: identity.Hash(identity.KindIP + plantedIP)},
@@ -38,11 +39,11 @@ func record(outcome string) Decision {
 	allowed := ratelimit.Decision{Limit: anonymousLimit, Allowed: true, Remaining: 12, ResetAfter: 41 * time.Second}
 	denied := ratelimit.Decision{Limit: anonymousLimit, Remaining: 0, ResetAfter: time.Minute, RetryAfter: 17500 * time.Millisecond}
 	switch outcome {
-	case OutcomeAllowed:
+	case "allowed":
 		rec.Outcome.Result = ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}, RedisLatency: 700 * time.Microsecond}
-	case OutcomeDenied:
+	case "denied":
 		rec.Outcome.Result = ratelimit.Result{Decisions: []ratelimit.Decision{denied}, RedisLatency: 700 * time.Microsecond}
-	case OutcomeDegraded, "degraded, breaker open", "degraded, long cause":
+	case "degraded", "degraded, breaker open", "degraded, long cause":
 		allowed.Degraded = true
 		rec.Outcome.Result = ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed},
 			RedisLatency: 50 * time.Millisecond, Cause: fmt.Errorf("%w: run script sliding_window.lua: i/o timeout", ratelimit.ErrUnavailable)}
@@ -99,7 +100,7 @@ func newCapturingObserver(level slog.Level, sampling LogSampling) (*Observer, *c
 func TestDecisionObserverLogLines(t *testing.T) {
 	hashed := identity.Hash(identity.KindIP + plantedIP)
 	common := map[string]any{"msg": DecisionMessage, "tier": "anonymous", "identity": hashed,
-		"requestId": "api-req-1", "lambdaRequestId": "lambda-req-1", "latencyMs": 1.5}
+		"requestId": "api-req-1", "lambdaRequestId": "lambda-req-1", "latencyMs": 1.5, "version": version.Version()}
 	withLimit := map[string]any{"limitName": "anonymous", "limit": 30.0, "window": 60.0}
 	cases := []struct {
 		name        string
@@ -109,39 +110,39 @@ func TestDecisionObserverLogLines(t *testing.T) {
 		wantLine    map[string]any // nil: no line; else fields the line must hold (with common)
 		wantAbsent  []string       // fields the line must not hold
 	}{
-		{"allowed: not logged at info", OutcomeAllowed, slog.LevelInfo, OutcomeAllowed, nil, nil},
-		{"allowed: Debug at debug", OutcomeAllowed, slog.LevelDebug, OutcomeAllowed,
+		{"allowed: not logged at info", "allowed", slog.LevelInfo, "allowed", nil, nil},
+		{"allowed: Debug at debug", "allowed", slog.LevelDebug, "allowed",
 			merge(withLimit, map[string]any{"level": "DEBUG", "outcome": "allowed", "reason": ReasonWithinLimit, "route": "GET /v1/items",
 				"allowed": true, "remaining": 12.0, "redisMs": 0.7}),
 			[]string{"retryAfter", "unauthorized", "error", "breakerState", "suppressed"}},
-		{"denied: Info, with retryAfter", OutcomeDenied, slog.LevelInfo, OutcomeDenied,
+		{"denied: Info, with retryAfter", "denied", slog.LevelInfo, "denied",
 			merge(withLimit, map[string]any{"level": "INFO", "outcome": "denied", "reason": ReasonOverLimit, "route": "GET /v1/items",
 				"allowed": false, "remaining": 0.0, "retryAfter": 18.0}),
 			[]string{"error", "unauthorized"}},
-		{"degraded: Warn, with the failed call's time and why it failed", OutcomeDegraded, slog.LevelInfo, OutcomeDegraded,
+		{"degraded: Warn, with the failed call's time and why it failed", "degraded", slog.LevelInfo, "degraded",
 			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback, "allowed": true,
 				"redisMs": 50.0, "redisError": "rate limiter unavailable: run script sliding_window.lua: i/o timeout"}),
 			[]string{"error"}},
-		{"degraded with the breaker open: why, no Redis time", "degraded, breaker open", slog.LevelInfo, OutcomeDegraded,
+		{"degraded with the breaker open: why, no Redis time", "degraded, breaker open", slog.LevelInfo, "degraded",
 			merge(withLimit, map[string]any{"level": "WARN", "outcome": "degraded", "reason": ReasonFallback,
 				"redisError": "rate limiter unavailable: circuit breaker open after repeated Redis failures"}),
 			[]string{"redisMs", "error"}},
-		{"degraded: a long cause is clipped", "degraded, long cause", slog.LevelInfo, OutcomeDegraded,
+		{"degraded: a long cause is clipped", "degraded, long cause", slog.LevelInfo, "degraded",
 			map[string]any{"redisError": ("rate limiter unavailable: " + strings.Repeat("x", 300))[:maxRedisErrorLen] + "..."},
 			nil},
-		{"unauthorized: Warn, rejected, with the credential's note", "unauthorized", slog.LevelInfo, OutcomeRejected,
+		{"unauthorized: Warn, rejected, with the credential's note", "unauthorized", slog.LevelInfo, "rejected",
 			merge(withLimit, map[string]any{"level": "WARN", "outcome": "rejected", "reason": ReasonUnauthorized, "unauthorized": true,
 				"credential": "unknown api key", "allowed": true}),
 			[]string{"error"}},
-		{"unavailable fail-closed route: Error", "unavailable", slog.LevelInfo, OutcomeRejected,
+		{"unavailable fail-closed route: Error", "unavailable", slog.LevelInfo, "rejected",
 			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUnavailable, "route": "POST /auth/login",
 				"failClosed": true, "allowed": false, "redisMs": 0.3},
 			[]string{"limitName", "retryAfter", "redisError"}},
-		{"undecidable: Error", "undecidable", slog.LevelInfo, OutcomeRejected,
+		{"undecidable: Error", "undecidable", slog.LevelInfo, "rejected",
 			map[string]any{"level": "ERROR", "outcome": "rejected", "reason": ReasonUndecidable},
 			nil},
-		{"denied at warn: not logged", OutcomeDenied, slog.LevelWarn, OutcomeDenied, nil, nil},
-		{"unavailable at error: logged", "unavailable", slog.LevelError, OutcomeRejected,
+		{"denied at warn: not logged", "denied", slog.LevelWarn, "denied", nil, nil},
+		{"unavailable at error: logged", "unavailable", slog.LevelError, "rejected",
 			map[string]any{"level": "ERROR", "reason": ReasonUnavailable}, nil},
 	}
 	for _, tc := range cases {
@@ -205,10 +206,10 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	ctx := context.Background()
 	const flood = 500
 	for range flood {
-		o.Observe(ctx, record(OutcomeDenied))
+		o.Observe(ctx, record("denied"))
 	}
 	// Another outcome has its own budget.
-	o.Observe(ctx, record(OutcomeDegraded))
+	o.Observe(ctx, record("degraded"))
 	if got := len(c.lines(t, &c.logs)); got != DefaultLogBurst+1 {
 		t.Fatalf("%d log lines for %d denials and a degraded decision, want the burst %d and 1", got, flood, DefaultLogBurst)
 	}
@@ -217,7 +218,7 @@ func TestDecisionObserverSamplesLogsNeverMetrics(t *testing.T) {
 	}
 	c.logs.Reset()
 	clock.Advance(time.Second)
-	o.Observe(ctx, record(OutcomeDenied))
+	o.Observe(ctx, record("denied"))
 	logs := c.lines(t, &c.logs)
 	if len(logs) != 1 || logs[0]["suppressed"] != float64(flood-DefaultLogBurst) {
 		t.Fatalf("first line after the flood: %v, want suppressed %d", logs, flood-DefaultLogBurst)
@@ -262,7 +263,7 @@ func TestDecisionObserverBudgetsEachReasonApart(t *testing.T) {
 				}
 				return
 			}
-			if len(logs) != 1 || logs[0]["level"] != tc.wantNext || logs[0]["outcome"] != OutcomeRejected || logs[0]["suppressed"] != nil {
+			if len(logs) != 1 || logs[0]["level"] != tc.wantNext || logs[0]["outcome"] != "rejected" || logs[0]["suppressed"] != nil {
 				t.Fatalf("line after the flood: %v, want one rejected %s line with nothing suppressed", logs, tc.wantNext)
 			}
 		})
@@ -276,11 +277,11 @@ func TestDecisionObserverReportsBreakerChanges(t *testing.T) {
 	o, c := newCapturingObserver(slog.LevelInfo, LogSampling{})
 	ctx := context.Background()
 	o.breaker.changed("closed", "open")
-	o.Observe(ctx, record(OutcomeDegraded))
-	o.Observe(ctx, record(OutcomeDegraded))
+	o.Observe(ctx, record("degraded"))
+	o.Observe(ctx, record("degraded"))
 	o.breaker.changed("open", "half-open")
 	o.breaker.changed("half-open", "closed")
-	o.Observe(ctx, record(OutcomeAllowed))
+	o.Observe(ctx, record("allowed"))
 
 	metrics := c.lines(t, &c.metrics)
 	want := []struct {
@@ -315,7 +316,7 @@ func TestDecisionObserverReportsBreakerChanges(t *testing.T) {
 func TestDecisionObserverLogsAMetricsFailure(t *testing.T) {
 	var logs bytes.Buffer
 	o := New(slog.New(slog.NewJSONHandler(&logs, nil)), failingWriter{}, LogSampling{})
-	o.Observe(context.Background(), record(OutcomeDenied))
+	o.Observe(context.Background(), record("denied"))
 	if !strings.Contains(logs.String(), `"msg":"write metrics failed"`) || !strings.Contains(logs.String(), "stdout closed") ||
 		!strings.Contains(logs.String(), `"msg":"`+DecisionMessage+`"`) {
 		t.Errorf("log:\n%s", logs.String())
@@ -340,13 +341,13 @@ func BenchmarkDecisionObservability(b *testing.B) {
 		sampling LogSampling
 		record   string
 	}{
-		{"none", slog.New(slog.DiscardHandler), io.Discard, LogSampling{}, OutcomeAllowed},
-		{"metrics-only", slog.New(slog.DiscardHandler), discardWriter{}, LogSampling{}, OutcomeAllowed},
-		{"info/allowed", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{}, OutcomeAllowed},
-		{"info/denied", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDenied},
-		{"info/denied-sampled-out", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{Now: frozen}, OutcomeDenied},
-		{"info/degraded", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeDegraded},
-		{"debug/allowed", jsonLogger(slog.LevelDebug), discardWriter{}, LogSampling{PerSecond: -1}, OutcomeAllowed},
+		{"none", slog.New(slog.DiscardHandler), io.Discard, LogSampling{}, "allowed"},
+		{"metrics-only", slog.New(slog.DiscardHandler), discardWriter{}, LogSampling{}, "allowed"},
+		{"info/allowed", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{}, "allowed"},
+		{"info/denied", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, "denied"},
+		{"info/denied-sampled-out", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{Now: frozen}, "denied"},
+		{"info/degraded", jsonLogger(slog.LevelInfo), discardWriter{}, LogSampling{PerSecond: -1}, "degraded"},
+		{"debug/allowed", jsonLogger(slog.LevelDebug), discardWriter{}, LogSampling{PerSecond: -1}, "allowed"},
 	}
 	ctx := context.Background()
 	for _, bc := range cases {
@@ -379,7 +380,7 @@ func TestDecisionObserverConcurrentUse(t *testing.T) {
 				if i == 0 {
 					o.breaker.changed("closed", "open")
 				}
-				o.Observe(context.Background(), record([]string{OutcomeAllowed, OutcomeDenied}[w%2]))
+				o.Observe(context.Background(), record([]string{"allowed", "denied"}[w%2]))
 			}
 		})
 	}

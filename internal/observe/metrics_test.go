@@ -40,7 +40,7 @@ func (d emfDoc) metricSpec() [][]string {
 
 func TestAppendEMF(t *testing.T) {
 	base := metricsRecord{
-		tier: "anonymous", outcome: OutcomeAllowed,
+		tier: "anonymous", outcome: "allowed",
 		decisionLatency: 1234 * time.Microsecond, redisLatency: 812 * time.Microsecond,
 		breakerState: "closed", timestampMillis: 1796040000123,
 		requestID: "c6af9ac6-7b61-11e6-9a41-93e8deadbeef", lambdaRequestID: "8f5e2b0c-1d1e-4b8a-9a7e-6c3e1d2f4a5b",
@@ -57,21 +57,21 @@ func TestAppendEMF(t *testing.T) {
 			map[string]any{"tier": "anonymous", "outcome": "allowed", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
 				"BreakerOpen": 0.0, "breakerState": "closed", "requestId": base.requestID, "lambdaRequestId": base.lambdaRequestID}},
 		{"degraded with the breaker just opened: no RedisLatency, the change counted", func(r *metricsRecord) {
-			r.outcome, r.redisLatency, r.breakerState, r.breakerChanges = OutcomeDegraded, 0, "open", 1
+			r.outcome, r.redisLatency, r.breakerState, r.breakerChanges = "degraded", 0, "open", 1
 			r.requestID, r.lambdaRequestID = "", ""
 		},
 			[][]string{decisions, {"BreakerOpen/None", "BreakerStateChanges/Count"}},
 			map[string]any{"tier": "anonymous", "outcome": "degraded", "Decisions": 1.0, "DecisionLatency": 1.234,
 				"BreakerOpen": 1.0, "BreakerStateChanges": 1.0, "breakerState": "open"}},
 		{"half-open is not open", func(r *metricsRecord) {
-			r.outcome, r.breakerState, r.breakerChanges, r.tier = OutcomeDenied, "half-open", 2, "org"
+			r.outcome, r.breakerState, r.breakerChanges, r.tier = "denied", "half-open", 2, "org"
 			r.requestID, r.lambdaRequestID = "", ""
 		},
 			[][]string{decisions, {"RedisLatency/Milliseconds", "BreakerOpen/None", "BreakerStateChanges/Count"}},
 			map[string]any{"tier": "org", "outcome": "denied", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
 				"BreakerOpen": 0.0, "BreakerStateChanges": 2.0, "breakerState": "half-open"}},
 		{"an empty tier is still a valid dimension value", func(r *metricsRecord) {
-			r.tier, r.outcome, r.requestID, r.lambdaRequestID = "", OutcomeRejected, "", ""
+			r.tier, r.outcome, r.requestID, r.lambdaRequestID = "", "rejected", "", ""
 		},
 			[][]string{decisions, {"RedisLatency/Milliseconds", "BreakerOpen/None"}},
 			map[string]any{"tier": "unknown", "outcome": "rejected", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
@@ -140,7 +140,7 @@ func TestMetricsWriter(t *testing.T) {
 	var out bytes.Buffer
 	m := newMetricsWriter(&out)
 	for range 3 {
-		if err := m.write(metricsRecord{tier: "user", outcome: OutcomeDenied}); err != nil {
+		if err := m.write(metricsRecord{tier: "user", outcome: "denied"}); err != nil {
 			t.Fatal(err)
 		}
 	}

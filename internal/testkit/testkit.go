@@ -1,9 +1,11 @@
 // Package testkit holds the helpers that tests across the module share: a
-// clock that tests move by hand and a buffer that several goroutines may
-// write at once. Its subpackages start real Redis servers (redistest), run
-// built functions under the Lambda emulator (lambdatest), put faults between
-// a client and a server (faultproxy) and hold a call until a test lets it go
-// (holdgate).
+// clock that tests move by hand, a buffer that several goroutines may
+// write at once, and the most times in any rolling window (what a rate
+// limit bounds). Its subpackages start real Redis servers (redistest), run
+// built functions under the Lambda emulator (lambdatest), run moto_server
+// for the AWS calls (mototest), put faults between a client and a server
+// (faultproxy) and hold a call until a test lets it go (holdgate). Tool says
+// plainly when an outside tool such as cfn-lint or moto_server is missing.
 //
 // Everything under internal/testkit is test support: no code that ships
 // imports it.
@@ -11,6 +13,7 @@ package testkit
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"time"
 )
@@ -66,4 +69,19 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// MaxInRollingWindow is the largest number of times within any half-open
+// span [t, t+window): what a rate limit promises to bound.
+func MaxInRollingWindow(times []time.Time, window time.Duration) int {
+	sorted := slices.Clone(times)
+	slices.SortFunc(sorted, time.Time.Compare)
+	best, lo := 0, 0
+	for hi := range sorted {
+		for sorted[hi].Sub(sorted[lo]) >= window {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
 }

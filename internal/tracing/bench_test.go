@@ -1,4 +1,4 @@
-//go:build !noxray
+//go:build !noxray && !otel
 
 package tracing_test
 
@@ -10,14 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/limitspec"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // benchLimit never denies within a benchmark run.
-var benchLimit = ratelimit.Limit{Name: "anonymous", Count: limitspec.MaxCount, Window: time.Second}
+var benchLimit = ratelimit.Limit{Name: "anonymous", Count: ratelimit.MaxCount, Window: time.Second}
 
 // BenchmarkRedisHookUntraced is what the hook costs a decision outside a
 // trace (tests, `make local`, invocations Lambda does not sample): the same

@@ -1,4 +1,4 @@
-//go:build noxray
+//go:build noxray && !otel
 
 package tracing_test
 

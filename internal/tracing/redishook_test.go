@@ -47,6 +47,36 @@ func TestFaultsAreCallsRedisDidNotServe(t *testing.T) {
 	}
 }
 
+// TestCommandOutcome: a command other than a decision script is "error"
+// when it failed and "ok" otherwise, a missing key being an answer; a
+// decision script is read by ratelimit.DecisionReply (its own tests cover
+// every script and reply shape).
+func TestCommandOutcome(t *testing.T) {
+	ctx := context.Background()
+	ran := func(val any, err error, args ...any) redis.Cmder {
+		cmd := redis.NewCmd(ctx, args...)
+		cmd.SetVal(val)
+		cmd.SetErr(err)
+		return cmd
+	}
+	tests := []struct {
+		name string
+		cmd  redis.Cmder
+		want string
+	}{
+		{"a missing key is not a failure", ran(nil, redis.Nil, "get", "k"), outcomeOK},
+		{"another command that failed", ran(nil, errors.New("dial tcp: connection refused"), "ping"), outcomeError},
+		{"someone else's script is just ok", ran([]any{int64(0), int64(1)}, nil, "evalsha", "0123456789abcdef0123456789abcdef01234567", 1, "k"), outcomeOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := commandOutcome(tt.cmd); got != tt.want {
+				t.Errorf("commandOutcome = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestPipelineOutcome(t *testing.T) {
 	ctx := context.Background()
 	ok := func() redis.Cmder {

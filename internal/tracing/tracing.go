@@ -1,5 +1,5 @@
-// Package tracing is slidegate's one seam to a tracer: today AWS X-Ray,
-// through aws-xray-sdk-go, which no other package imports.
+// Package tracing is slidegate's one seam to a tracer: by default AWS
+// X-Ray, through aws-xray-sdk-go, which no other package imports.
 //
 // The whole surface is four functions: Configure, once per process, from
 // app.NewFunctionRuntime (which each function's main calls first);
@@ -28,26 +28,29 @@
 // AWS_XRAY_DAEMON_ADDRESS names) and never waits for it: a missing daemon
 // costs a failed write, logged by the SDK at debug level only.
 //
-// AWS ends support for the X-Ray SDKs on 2027-02-25. Moving to
-// OpenTelemetry (go-redis's redisotel hooks, the otellambda wrapper, the
-// X-Ray propagator and ID generator, an OTLP exporter to the ADOT
-// collector; docs/observability.md has the plan) is a change in this
-// package only: the four functions keep their signatures and their callers
-// do not change.
+// AWS ends support for the X-Ray SDKs on 2027-02-25. Built with the tag
+// otel (`make build TRACER=otel`), the package has the same four functions
+// on OpenTelemetry instead (otel.go): Handler starts a span per sampled
+// invocation, joined to the trace of its Lambda trace header
+// (traceheader.go), and flushes it, bounded, to the collector of the ADOT
+// Lambda layer on localhost over OTLP/HTTP; each Redis call is a child span
+// with the same names and attributes as the X-Ray subsegment. The go-redis
+// hook (redishook.go) is the two tracers' own, each supplying how a call's
+// span begins and ends (xrayhook.go, otel.go). docs/observability.md says
+// when to move.
 //
-// The X-Ray implementation (xray.go, redishook.go) is the default build.
-// Built with the tag noxray (`make build TRACER=none`), the package has the
-// same four functions doing nothing (noxray.go): no hook on the client, no
-// subsegment ever, and neither the X-Ray SDK nor the aws-sdk-go v1 and gRPC
-// packages it pulls in are linked, which makes the bootstrap smaller and its
-// initialisation shorter. Tracer names the build's tracer.
+// The X-Ray implementation (xray.go, xrayhook.go, redishook.go) is the
+// default build. Built with the tag noxray (`make build TRACER=none`), the
+// package has the same four functions doing nothing (noxray.go): no hook
+// on the client, no subsegment ever, and neither the X-Ray SDK nor the
+// aws-sdk-go v1 and gRPC packages it pulls in are linked, which makes the
+// bootstrap smaller and its initialisation shorter. The tags noxray and
+// otel exclude each other (conflict.go). Tracer names the build's tracer.
 package tracing
 
 import (
 	"context"
 	"log/slog"
-
-	"github.com/aws/aws-lambda-go/lambda"
 )
 
 // Options configure the tracer.
@@ -61,20 +64,9 @@ type Options struct {
 	// "tcp:host:port udp:host:port". Empty keeps the SDK's choice:
 	// AWS_XRAY_DAEMON_ADDRESS, which Lambda sets when tracing is active,
 	// or else 127.0.0.1:2000. When both are set, the variable wins (the
-	// SDK's rule).
+	// SDK's rule). The X-Ray build's only: the otel build reads the
+	// OTEL_EXPORTER_OTLP_* variables instead (see its Configure).
 	DaemonAddr string
-}
-
-// Handler returns the Lambda handler to start in place of h. Under X-Ray it
-// is h itself: Lambda records the function's own segment (Tracing: Active)
-// and gives every invocation's context the trace header, which is all the
-// hook needs. It belongs to the seam because a tracer that must act around
-// each invocation does not work that way: OpenTelemetry starts a span and
-// flushes its exporter before Lambda freezes the process
-// (otellambda.WrapHandler), and with Handler already in main that stays a
-// change in this package.
-func Handler(h lambda.Handler) lambda.Handler {
-	return h
 }
 
 // tierKey is the context key of the caller's tier.

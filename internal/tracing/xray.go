@@ -1,4 +1,4 @@
-//go:build !noxray
+//go:build !noxray && !otel
 
 package tracing
 
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-xray-sdk-go/strategy/ctxmissing"
 	"github.com/aws/aws-xray-sdk-go/xray"
 	"github.com/aws/aws-xray-sdk-go/xraylog"
@@ -93,4 +94,15 @@ func (s sdkLogger) Log(level xraylog.LogLevel, msg fmt.Stringer) {
 	s.l.LogAttrs(ctx, slog.LevelDebug, "x-ray sdk",
 		slog.String("sdkLevel", level.String()),
 		slog.String("detail", msg.String()))
+}
+
+// Handler returns the Lambda handler to start in place of h. Under X-Ray it
+// is h itself: Lambda records the function's own segment (Tracing: Active)
+// and gives every invocation's context the trace header, which is all the
+// hook needs. It belongs to the seam because a tracer that must act around
+// each invocation does not work that way: the OpenTelemetry build's
+// Handler (otel.go) starts a span and flushes its exporter before Lambda
+// freezes the process.
+func Handler(h lambda.Handler) lambda.Handler {
+	return h
 }

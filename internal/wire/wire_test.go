@@ -27,7 +27,7 @@ func TestSpecHeaderName(t *testing.T) {
 	}
 	// Every header SetHeaders writes comes back in the contract's spelling.
 	h := http.Header{}
-	ratelimit.SetHeaders(h, ratelimit.Decision{Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: time.Second})
+	ratelimit.SetHeaders(h, ratelimit.Result{Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: time.Second}}})
 	spelled := map[string]bool{}
 	for name := range h {
 		spelled[SpecHeaderName(name)] = true

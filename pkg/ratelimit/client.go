@@ -14,12 +14,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
-// defaultTimeout is the budget of one decision when none is given: 100 ms.
-const defaultTimeout = limitspec.DefaultTimeout
+// defaultTimeout is the budget of one decision when none is given, as
+// ClientConfig.Timeout, Options.Timeout and Gate document it.
+const defaultTimeout = 100 * time.Millisecond
 
 // connMaxIdleTime retires a pooled connection idle for longer, before it is
 // used rather than after it fails. It stays below the 350 s after which AWS
@@ -45,8 +44,8 @@ type ClientConfig struct {
 	// Timeout is the budget of one decision: it bounds dialing, TLS, the
 	// command and any redirection. 100 ms when zero.
 	Timeout time.Duration
-	// Password, when set, replaces the URL's password (the AUTH token read
-	// from Secrets Manager in AWS). It is never logged.
+	// Password, when set, replaces the URL's password (an AUTH token kept
+	// apart from the URL, say in a secrets store). It is never logged.
 	Password string
 	// RootCAs are the certificate authorities a rediss:// server's
 	// certificate must chain to; the system roots when nil (ElastiCache's
@@ -87,7 +86,7 @@ type ClientConfig struct {
 // cluster may list its nodes by IP address.
 func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 	if cfg.URL == "" {
-		return nil, fmt.Errorf("new redis client: REDIS_URL is empty")
+		return nil, errors.New("new redis client: the Redis URL is empty")
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
@@ -239,7 +238,7 @@ func (c checkableTLSConn) SyscallConn() (syscall.RawConn, error) {
 	return sc.SyscallConn()
 }
 
-// urlError is why REDIS_URL does not parse, without any of the URL: a
+// urlError is why the Redis URL does not parse, without any of the URL: a
 // URL's password ends where the parser decides, so a password with '@',
 // ':' or '/' in it may end up in the part the parser quotes back (a host,
 // a port, a path, an escape sequence). Only the kind of fault is kept:
@@ -260,5 +259,5 @@ func urlError(err error) error {
 	if msg == "" {
 		msg = "not a URL"
 	}
-	return fmt.Errorf("REDIS_URL does not parse: %s (the URL is not quoted, as it may hold a password; percent-encode any of @ : / ? # %% in its user name and password)", msg)
+	return fmt.Errorf("the Redis URL does not parse: %s (the URL is not quoted, as it may hold a password; percent-encode any of @ : / ? # %% in its user name and password)", msg)
 }

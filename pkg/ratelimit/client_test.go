@@ -74,8 +74,8 @@ func TestNewClientTLSVerifies(t *testing.T) {
 	}
 }
 
-// TestNewClientURLErrorQuotesNothing: a REDIS_URL that does not parse is
-// reported naming the variable and the kind of fault, never any of the
+// TestNewClientURLErrorQuotesNothing: a Redis URL that does not parse is
+// reported naming the URL and the kind of fault, never any of the
 // URL: with '@', ':' or '/' in a password, where the password ends is
 // exactly what the parser gets wrong, so whatever it quotes back (a host, a
 // port, a path, an escape) may be a piece of the password.
@@ -110,7 +110,7 @@ func TestNewClientURLErrorQuotesNothing(t *testing.T) {
 					t.Fatalf("NewClient(%q) succeeded, want a parse error", tc.url)
 				}
 				msg := err.Error()
-				for _, want := range []string{"REDIS_URL", tc.wantKind} {
+				for _, want := range []string{"Redis URL", tc.wantKind} {
 					if !strings.Contains(msg, want) {
 						t.Errorf("error %q does not say %q", msg, want)
 					}

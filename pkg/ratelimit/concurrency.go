@@ -11,7 +11,7 @@ import (
 
 // Bounds and defaults of a ConcurrencyLimit, as it documents them.
 const (
-	maxConcurrency          = maxCount
+	maxConcurrency          = MaxCount
 	minLease                = time.Millisecond
 	maxLease                = 24 * time.Hour
 	defaultConcurrencyRetry = time.Second

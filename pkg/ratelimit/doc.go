@@ -4,17 +4,23 @@
 // Every decision is one Lua script call (EVALSHA) on one Redis node: the
 // script reads the clock from Redis (TIME), reads the state of every limit of
 // the request, and either spends the request's cost on all of them or on none.
-// Many Lambda instances can therefore share one budget without racing, and
-// their own clocks never matter.
+// Many processes (Lambda instances, pods) can therefore share one budget
+// without racing, and their own clocks never matter.
 //
 // The pieces, in the order a program uses them: [NewClient] builds the
 // Redis client from a [ClientConfig]; [NewLimiter] builds the [Limiter]
 // that decides on it; a [Check] names an identity and the [Limit] it
 // spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
-// per check; [SetHeaders] writes a decision's rate-limit headers. A [Gate]
+// per check; [SetHeaders] writes the result's rate-limit headers. A [Gate]
 // wraps the Limiter with what to do when Redis cannot answer. Errors wrap
 // [ErrInvalid] (the request can never be decided) or [ErrUnavailable]
 // (Redis could not decide it).
+//
+// Around them: the header values one by one ([Result.PolicyHeader],
+// [Decision.RateLimitHeader], ...) for answers that carry them other than
+// in an http.Header; [DecisionReply], for a go-redis hook that traces or
+// counts the decisions it sees; and [Options].Now, the clock a test steps
+// instead of Redis's.
 //
 // # Limits and algorithms
 //

@@ -43,7 +43,7 @@ func Example() {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return
 		}
-		ratelimit.SetHeaders(w.Header(), res.Closest())
+		ratelimit.SetHeaders(w.Header(), res)
 		if !res.Allowed {
 			http.Error(w, fmt.Sprintf("rate limited, retry in %s", res.RetryAfter().Round(time.Second)), http.StatusTooManyRequests)
 			return

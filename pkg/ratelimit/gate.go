@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // Defaults of GateOptions, as it documents them.
 const (
-	defaultFallbackInstances  = limitspec.DefaultFallbackInstances
+	defaultFallbackInstances  = 10
 	defaultFallbackMaxEntries = 50_000
 	defaultDenyCacheEntries   = 10_000
 )
@@ -99,10 +97,9 @@ type Gate struct {
 }
 
 // NewGate wraps limiter in the failure policy. The fallback and the deny
-// cache keep time on the process clock.
+// cache keep time on the process clock, or on the Limiter's Options.Now
+// when it has one.
 func NewGate(limiter *Limiter, opts GateOptions) *Gate {
-	// A Limiter on a test's clock (internal/scriptclock) puts the whole
-	// gate on it.
 	var now func() time.Time
 	if limiter != nil {
 		now = limiter.now

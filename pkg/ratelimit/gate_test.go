@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/scriptclock"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -96,7 +95,7 @@ func liveLimiter(t *testing.T, server *redistest.Server, prefix string, clock *t
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	l, err := NewLimiter(scriptclock.Wrap(client, func() time.Time { return *clock }), Options{KeyPrefix: prefix})
+	l, err := NewLimiter(client, Options{KeyPrefix: prefix, Now: func() time.Time { return *clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,12 @@ package ratelimit
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
-
-	"github.com/slidegate/slidegate/internal/headervalue"
 )
 
-// Header names written by SetHeaders, spelled as docs/contract.md
-// ("Headers") spells them.
+// Header names written by SetHeaders, spelled as the IETF draft and the
+// older conventions spell them.
 const (
 	headerRateLimitPolicy    = "RateLimit-Policy"
 	headerRateLimit          = "RateLimit"
@@ -22,33 +21,42 @@ const (
 	headerRetryAfter         = "Retry-After"
 )
 
-// SetHeaders writes the rate-limit headers of d, usually the decision
-// closest to denying (Result.Closest), into h:
+// SetHeaders writes the rate-limit headers of r into h. RateLimit-Policy
+// lists every limit r enforces ([Result.PolicyHeader]); the other headers
+// describe the decision closest to denying ([Result.Closest]):
 //
-//	RateLimit-Policy: "anonymous";q=30;w=60     (draft-ietf-httpapi-ratelimit-headers-10)
-//	RateLimit: "anonymous";r=12;t=41
-//	RateLimit-Limit: 30
-//	RateLimit-Remaining: 12
-//	RateLimit-Reset: 41                          (seconds)
-//	X-RateLimit-Limit: 30
-//	X-RateLimit-Remaining: 12
-//	X-RateLimit-Reset: 1700000042                (Unix seconds, on d.At's clock)
-//	Retry-After: 41                              (only when d denies)
+//	RateLimit-Policy: "anonymous";q=30;w=60, "login";q=5;w=900   (draft-ietf-httpapi-ratelimit-headers-10)
+//	RateLimit: "login";r=2;t=41                                  ([Decision.RateLimitHeader])
+//	RateLimit-Limit: 5
+//	RateLimit-Remaining: 2
+//	RateLimit-Reset: 41                                          (seconds, [Decision.ResetSeconds])
+//	X-RateLimit-Limit: 5
+//	X-RateLimit-Remaining: 2
+//	X-RateLimit-Reset: 1700000042                                (Unix seconds, on the decision's At clock)
+//	Retry-After: 41                                              (only when the closest decision denies)
 //
-// The policy name is a quoted Structured Field string: double quotes and
+// A policy name is a quoted Structured Field string: double quotes and
 // backslashes are escaped and any byte outside printable ASCII becomes an
 // underscore, so no name can split a header. w is the window in seconds,
-// rounded up. t and RateLimit-Reset are, for an admitted request, the
-// seconds until the limit is entirely unused again (ResetAfter, rounded
-// up); for a denied one, the seconds until the request would be admitted
-// (RetryAfter, rounded up, at least 1), the same value as Retry-After, so
-// that a client honouring either header comes back at the same moment.
-func SetHeaders(h http.Header, d Decision) {
-	reset := headervalue.ResetSeconds(d.Allowed, d.RetryAfter, d.ResetAfter)
+// rounded up ([Limit.WindowSeconds]). t and RateLimit-Reset are, for an
+// admitted request, the seconds until the limit is entirely unused again
+// (ResetAfter, rounded up); for a denied one, the seconds until the
+// request would be admitted (RetryAfter, rounded up, at least 1), the same
+// value as Retry-After, so that a client honouring either header comes
+// back at the same moment. A Result without decisions writes nothing.
+//
+// For a single [Decision] (from [Limiter.Allow]), pass
+// Result{Allowed: d.Allowed, Decisions: []Decision{d}}.
+func SetHeaders(h http.Header, r Result) {
+	if len(r.Decisions) == 0 {
+		return
+	}
+	d := r.Closest()
+	reset := d.ResetSeconds()
 	limit := strconv.FormatInt(d.Limit.Count, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	h.Set(headerRateLimitPolicy, headervalue.Policy(d.Limit.Name, d.Limit.Count, d.Limit.Window))
-	h.Set(headerRateLimit, headervalue.RateLimit(d.Limit.Name, d.Remaining, reset))
+	h.Set(headerRateLimitPolicy, r.PolicyHeader())
+	h.Set(headerRateLimit, d.RateLimitHeader())
 	h.Set(headerRateLimitLimit, limit)
 	h.Set(headerRateLimitRemaining, remaining)
 	h.Set(headerRateLimitReset, strconv.FormatInt(reset, 10))
@@ -58,6 +66,113 @@ func SetHeaders(h http.Header, d Decision) {
 	if !d.Allowed {
 		h.Set(headerRetryAfter, strconv.FormatInt(reset, 10))
 	}
+}
+
+// PolicyHeader returns the RateLimit-Policy value of r: the policy of
+// every enforced limit, in the order of r.Decisions, each name once (the
+// first limit of a name stands for it), e.g.
+// `"anonymous";q=30;w=60, "login";q=5;w=900`. Shadow limits are left out:
+// they deny no one, and a client should not pace itself by them. When
+// every decision is a shadow one, it is the policy of [Result.Closest]
+// alone; "" when r has no decisions.
+//
+// It is what SetHeaders writes, for code that carries the value other than
+// in an http.Header.
+func (r Result) PolicyHeader() string {
+	var b strings.Builder
+	seen := make(map[string]bool, len(r.Decisions))
+	for _, d := range r.Decisions {
+		if d.Shadow || seen[d.Limit.Name] {
+			continue
+		}
+		seen[d.Limit.Name] = true
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		writePolicy(&b, d.Limit)
+	}
+	if b.Len() == 0 && len(r.Decisions) > 0 {
+		writePolicy(&b, r.Closest().Limit)
+	}
+	return b.String()
+}
+
+// RateLimitHeader returns the RateLimit value of d, e.g.
+// `"anonymous";r=12;t=41`: its limit's name, its Remaining and its
+// ResetSeconds. It is what SetHeaders writes for the closest decision.
+func (d Decision) RateLimitHeader() string {
+	var b strings.Builder
+	writeSFString(&b, d.Limit.Name)
+	b.WriteString(";r=")
+	b.WriteString(strconv.FormatInt(d.Remaining, 10))
+	b.WriteString(";t=")
+	b.WriteString(strconv.FormatInt(d.ResetSeconds(), 10))
+	return b.String()
+}
+
+// ResetSeconds is the t of d's RateLimit header and its RateLimit-Reset:
+// when d admits, the seconds until its limit is entirely unused again
+// (ResetAfter, rounded up, 0 when already unused); when it denies, the
+// seconds until the request would be admitted, RetryAfterSeconds of its
+// RetryAfter, the value of its Retry-After.
+func (d Decision) ResetSeconds() int64 {
+	if !d.Allowed {
+		return RetryAfterSeconds(d.RetryAfter)
+	}
+	return ceilSeconds(d.ResetAfter)
+}
+
+// RetryAfterSeconds is the Retry-After value of a wait: whole seconds,
+// rounded up, at least 1 (Retry-After: 0 would invite a retry at once).
+// SetHeaders writes it for a denial; it is exported for answers that
+// carry a wait of their own, such as a 503 while Redis is unreachable.
+func RetryAfterSeconds(wait time.Duration) int64 {
+	return max(ceilSeconds(wait), 1)
+}
+
+// WindowSeconds is l's Window in whole seconds, rounded up: the w of its
+// RateLimit-Policy.
+func (l Limit) WindowSeconds() int64 {
+	return ceilSeconds(l.Window)
+}
+
+// ceilSeconds rounds a duration up to whole seconds; negative becomes 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// writePolicy writes the RateLimit-Policy item of l, e.g.
+// `"anonymous";q=30;w=60`.
+func writePolicy(b *strings.Builder, l Limit) {
+	writeSFString(b, l.Name)
+	b.WriteString(";q=")
+	b.WriteString(strconv.FormatInt(l.Count, 10))
+	b.WriteString(";w=")
+	b.WriteString(strconv.FormatInt(l.WindowSeconds(), 10))
+}
+
+// writeSFString writes a policy name as a Structured Field string: quoted,
+// with '"' and '\' escaped and anything outside printable ASCII replaced,
+// so a header can never be split or corrupted by a name.
+func writeSFString(b *strings.Builder, s string) {
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e:
+			b.WriteByte('_')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
 }
 
 // resetUnix is the Unix second of the reset, on the clock the decision was

@@ -53,13 +53,75 @@ func TestSetHeaders(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			SetHeaders(h, tt.decision)
+			SetHeaders(h, Result{Allowed: tt.decision.Allowed, Decisions: []Decision{tt.decision}})
 			for name, want := range tt.want {
 				if got := h.Get(name); got != want {
 					t.Errorf("%s = %q, want %q", name, got, want)
 				}
 			}
 		})
+	}
+}
+
+// TestSetHeadersSeveralLimits: RateLimit-Policy lists every enforced limit
+// of a result once, in order; the other headers describe the closest.
+func TestSetHeadersSeveralLimits(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	anonymous := Decision{Limit: Limit{Name: "anonymous", Count: 30, Window: time.Minute}, Allowed: true, Remaining: 20, ResetAfter: 20 * time.Second, At: at}
+	login := Decision{Limit: Limit{Name: "POST /auth/*", Count: 5, Window: 15 * time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 41 * time.Second, At: at}
+	loginAgain := Decision{Limit: Limit{Name: "POST /auth/*", Count: 50, Window: time.Hour}, Allowed: true, Remaining: 40, ResetAfter: time.Hour, At: at}
+	trial := Decision{Limit: Limit{Name: "trial", Count: 1, Window: time.Second}, Remaining: 0, RetryAfter: time.Second, At: at, Shadow: true}
+	denied := Decision{Limit: Limit{Name: "daily", Count: 1000, Window: 24 * time.Hour}, Remaining: 0, ResetAfter: time.Hour, RetryAfter: 90 * time.Second, At: at}
+	tests := []struct {
+		name string
+		res  Result
+		want map[string]string
+	}{
+		{
+			name: "admitted: every policy, the closest's numbers",
+			res:  Result{Allowed: true, Decisions: []Decision{anonymous, login}},
+			want: map[string]string{
+				"RateLimit-Policy":    `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=900`,
+				"RateLimit":           `"POST /auth/*";r=2;t=41`,
+				"RateLimit-Limit":     "5",
+				"RateLimit-Remaining": "2",
+				"Retry-After":         "",
+			},
+		},
+		{
+			name: "a name twice is listed once, shadows not at all",
+			res:  Result{Allowed: true, Decisions: []Decision{trial, login, anonymous, loginAgain}},
+			want: map[string]string{"RateLimit-Policy": `"POST /auth/*";q=5;w=900, "anonymous";q=30;w=60`, "RateLimit": `"POST /auth/*";r=2;t=41`},
+		},
+		{
+			name: "denied: the denial is the closest",
+			res:  Result{Decisions: []Decision{anonymous, denied}},
+			want: map[string]string{"RateLimit-Policy": `"anonymous";q=30;w=60, "daily";q=1000;w=86400`, "RateLimit": `"daily";r=0;t=90`, "Retry-After": "90"},
+		},
+		{
+			name: "only shadows: the closest of them",
+			res:  Result{Allowed: true, Decisions: []Decision{trial}},
+			want: map[string]string{"RateLimit-Policy": `"trial";q=1;w=1`, "RateLimit": `"trial";r=0;t=1`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			SetHeaders(h, tt.res)
+			for name, want := range tt.want {
+				if got := h.Get(name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+			if got := tt.res.PolicyHeader(); got != h.Get("RateLimit-Policy") {
+				t.Errorf("PolicyHeader = %q, SetHeaders wrote %q", got, h.Get("RateLimit-Policy"))
+			}
+		})
+	}
+	h := http.Header{}
+	SetHeaders(h, Result{})
+	if len(h) != 0 {
+		t.Errorf("SetHeaders of a result without decisions wrote %v", h)
 	}
 }
 

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // defaultKeyPrefix starts every Redis key unless Options.KeyPrefix says
 // otherwise.
-const defaultKeyPrefix = limitspec.DefaultKeyPrefix
+const defaultKeyPrefix = "rl"
 
 // keyspace builds Redis keys. A key looks like
 //
@@ -33,9 +31,10 @@ const defaultKeyPrefix = limitspec.DefaultKeyPrefix
 //
 //	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:tb:anonymous:30:60000
 //
-// legacyKey names that layout for the two counters: their scripts import the
-// state an older release left there when they create a key, so that a
-// rolling deploy does not let a caller start over.
+// legacyKey names that layout for the two counters. Their scripts no longer
+// read it (the import of an older release's count went one release after
+// the layout changed); Reset still deletes it, so that nothing of an
+// identity outlives a reset.
 type keyspace struct {
 	prefix  string
 	hashKey []byte

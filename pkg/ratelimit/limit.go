@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/slidegate/slidegate/internal/limitspec"
 )
 
 // Algorithm names a rate-limiting algorithm. The zero value means
@@ -14,8 +12,8 @@ import (
 // [Limit.Validate] reports it, and a decision on it fails with [ErrInvalid].
 type Algorithm string
 
-// The algorithms, spelled as slidegate's configuration spells them
-// (RATE_LIMIT_ALGORITHM, the rateLimitAlgorithm stage variable).
+// The algorithms. Their values are stable names, suitable for
+// configuration files and logs; [Limit.String] shows them.
 const (
 	SlidingWindow  Algorithm = "sliding-window"
 	SlidingLog     Algorithm = "sliding-log"
@@ -62,12 +60,22 @@ func (a Algorithm) orDefault() Algorithm {
 	return a
 }
 
-// Bounds of a limit, as Limit documents them.
+// Bounds of a [Limit]: its Count is from 1 to MaxCount, its Window from one
+// millisecond to MaxWindow. Some algorithms bound count x window further
+// (see Limit). They are constants, so a configuration layer can check and
+// report them in its own terms before it builds a Limit.
 const (
-	minWindow      = limitspec.MinWindow
-	maxWindow      = limitspec.MaxWindow
-	maxCount       = limitspec.MaxCount
-	maxCountWindow = limitspec.MaxCountWindow
+	MaxCount  = 1_000_000
+	MaxWindow = 366 * 24 * time.Hour
+)
+
+// minWindow is the shortest window: windows are whole milliseconds, so that
+// key expiry (PEXPIRE) and window edges agree. maxCountWindow bounds count x
+// window, in the unit each algorithm computes in (checkScale): the scripts
+// compute with Lua numbers (doubles), exact only below 2^53.
+const (
+	minWindow      = time.Millisecond
+	maxCountWindow = 1 << 50
 )
 
 // checkScale reports a count and window whose products the algorithm's
@@ -152,11 +160,11 @@ func (l Limit) Burst() int64 {
 
 // Validate reports whether the limit can be enforced.
 func (l Limit) Validate() error {
-	if l.Count < 1 || l.Count > maxCount {
-		return fmt.Errorf("limit %q: count %d out of range 1..%d", l.Name, l.Count, maxCount)
+	if l.Count < 1 || l.Count > MaxCount {
+		return fmt.Errorf("limit %q: count %d out of range 1..%d", l.Name, l.Count, MaxCount)
 	}
-	if l.Window < minWindow || l.Window > maxWindow || l.Window%time.Millisecond != 0 {
-		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, minWindow, maxWindow)
+	if l.Window < minWindow || l.Window > MaxWindow || l.Window%time.Millisecond != 0 {
+		return fmt.Errorf("limit %q: window %s must be whole milliseconds between %s and %s", l.Name, l.Window, minWindow, MaxWindow)
 	}
 	if _, err := parseAlgorithm(string(l.Algorithm)); err != nil {
 		return fmt.Errorf("limit %q: %w", l.Name, err)
@@ -180,8 +188,8 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 		return 0, 0, fmt.Errorf("rate %q: want <count>/<window>, like 30/1m", truncate(raw, 64))
 	}
 	count, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || count < 1 || count > maxCount {
-		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), maxCount)
+	if err != nil || count < 1 || count > MaxCount {
+		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), MaxCount)
 	}
 	per = strings.TrimSpace(per)
 	if per != "" && (per[0] < '0' || per[0] > '9') {
@@ -192,8 +200,8 @@ func ParseRate(s string) (count int64, window time.Duration, err error) {
 		// Not wrapped: time's error quotes the whole input, unbounded.
 		return 0, 0, fmt.Errorf("rate %q: window %q is not a duration like 1m, 10s or 1h", truncate(raw, 32), truncate(per, 16))
 	}
-	if window < minWindow || window > maxWindow || window%time.Millisecond != 0 {
-		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), minWindow, maxWindow)
+	if window < minWindow || window > MaxWindow || window%time.Millisecond != 0 {
+		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), minWindow, MaxWindow)
 	}
 	return count, window, nil
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/internal/scriptclock"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
@@ -28,6 +26,13 @@ type Options struct {
 	// directly, and makes a Gate around it apply 100 ms. A Gate applies
 	// this same budget, once per decision.
 	Timeout time.Duration
+	// Now, when set, replaces Redis's clock (TIME) as the time every
+	// decision is made at, and is the clock a Gate built on the Limiter
+	// keeps its fallback and deny cache on. It is for tests that step time
+	// to pin down an exact Retry-After or a window's edge. Leave it nil in
+	// production: Redis's clock is what keeps instances whose own clocks
+	// are skewed in agreement.
+	Now func() time.Time
 }
 
 // Check asks for one limit to be applied to one identity.
@@ -62,9 +67,6 @@ type Limiter struct {
 // Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
 // back to EVAL on its own if they are missing).
 func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
-	// This module's tests step a clock of their own instead of Redis's
-	// (internal/scriptclock); any other client comes back unchanged.
-	client, now := scriptclock.Unwrap(client)
 	if client == nil {
 		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
 	}
@@ -80,7 +82,7 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
 		scripts: newScriptSet(),
 		timeout: opts.Timeout,
-		now:     now,
+		now:     opts.Now,
 	}, nil
 }
 

@@ -15,8 +15,8 @@ import (
 //
 // Only the given limits are reset, under the Limiter's key prefix and
 // identity hash key: a Limiter with another hash key resets nothing of the
-// identity's. Each limit's keys (today's and the previous layout's, from
-// which a new key imports its count) share the identity's hash tag, so one
+// identity's. Each limit's keys (today's and an older layout's, which an
+// older release may have left) share the identity's hash tag, so one
 // DEL per limit removes them on a single server as in a cluster. A Gate's
 // deny cache is not Redis: a process that denied the identity keeps denying
 // it from memory until the RetryAfter it reported.

@@ -225,7 +225,8 @@ func (s *Server) release() {
 
 // functionEnv is the environment the functions see: the process
 // environment, else the template's values, else the local defaults (the
-// demo API key and JWT secret, which AWS would provide otherwise).
+// demo API keys, unless an AWS endpoint is given, and JWT secret, which AWS
+// would provide otherwise).
 func functionEnv(getenv func(string) string, template map[string]string, redisURL string) func(string) string {
 	defaults := map[string]string{"REDIS_URL": redisURL}
 	if getenv("JWT_ISSUER") == "" && getenv("JWT_AUDIENCE") == "" && getenv("JWT_JWKS_URL") == "" && getenv("JWT_HS256_SECRET") == "" &&
@@ -235,9 +236,14 @@ func functionEnv(getenv func(string) string, template map[string]string, redisUR
 		defaults["JWT_HS256_SECRET"] = DemoJWTSecret
 		defaults["JWT_PLAN_CLAIM"] = DemoPlanClaim
 	}
-	sum := sha256.Sum256([]byte(DemoAPIKey))
-	pro := sha256.Sum256([]byte(DemoProAPIKey))
-	defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
+	// With an AWS endpoint of its own (AWS_ENDPOINT_URL, e.g. a
+	// moto_server), API keys are those of its API Gateway, as in AWS: the
+	// demo keys are no default then.
+	if getenv("AWS_ENDPOINT_URL") == "" && getenv("AWS_ENDPOINT_URL_API_GATEWAY") == "" {
+		sum := sha256.Sum256([]byte(DemoAPIKey))
+		pro := sha256.Sum256([]byte(DemoProAPIKey))
+		defaults["API_KEY_HASHES"] = hex.EncodeToString(sum[:]) + "," + hex.EncodeToString(pro[:]) + ":pro"
+	}
 	if getenv("RATE_LIMIT_HASH_KEY_SECRET_ARN") == "" {
 		defaults["RATE_LIMIT_HASH_KEY"] = DemoHashKey
 	}

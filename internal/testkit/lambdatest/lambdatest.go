@@ -26,8 +26,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 // RIEModule and RIEVersion pin the emulator; mk/functions.mk uses the same.
@@ -163,10 +161,10 @@ type RIE struct {
 	// Started is when the emulator process was started.
 	Started time.Time
 
-	cmd    *exec.Cmd
-	logs   *testkit.Buffer
-	client *http.Client
-	done   chan struct{}
+	cmd     *exec.Cmd
+	logPath string
+	client  *http.Client
+	done    chan struct{}
 }
 
 // StartRIE starts the emulator on free ports, running bootstrap with the
@@ -213,13 +211,24 @@ func startRIEOnce(t testing.TB, bin, bootstrap string, env map[string]string) (*
 		bootstrap)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = baseEnv(env)
-	logs := &testkit.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
+	// The log is a file, not a pipe: the emulator hands its own standard
+	// output to the bootstrap, so the function writes straight into the
+	// file, and a line written before an answer can be read as soon as the
+	// answer is in. Through a pipe, a goroutine of the test process copies
+	// it, and a loaded machine can run that copy after the test has read
+	// the log (a line "missing" from a log that holds it a moment later).
+	logFile, err := os.CreateTemp(t.TempDir(), "rie-*.log")
+	if err != nil {
+		t.Fatalf("start RIE: log file: %v", err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = emulatorProcAttr()
-	r := &RIE{Addr: rieAddr, cmd: cmd, logs: logs, done: make(chan struct{}),
+	r := &RIE{Addr: rieAddr, cmd: cmd, logPath: logFile.Name(), done: make(chan struct{}),
 		client: &http.Client{Timeout: 30 * time.Second}}
 	r.Started = time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = logFile.Close() // the emulator holds its own descriptor
+	if err != nil {
 		t.Fatalf("start RIE: %v", err)
 	}
 	go func() { _ = cmd.Wait(); close(r.done) }()
@@ -343,8 +352,64 @@ func asFunctionError(body []byte) *FunctionError {
 	return &fe
 }
 
-// Logs returns everything the emulator and the function wrote so far.
-func (r *RIE) Logs() string { return r.logs.String() }
+// Logs returns everything the emulator and the function wrote so far: every
+// line the function wrote before its last answer, but not necessarily a
+// line it writes at the same time as an answer or after it (a cold-start
+// load in the background, a log written once the waiters are released).
+// For a line that must come, use WaitLogs; for a line that must never
+// come, FinalLogs.
+func (r *RIE) Logs() string {
+	b, err := os.ReadFile(r.logPath)
+	if err != nil {
+		return fmt.Sprintf("(log %s unreadable: %v)", r.logPath, err)
+	}
+	return string(b)
+}
+
+// LogWait bounds WaitLogs: long enough for a loaded machine to schedule a
+// background goroutine, short enough that a line that never comes fails
+// the test in seconds.
+const LogWait = 10 * time.Second
+
+// WaitLogs polls the log until done(log) holds, or the emulator has
+// exited (nothing more can come), or LogWait has passed, and returns the
+// log it last read: the test then checks it as it would check Logs. done
+// should ask only for what must eventually be written, e.g. that a line
+// is there.
+func (r *RIE) WaitLogs(done func(logs string) bool) string {
+	deadline := time.Now().Add(LogWait)
+	for {
+		logs := r.Logs()
+		if done(logs) || time.Now().After(deadline) {
+			return logs
+		}
+		select {
+		case <-r.done:
+			return r.Logs()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// WaitLogsContaining is WaitLogs until the log holds every one of lines.
+func (r *RIE) WaitLogsContaining(lines ...string) string {
+	return r.WaitLogs(func(logs string) bool {
+		for _, l := range lines {
+			if !strings.Contains(logs, l) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// FinalLogs stops the emulator and the bootstrap and returns their whole
+// log: complete, since nothing is left to write it. It is what a check
+// that something never reached the log reads, at the end of a test.
+func (r *RIE) FinalLogs() string {
+	r.Stop()
+	return r.Logs()
+}
 
 // Stop kills the emulator and the bootstrap (their process group) and waits
 // for the emulator to exit. It may be called more than once.

@@ -15,9 +15,11 @@
 -- is rewritten once with SET PX; a denial puts every key back (DECRBY, or
 -- DEL of a key INCRBY created).
 --
--- Rolling deploys: a new key imports, once, the state of the same limit
--- under the previous layout (<prefix>:{tag}:fw:<name>:<count>:<window ms>,
--- "<index>:<count>"), in the same slot.
+-- Rolling deploys: this layout is the one the release before shipped, so
+-- instances of both count on the same keys. (The import of the layout
+-- before it, "<index>:<count>" under a key ending in ":<count>:<window ms>",
+-- went one release after it shipped: a GET on every key this script
+-- created.)
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -57,24 +59,11 @@ end
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- settle reads s, the value key i held before this call (0 when missing, -1
+-- settle reads s, the value a key held before this call (0 when missing, -1
 -- when not an integer): its count in this window (0 when it holds another
 -- window or nothing), and whether the key must be rewritten.
-local function settle(i, s, window, m, base, index)
-  if s > 0 then
-    if s - base >= 0 and s - base < m then return s - base, false end
-    return 0, true
-  elseif s == 0 then
-    -- A new key: carry over the previous layout's state.
-    local head = string.match(KEYS[i], '^(.*)/')
-    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
-    if legacy then
-      local si, sc = string.match(legacy, '^(%d+):(%d+)$')
-      if si and si + 0 == index then
-        return sc + 0, true
-      end
-    end
-  end
+local function settle(s, base, m)
+  if s > 0 and s - base >= 0 and s - base < m then return s - base, false end
   return 0, true
 end
 
@@ -103,7 +92,7 @@ if n == 1 and cost > 0 then
     s = -1 -- not an integer: not ours, replaced below
   end
   -- The key must be rewritten for this window, or put back.
-  local count = settle(1, s, window, m, base, index)
+  local count = settle(s, base, m)
   if count + cost <= limit then
     redis.call('SET', KEYS[1], base + count + cost, 'PX', math.ceil((window - elapsed) / 1000))
     return { 1, now, count }
@@ -144,7 +133,7 @@ for i = 1, n do
   else
     s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
-  local count, fresh = settle(i, s, window, m, base, index)
+  local count, fresh = settle(s, base, m)
 
   local ok = count + cost <= limit
   if ok then

@@ -25,10 +25,11 @@
 -- changes with the window). A denial puts every key back as it was (DECRBY,
 -- or DEL of a key INCRBY created).
 --
--- Rolling deploys: a key this script creates imports, once, the state of
--- the same limit under the previous layout (<prefix>:{tag}:sw:<name>:<count>:
--- <window ms>, "<index>:<current>:<previous>"), which lives in the same slot
--- (same hash tag), so that a caller keeps its count across the upgrade.
+-- Rolling deploys: this layout is the one the release before shipped, so
+-- instances of both count on the same keys. (The import of the layout
+-- before it, "<index>:<current>:<previous>" under a key ending in
+-- ":<count>:<window ms>", went one release after it shipped: a GET on every
+-- key this script created.)
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -82,25 +83,6 @@ end
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- legacy reads the state the previous layout left for key i, for a key this
--- call found missing: its current and previous counts as of window index.
-local function legacy(i, window_ms, index)
-  local head = string.match(KEYS[i], '^(.*)/')
-  local old = head and redis.call('GET', head .. ':' .. window_ms)
-  if old then
-    local si, sc, sp = string.match(old, '^(%d+):(%d+):(%d+)$')
-    if si then
-      si = si + 0
-      if si == index then
-        return sc + 0, sp + 0
-      elseif si == index - 1 then
-        return 0, sc + 0
-      end
-    end
-  end
-  return 0, 0
-end
-
 -- The fast path: one limit and a spend. A lone limit spends exactly when it
 -- admits, whether it is enforced or a shadow.
 if n == 1 and cost > 0 then
@@ -135,8 +117,6 @@ if n == 1 and cost > 0 then
       -- this one becomes the previous count.
       local old = s % pm
       if (index - (s - old) / pm) % period == 1 then previous = old % m end
-    elseif s == 0 then
-      current, previous = legacy(1, window * unit / 1000, index)
     end
   else
     s = -1 -- not an integer: not ours, replaced below
@@ -199,8 +179,6 @@ for i = 1, n do
     elseif d == 1 then
       previous = old % m
     end
-  elseif s == 0 then
-    current, previous = legacy(i, window * unit / 1000, index)
   end
 
   local v = previous * m + current

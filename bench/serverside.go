@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// The server-side section measures Redis's time per decision with no Go
+// client in the way: each contender's decision is captured once as the
+// command its client sends (an EVALSHA with its keys and arguments), the
+// identity in its keys is replaced by redis-benchmark's __rand_int__, and
+// redis-benchmark sends it. The Go client shares the machine's CPUs with
+// Redis and paces Redis by its own speed; redis-benchmark is a small C
+// program that keeps Redis busy, so usec_per_call depends on the script
+// alone, and every contender meets the same keyspace.
+
+// serverSideInfo is the client-independent section.
+type serverSideInfo struct {
+	Date       string `json:"date"`
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after"`
+	Clients    int    `json:"clients"`
+	Keyspace   int    `json:"keyspace"`
+	Requests   int    `json:"requests_per_round"`
+	Rounds     int    `json:"rounds"`
+	// MeasuredAlone is set by -only server.
+	MeasuredAlone bool `json:"measured_alone,omitempty"`
+	// Note says why the section is missing, when it is.
+	Note  string       `json:"note,omitempty"`
+	Cases []serverCase `json:"cases"`
+}
+
+// serverCase is one decision as redis-benchmark sent it, and its rounds.
+type serverCase struct {
+	Name  string `json:"name"`
+	Group string `json:"group"`
+	// Command is what redis-benchmark sent, the SHA-1 shortened.
+	Command string `json:"command"`
+	// Usec is usec_per_call of the command per round; Commands is every
+	// command Redis ran per call (the call and those inside its script).
+	Usec     []float64 `json:"usec_per_call"`
+	Commands []float64 `json:"commands_per_call"`
+	PerSec   []float64 `json:"calls_per_second"`
+}
+
+func (c *serverCase) median() float64 { return median(c.Usec) }
+
+func (c *serverCase) spread() (lo, hi float64) {
+	if len(c.Usec) == 0 {
+		return 0, 0
+	}
+	return slices.Min(c.Usec), slices.Max(c.Usec)
+}
+
+// Server-side names of the plan shapes, beside the contenders'.
+const (
+	serverPlanPrefix = "plan: "
+	nameTimeOnly     = "ceiling: EVALSHA of TIME"
+	nameReturnOne    = "ceiling: EVALSHA return 1"
+)
+
+// serverSideCapture is the identity whose first decision is captured.
+const serverSideCapture = "server-side-capture"
+
+// runServerSide captures every contender's decision and every plan shape's,
+// then sends each through redis-benchmark: one priming pass per case (so
+// that the rounds meet existing keys), then rounds taking turns, each
+// round starting one case later than the one before.
+func runServerSide(ctx context.Context, b *bench, contenders []*contender, benchBin, addr string, requests, rounds int) *serverSideInfo {
+	info := &serverSideInfo{Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), LoadBefore: loadAverage(),
+		Clients: plansConcurrency, Keyspace: len(b.ids), Requests: requests, Rounds: rounds}
+	if _, err := exec.LookPath(benchBin); err != nil {
+		info.Note = fmt.Sprintf("skipped: %s not found (Debian's redis-tools)", benchBin)
+		return info
+	}
+	cases, cmds, err := captureCases(ctx, b, contenders)
+	if err != nil {
+		info.Note = "skipped: " + err.Error()
+		return info
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	send := func(c int, n int) (cmdStat, int64, float64, error) {
+		if err := b.stats.ConfigResetStat(ctx).Err(); err != nil {
+			return cmdStat{}, 0, 0, fmt.Errorf("config resetstat: %w", err)
+		}
+		args := append([]string{"-h", host, "-p", port, "-c", strconv.Itoa(info.Clients),
+			"-r", strconv.Itoa(info.Keyspace), "-n", strconv.Itoa(n), "-q"}, cmds[c]...)
+		start := time.Now()
+		if out, err := exec.CommandContext(ctx, benchBin, args...).CombinedOutput(); err != nil {
+			return cmdStat{}, 0, 0, fmt.Errorf("%s: %w: %s", benchBin, err, strings.TrimSpace(string(out)))
+		}
+		elapsed := time.Since(start).Seconds()
+		stats, err := commandStats(ctx, b.stats)
+		if err != nil {
+			return cmdStat{}, 0, 0, err
+		}
+		own := stats[strings.ToLower(cmds[c][0])]
+		var all int64
+		for name, s := range stats {
+			if name != "info" && name != "config|resetstat" && name != "config" {
+				all += s.Calls
+			}
+		}
+		return own, all, float64(own.Calls) / elapsed, nil
+	}
+	for i := range cases {
+		b.progress.set(fmt.Sprintf("server side: priming %d/%d, %s", i+1, len(cases), cases[i].Name))
+		if _, _, _, err := send(i, info.Keyspace); err != nil {
+			info.Note = "failed: " + err.Error()
+			return info
+		}
+	}
+	for r := 0; r < rounds; r++ {
+		for k := range cases {
+			i := (r + k) % len(cases)
+			b.progress.set(fmt.Sprintf("server side: round %d/%d, %s", r+1, rounds, cases[i].Name))
+			own, all, perSec, err := send(i, requests)
+			if err != nil {
+				info.Note = "failed: " + err.Error()
+				return info
+			}
+			c := &cases[i]
+			c.Usec = append(c.Usec, float64(own.Usec)/float64(max(1, own.Calls)))
+			c.Commands = append(c.Commands, float64(all)/float64(max(1, own.Calls)))
+			c.PerSec = append(c.PerSec, perSec)
+		}
+	}
+	info.Cases = cases
+	info.LoadAfter = loadAverage()
+	return info
+}
+
+// captureCases makes one decision of every contender and every plan shape
+// for serverSideCapture and keeps the command each sent, with the
+// identity's part of every key replaced by __rand_int__.
+func captureCases(ctx context.Context, b *bench, contenders []*contender) ([]serverCase, [][]string, error) {
+	var cases []serverCase
+	var cmds [][]string
+	capture := func(name, group string, decide func() error) error {
+		// Twice: the first call may load a script (NOSCRIPT, then EVAL).
+		for range 2 {
+			if err := decide(); err != nil {
+				return fmt.Errorf("capture %s: %w", name, err)
+			}
+		}
+		cmd, err := templateCommand(b.hook.lastSent())
+		if err != nil {
+			return fmt.Errorf("capture %s: %w", name, err)
+		}
+		shown := slices.Clone(cmd)
+		if strings.EqualFold(shown[0], "evalsha") && len(shown[1]) > 8 {
+			shown[1] = shown[1][:8] + "..."
+		}
+		cases = append(cases, serverCase{Name: name, Group: group, Command: strings.Join(shown, " ")})
+		cmds = append(cmds, cmd)
+		return nil
+	}
+	for _, c := range contenders {
+		decide, err := c.build(nil, b.cfg.throughputLimit)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: build: %w", c.Name, err)
+		}
+		if err := capture(c.Name, c.Group, func() error { _, err := decide(ctx, serverSideCapture); return err }); err != nil {
+			return nil, nil, err
+		}
+	}
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range planShapes() {
+		checks := s.checks(serverSideCapture)
+		if err := capture(serverPlanPrefix+s.name, "plan", func() error { _, err := lim.Decide(ctx, 1, checks...); return err }); err != nil {
+			return nil, nil, err
+		}
+	}
+	return cases, cmds, nil
+}
+
+// templateCommand turns a captured command into redis-benchmark's
+// arguments: every argument as a string, and in every key of an
+// EVAL/EVALSHA the identity's hash (or the hash tag holding it) replaced
+// by __rand_int__.
+func templateCommand(args []any) ([]string, error) {
+	if len(args) == 0 {
+		return nil, fmt.Errorf("no command was sent")
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = fmt.Sprint(a)
+	}
+	verb := strings.ToLower(out[0])
+	if verb != "evalsha" && verb != "eval" {
+		return out, nil
+	}
+	if len(out) < 3 {
+		return nil, fmt.Errorf("%s without a key count", verb)
+	}
+	n, err := strconv.Atoi(out[2])
+	if err != nil || 3+n > len(out) {
+		return nil, fmt.Errorf("%s: key count %q", verb, out[2])
+	}
+	tag := identityTag(serverSideCapture)
+	for i := 3; i < 3+n; i++ {
+		k := strings.ReplaceAll(out[i], tag, "__rand_int__")
+		if k == out[i] {
+			open, closing := strings.IndexByte(k, '{'), strings.IndexByte(k, '}')
+			if open < 0 || closing < open {
+				return nil, fmt.Errorf("key %q holds neither the identity's hash nor a hash tag", k)
+			}
+			k = k[:open+1] + "__rand_int__" + k[closing:]
+		}
+		out[i] = k
+	}
+	return out, nil
+}
+
+// serverCaseByName finds a case of the section, or nil.
+func (s *serverSideInfo) find(name string) *serverCase {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Cases {
+		if s.Cases[i].Name == name {
+			return &s.Cases[i]
+		}
+	}
+	return nil
+}
+
+// runOnlyServer measures the server-side section alone and puts it into the
+// report of an earlier run: `go run . -only server`.
+func runOnlyServer(ctx context.Context, cfg config, out, luaDir, serverBin, benchBin string) error {
+	return updateEarlierRun(out, serverBin, "server", func(p *progress, srv *redisServer, res *results) error {
+		hook := newRoundTrips()
+		client := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 256, MinIdleConns: 64})
+		client.AddHook(hook)
+		defer client.Close()
+		stats := statsClient(srv.addr)
+		defer stats.Close()
+		b := &bench{cfg: cfg, client: client, stats: stats, hook: hook, ids: benchIdentities(), progress: p}
+		contenders, err := loadContenders(ctx, client, luaDir)
+		if err != nil {
+			return err
+		}
+		res.ServerSide = runServerSide(ctx, b, contenders, benchBin, srv.addr, cfg.serverRequests, cfg.serverRounds)
+		res.ServerSide.MeasuredAlone = true
+		res.Targets = checkTargets(res)
+		return nil
+	})
+}
+
+// clockCost is what reading Redis TIME adds to a script in this section:
+// the TIME-only script's median less return 1's.
+func (s *serverSideInfo) clockCost() (float64, bool) {
+	t, one := s.find(nameTimeOnly), s.find(nameReturnOne)
+	if t == nil || one == nil || len(t.Usec) == 0 || len(one.Usec) == 0 {
+		return 0, false
+	}
+	return t.median() - one.median(), true
+}
+
+// serverSideSection renders the client-independent section.
+func serverSideSection(res *results) string {
+	s := res.ServerSide
+	if s == nil {
+		return ""
+	}
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("## Redis time without a Go client\n\n")
+	if len(s.Cases) == 0 {
+		w("Not measured in this run (%s).\n\n", s.Note)
+		return b.String()
+	}
+	w("Each contender's decision, and each shape of the several-limits section below, was captured once as the command its client sends ")
+	w("(an `EVALSHA` with its keys and arguments), the identity in every key replaced by `__rand_int__`, and sent by `redis-benchmark -c %d -r %d -n %d` ",
+		s.Clients, s.Keyspace, s.Requests)
+	w("(random keys out of %d; each key of a several-key decision is drawn on its own): no Go client in the way, every script on the same keyspace. ", s.Keyspace)
+	w("Each case was first sent %d times to create its keys; then %d rounds took turns, each round starting one case later than the one before; ", s.Keyspace, s.Rounds)
+	w("`CONFIG RESETSTAT` before each, `usec_per_call` of the command from `INFO commandstats` after it. ")
+	w("Median over the rounds, and the least and most of any round. *commands/call* counts every command Redis ran per call, those inside the script included. ")
+	w("Contenders that take the time from the client (the baselines and the INCR+PEXPIRE ceiling) are sent the timestamp of the capture, so they stay in one window; ")
+	w("the zset log baseline is sent one member suffix, so it re-adds one member instead of growing. ")
+	w("The last columns are the same decision's Redis time measured through the Go client (the throughput rounds at concurrency %d, or the several-limits rounds), and the ratio of the two. ", plansConcurrency)
+	if s.MeasuredAlone {
+		w("This section was measured alone, by `go run . -only server`, on %s", s.Date)
+	} else {
+		w("Measured in this run, on %s", s.Date)
+	}
+	w(", load average (1/5/15 min) %s at the start and %s at the end.\n\n", s.LoadBefore, s.LoadAfter)
+	w("| decision | command sent | Redis us/call, median (least..most) | commands/call | calls/s (median) | through the Go client, us/decision | Go client / redis-benchmark |\n")
+	w("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range s.Cases {
+		lo, hi := c.spread()
+		goUs := goClientUsec(res, c.Name)
+		goCol, ratio := "-", "-"
+		if goUs > 0 {
+			goCol, ratio = fmt.Sprintf("%.2f", goUs), fmt.Sprintf("%.2fx", goUs/c.median())
+		}
+		w("| %s | `%s` | %.2f (%.2f..%.2f) | %.2f | %.0f | %s | %s |\n", c.Name, c.Command, c.median(), lo, hi,
+			median(c.Commands), median(c.PerSec), goCol, ratio)
+	}
+	w("\n")
+	def, ul, incr, one := s.find(nameDefault), s.find(nameUlule), s.find(nameIncrPexpire), s.find(nameReturnOne)
+	if clock, ok := s.clockCost(); ok && def != nil && ul != nil && incr != nil && one != nil {
+		d, u := def.median(), ul.median()
+		w("**What the Redis clock costs.** A script that only reads `TIME` costs %.2f us more than `return 1` here (medians). ", clock)
+		w("The default sliding window reads `TIME` once per decision; ulule/limiter reads no clock (its window is the key's TTL, and it runs `PTTL` instead). ")
+		w("The sliding window costs %.2f us (%.2fx ulule's %.2f us, %.2fx INCR+PEXPIRE's %.2f us); ", d, d/u, u, d/incr.median(), incr.median())
+		if d > u {
+			share := clock / (d - u) * 100
+			w("it costs %.2f us more than ulule, and the clock alone costs %.2f us, so ", d-u, clock)
+			if share >= 100 {
+				w("server time accounts for the whole difference: without it the sliding window would cost about %.2f us, %.2fx ulule's. ", d-clock, (d-clock)/u)
+			} else {
+				w("server time accounts for %.0f%% of the difference; the rest is the sliding window's own Lua. ", share)
+			}
+		} else {
+			w("it costs no more than ulule even with the clock read. ")
+		}
+		w("What server time protects: every Lambda instance decides on Redis's one clock, so instances whose clocks are skewed still agree on the window, the Retry-After and the reset; ")
+		w("a client clock (the two-key baseline, INCR+PEXPIRE) lets a skewed instance count in a window the others have left. It stays the default.\n\n")
+	}
+	return b.String()
+}
+
+// goClientUsec is the Redis time per decision of a case measured through
+// the Go client: the throughput rounds at plansConcurrency for a
+// contender, the several-limits rounds for a plan shape; 0 if none.
+func goClientUsec(res *results, name string) float64 {
+	if p, ok := strings.CutPrefix(name, serverPlanPrefix); ok {
+		if res.Plans != nil {
+			if c := res.Plans.find(p); c != nil {
+				return c.Throughput.Median.Cost.UsecPerDecision
+			}
+		}
+		return 0
+	}
+	if c := find(res, name); c != nil {
+		if t := c.at(plansConcurrency); t != nil {
+			return t.Median.Cost.UsecPerDecision
+		}
+	}
+	return 0
+}
+
+// serverTargets are the targets read from the server-side section: the
+// default algorithm's Redis time against ulule/limiter and INCR+PEXPIRE,
+// three limits against one, and the login path against its parts.
+func serverTargets(s *serverSideInfo) []target {
+	var out []target
+	spread := func(c *serverCase) string {
+		lo, hi := c.spread()
+		return fmt.Sprintf("%.2f us (%.2f..%.2f)", c.median(), lo, hi)
+	}
+	def, ul, incr := s.find(nameDefault), s.find(nameUlule), s.find(nameIncrPexpire)
+	clock, clockOK := s.clockCost()
+	if def != nil && ul != nil && incr != nil && clockOK && len(def.Usec) > 0 {
+		d, u, i := def.median(), ul.median(), incr.median()
+		t := target{
+			Name: "Redis time per decision (default algorithm), redis-benchmark",
+			Want: "at most ulule/limiter's, or at most ulule/limiter's once the Redis clock's cost (TIME-only less return 1, same run) is taken off; and at most 1.6x a plain INCR+PEXPIRE fixed window (medians over rounds)",
+			Measured: fmt.Sprintf("%s = %.2fx ulule/limiter %s, %.2fx INCR+PEXPIRE %s; the clock costs %.2f us, so %.2f us = %.2fx ulule/limiter without it",
+				spread(def), d/u, spread(ul), d/i, spread(incr), clock, d-clock, (d-clock)/u),
+			Met: (d <= u || d-clock <= u) && d <= 1.6*i,
+		}
+		if !t.Met {
+			var why []string
+			if d > u && d-clock > u {
+				why = append(why, fmt.Sprintf("%.0f%% above ulule/limiter without the clock", ((d-clock)/u-1)*100))
+			}
+			if d > 1.6*i {
+				why = append(why, fmt.Sprintf("%.2fx INCR+PEXPIRE", d/i))
+			}
+			t.Why = strings.Join(why, "; ")
+		}
+		out = append(out, t)
+	}
+	one, three := s.find(serverPlanPrefix+"one limit"), s.find(serverPlanPrefix+"three limits")
+	if one != nil && three != nil && len(one.Usec) > 0 {
+		r := three.median() / one.median()
+		t := target{Name: "a plan with three limits, redis-benchmark", Want: "at most 1.5x one limit's Redis time (medians)",
+			Measured: fmt.Sprintf("%.2fx: three limits %s, %.2f commands; one limit %s, %.2f commands",
+				r, spread(three), median(three.Commands), spread(one), median(one.Commands)),
+			Met: r <= 1.5}
+		if !t.Met {
+			t.Why = fmt.Sprintf("%.2fx", r)
+		}
+		out = append(out, t)
+	}
+	log, mixed := s.find(serverPlanPrefix+"sliding-log route alone"), s.find(serverPlanPrefix+"mixed: tier + route")
+	if one != nil && log != nil && mixed != nil && len(mixed.Usec) > 0 {
+		sum := one.median() + log.median()
+		t := target{Name: "the login path (sliding-window tier + sliding-log route, mixed.lua), redis-benchmark",
+			Want: "at most the sum of its parts decided alone (medians), in one round trip",
+			Measured: fmt.Sprintf("%s = %.2fx the sum %.2f us (tier %.2f + route %.2f); %.2f commands against %.2f + %.2f",
+				spread(mixed), mixed.median()/sum, sum, one.median(), log.median(), median(mixed.Commands), median(one.Commands), median(log.Commands)),
+			Met: mixed.median() <= sum}
+		if !t.Met {
+			t.Why = fmt.Sprintf("%.2fx the sum", mixed.median()/sum)
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package ratelimit
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DecisionReply reads a Redis command that has run, for a go-redis hook
+// (tracing, metrics) that sees the Limiter's commands but knows neither
+// its scripts nor the layout of their replies. It only reads the command;
+// it never sends anything.
+//
+// ours reports whether cmd is an EVALSHA or EVAL of one of this package's
+// decision scripts (recognised by SHA-1 or source, whatever wrapper the
+// Limiter sends it in). For any other command ours is false and the other
+// results are zero.
+//
+// For one of ours, err is the command's error, or an error wrapping
+// [ErrUnavailable] when its reply is not a decision (the Limiter reports
+// such a reply the same way). Otherwise allowed is the verdict of the call
+// as a whole: one call decides every limit of one identity, and denies if
+// any of them denies. A peek ([Limiter.Peek]) reads the same way, by what
+// it would have done.
+func DecisionReply(cmd redis.Cmder) (allowed, ours bool, err error) {
+	if !isDecisionScript(cmd) {
+		return false, false, nil
+	}
+	if err := cmd.Err(); err != nil {
+		return false, true, err
+	}
+	reply, ok := cmd.(interface{ Val() any })
+	if !ok {
+		return false, true, fmt.Errorf("%w: script reply of type %T", ErrUnavailable, cmd)
+	}
+	vals, ok := reply.Val().([]any)
+	// { allowed, now_us, then per limit four values, or one for the
+	// counters, or per group its reply for the mixed script }: see the
+	// scripts' headers and runGroup.
+	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
+		return false, true, fmt.Errorf("%w: script reply is not a decision", ErrUnavailable)
+	}
+	switch vals[0] {
+	case int64(1):
+		return true, true, nil
+	case int64(0):
+		return false, true, nil
+	default:
+		return false, true, fmt.Errorf("%w: script reply's verdict is %v, want 0 or 1", ErrUnavailable, vals[0])
+	}
+}
+
+// isDecisionScript reports whether cmd runs one of this package's scripts.
+func isDecisionScript(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	verb, ok := args[0].(string)
+	if !ok || !(strings.EqualFold(verb, "evalsha") || strings.EqualFold(verb, "eval")) {
+		return false
+	}
+	_, ours := decisionScripts()[body(cmd)]
+	return ours
+}
+
+// body is what an EVALSHA or EVAL carries as its first argument: the SHA-1
+// or the source.
+func body(cmd redis.Cmder) string {
+	s, _ := cmd.Args()[1].(string)
+	return s
+}
+
+// decisionScripts holds the SHA-1 and the source of every script, which is
+// what an EVALSHA or an EVAL carries as its first argument, and whether the
+// script's reply is not four values per limit: the counters' (one value per
+// limit, counters.go) and the mixed script's (one reply per group).
+// The scripts are embedded, so the set never changes; it is built on first
+// use.
+var decisionScripts = sync.OnceValue(func() map[string]bool {
+	set := newScriptSet()
+	bodies := make(map[string]bool, 2*len(set.all()))
+	for _, sc := range set.all() {
+		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed
+		bodies[sc.sha] = short
+		bodies[sc.src] = short
+	}
+	return bodies
+})
