@@ -25,6 +25,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // cliHashKey is the identity hash key the functions and the command share
@@ -88,6 +89,12 @@ type cliInspection struct {
 		RetryAfterSeconds int64  `json:"retryAfterSeconds"`
 		Allowed           bool   `json:"allowed"`
 	} `json:"limits"`
+	InFlight []struct {
+		Name                    string `json:"name"`
+		Max                     int64  `json:"max"`
+		Held                    int64  `json:"held"`
+		EarliestLeaseEndSeconds int64  `json:"earliestLeaseEndSeconds"`
+	} `json:"inFlight"`
 }
 
 func inspectJSON(t *testing.T, env map[string]string, caller ...string) cliInspection {
@@ -483,5 +490,40 @@ func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 		if r.code != 1 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stderr, password) {
 			t.Errorf("%s unreadable: exit %d\n%s", c.variable, r.code, r.stderr)
 		}
+	}
+}
+
+// TestSlidegateInspectShowsInFlightSlots: inspect shows the slots a
+// caller holds of its in-flight limits (RATE_LIMIT_CONCURRENCY), read
+// under the functions' key prefix and identity hash key.
+func TestSlidegateInspectShowsInFlightSlots(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := map[string]string{
+		"REDIS_URL":              srv.URL(),
+		"RATE_LIMIT_HASH_KEY":    cliHashKey,
+		"REDIS_TIMEOUT":          "1s",
+		"RATE_LIMIT_CONCURRENCY": "anonymous=3,GET /v1/slow=1",
+	}
+	lambdatest.BuildBootstrap(t, "./cmd/slidegate")
+	limiter, err := ratelimit.NewLimiter(srv.Client(t), ratelimit.Options{IdentityHashKey: []byte(cliHashKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ip = "203.0.113.8"
+	for range 2 {
+		s, err := limiter.Acquire(context.Background(), "ip:"+ip, ratelimit.ConcurrencyLimit{Name: "anonymous", Max: 3, Lease: time.Minute})
+		if err != nil || !s.Acquired {
+			t.Fatalf("acquire: %+v, %v", s, err)
+		}
+	}
+	in := inspectJSON(t, env, "--ip", ip)
+	if len(in.InFlight) != 2 || in.InFlight[0].Name != "anonymous" || in.InFlight[0].Max != 3 || in.InFlight[0].Held != 2 ||
+		in.InFlight[0].EarliestLeaseEndSeconds < 1 || in.InFlight[0].EarliestLeaseEndSeconds > 60 ||
+		in.InFlight[1].Name != "GET /v1/slow" || in.InFlight[1].Held != 0 {
+		t.Fatalf("inspect in flight: %+v; want 2 of 3 anonymous slots held, none of GET /v1/slow", in.InFlight)
+	}
+	r := runSlidegate(t, env, "", "inspect", "--stage", "dev", "--ip", ip)
+	if r.code != 0 || !strings.Contains(r.stdout, "IN-FLIGHT LIMIT") || !containsFields(r.stdout, "anonymous", "3", "2") {
+		t.Errorf("inspect table: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -129,6 +131,9 @@ func dashRealRun(t *testing.T) dashRun {
 		"RATE_LIMIT_ROUTES":   "POST /auth/*=5/1m:sliding-log,GET /v1/shadowed=1/1m",
 		"RATE_LIMIT_SHADOW":   "GET /v1/shadowed",
 		"RATE_LIMIT_NETWORKS": "192.0.2.0/24=blocked,203.0.113.0/24=unlimited",
+		// One in flight on the slow route: a second request at once is
+		// refused by the in-flight limit.
+		"RATE_LIMIT_CONCURRENCY": "GET /v1/slow=1",
 	}))
 	token := azToken(t, obsJWTSecret, obsSubject)
 	forged := azToken(t, "not-the-secret-at-all", obsSubject)
@@ -140,6 +145,39 @@ func dashRealRun(t *testing.T) dashRun {
 		n++
 		fn.invoke(t, function, payload)
 	}
+	// A slow request of each tier holds its caller's only slot of the
+	// slow route (its decision and its InFlight record) while a second is
+	// refused (its decision, a ConcurrencyDenials record and an in-flight
+	// denial line), first: before the floods below spend their rate limits.
+	slowCallers := []map[string]string{nil, {"Authorization": "Bearer " + token}, {"x-api-key": obsKnownKey}}
+	held := make(chan struct{}, len(slowCallers))
+	for i, headers := range slowCallers {
+		go func() {
+			_, _ = fn.api.Invoke(context.Background(), obsAPIEvent(t, "GET", "/v1/slow", fmt.Sprintf("198.51.100.%d", 200+i), "dash-slow", headers, ""))
+			held <- struct{}{}
+		}()
+	}
+	for slots, deadline := srv.Client(t), time.Now().Add(10*time.Second); ; time.Sleep(10 * time.Millisecond) {
+		keys, err := slots.Keys(context.Background(), "*:cc:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == len(slowCallers) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d slow requests hold a slot after 10s", len(keys), len(slowCallers))
+		}
+	}
+	for i, headers := range slowCallers {
+		invoke("api", obsAPIEvent(t, "GET", "/v1/slow", fmt.Sprintf("198.51.100.%d", 200+i), "dash-slow-refused", headers, ""))
+	}
+	for range slowCallers {
+		<-held
+	}
+	// Each holder's decision and InFlight, each refusal's ConcurrencyDenials.
+	n += 3 * len(slowCallers)
+
 	for range 3 { // anonymous limit 2: allowed, allowed, denied
 		invoke("authorizer", rest("198.51.100.120", "GET", "/v1/items", nil))
 	}
@@ -164,13 +202,13 @@ func dashRealRun(t *testing.T) dashRun {
 	invoke("authorizer", rest("198.51.100.127", "GET", "/v1/items", nil))
 	invoke("authorizer", rest("198.51.100.127", "POST", "/auth/login", nil))
 	opened := false
-	for i := 0; i < 30 && !opened; i++ { // until the breaker opens
+	for i := 0; i < 60 && !opened; i++ { // until the breaker opens (the slow route's acquires and releases were Redis successes too)
 		n++
 		out, _ := fn.invoke(t, "authorizer", rest(fmt.Sprintf("198.51.100.%d", 130+i), "GET", "/v1/items", nil))
 		opened = len(out.metrics) == 1 && out.metrics[0]["BreakerStateChanges"] != nil
 	}
 	if !opened {
-		t.Fatal("the circuit breaker did not open after 30 decisions with Redis stopped")
+		t.Fatal("the circuit breaker did not open after 60 decisions with Redis stopped")
 	}
 	out := obsParse(t, fn.stdout.String())
 	if len(out.metrics) != n {
@@ -630,8 +668,8 @@ func dashBodies(t *testing.T, tpl tplTemplate) (dashboard string, rules map[stri
 			t.Errorf("%s: RuleName %q, want it named after the stack", r.id, name)
 		}
 	}
-	if len(rules) != 4 {
-		t.Errorf("%d Contributor Insights rules, want 4 (identities, routes, tiers denied; bad credentials)", len(rules))
+	if len(rules) != 5 {
+		t.Errorf("%d Contributor Insights rules, want 5 (identities, routes, tiers denied; bad credentials; in-flight denials)", len(rules))
 	}
 	return dashboard, rules
 }

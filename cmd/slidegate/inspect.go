@@ -192,6 +192,41 @@ type inspection struct {
 	Hash        string       `json:"hash"`
 	Allowed     bool         `json:"allowed"`
 	Limits      []limitState `json:"limits"`
+	// InFlight are the caller's in-flight limits (RATE_LIMIT_CONCURRENCY)
+	// and the slots it holds; omitted when none applies.
+	InFlight []slotState `json:"inFlight,omitempty"`
+}
+
+// slotState is one in-flight limit of the caller as inspect prints it.
+type slotState struct {
+	Name string `json:"name"`
+	Max  int64  `json:"max"`
+	Held int64  `json:"held"`
+	// LeaseEndsSeconds are how long until the earliest and the latest
+	// slot held ends its lease (0 when none is held), on Redis's clock.
+	EarliestLeaseEndSeconds int64 `json:"earliestLeaseEndSeconds"`
+	LatestLeaseEndSeconds   int64 `json:"latestLeaseEndSeconds"`
+}
+
+// peekSlots reads the caller's in-flight slots, resolved as the functions
+// resolve them (policy.Stage.EveryInFlight): its plan's or tier's entry
+// and every route entry (a request holds those its route matches).
+func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules policy.Caller, id string) ([]slotState, error) {
+	var out []slotState
+	for _, e := range pol.EveryInFlight(rules) {
+		// The lease is not part of the key: any valid one reads the set.
+		p, err := op.Limiter.PeekSlots(ctx, id, ratelimit.ConcurrencyLimit{Name: e.Name, Max: e.Max, Lease: time.Minute})
+		if err != nil {
+			return nil, fmt.Errorf("peek in-flight slots: %w", err)
+		}
+		st := slotState{Name: e.Name, Max: e.Max, Held: p.Held}
+		if p.Held > 0 {
+			st.EarliestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
+			st.LatestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // peekCaller reads every limit of the caller without spending anything.
@@ -226,6 +261,9 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 			in.Allowed = false
 		}
 		in.Limits = append(in.Limits, st)
+	}
+	if in.InFlight, err = peekSlots(ctx, op, sc.policy(), rules, caller.Identity); err != nil {
+		return inspection{}, err
 	}
 	return in, nil
 }
@@ -330,6 +368,20 @@ func printInspection(w io.Writer, in inspection) {
 			retry = strconv.FormatInt(l.RetryAfterSeconds, 10) + "s"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%ds\t%s\n", l.Name, l.Limit, l.Algorithm, l.Used, l.Remaining, l.ResetSeconds, retry)
+	}
+	tw.Flush()
+	if len(in.InFlight) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "IN-FLIGHT LIMIT\tMAX\tHELD\tFIRST LEASE ENDS\tLAST LEASE ENDS")
+	for _, sl := range in.InFlight {
+		first, last := "-", "-"
+		if sl.Held > 0 {
+			first, last = strconv.FormatInt(sl.EarliestLeaseEndSeconds, 10)+"s", strconv.FormatInt(sl.LatestLeaseEndSeconds, 10)+"s"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", sl.Name, sl.Max, sl.Held, first, last)
 	}
 	tw.Flush()
 }

@@ -41,6 +41,9 @@ type Runtime interface {
 	// admits the call, reports the request's other limits without spending
 	// them.
 	Quota(ctx context.Context, req edge.Request) (edge.Outcome, error)
+	// Acquire takes the request's in-flight slots (RATE_LIMIT_CONCURRENCY)
+	// before its handler runs; the Admission's Release gives them back.
+	Acquire(ctx context.Context, req edge.Request) (edge.Admission, error)
 }
 
 // Options configure the handler. The zero value is ready for use.
@@ -61,6 +64,7 @@ const (
 	RouteHealth = "GET /health"
 	RouteQuota  = "GET /v1/quota"
 	RouteItems  = "GET /v1/items"
+	RouteSlow   = "GET /v1/slow"
 	RouteLogin  = "POST /auth/login"
 )
 
@@ -74,10 +78,16 @@ const (
 //     (Runtime.Quota); an unknown API key or bad token is counted and
 //     answered as on any route (edge.Unauthorized, UnauthorizedOverLimit);
 //   - GET /v1/items is an ordinary limited route;
+//   - GET /v1/slow answers after ?ms= milliseconds (at most 10 s), the
+//     example of a slow request that the in-flight limits are for;
 //   - POST /auth/login is a demo login, limited by its route limit
 //     (RATE_LIMIT_ROUTES) and failing closed (RATE_LIMIT_FAIL_CLOSED): a
 //     503 when Redis cannot decide;
 //   - anything else is counted like any request and answered 404.
+//
+// Every route but GET /health and GET /v1/quota runs holding its caller's
+// in-flight slots (RATE_LIMIT_CONCURRENCY; Runtime.Acquire and
+// httplimit.Concurrency), taken after its rate limits admitted it.
 func New(rt Runtime, opts Options) http.Handler {
 	logger := opts.Logger
 	if logger == nil {
@@ -97,15 +107,22 @@ func New(rt Runtime, opts Options) http.Handler {
 		RouteName:             routeName,
 	})
 
+	hold := httplimit.Concurrency(d.acquire, httplimit.Options{
+		Logger:                logger,
+		RouteName:             routeName,
+		UnavailableRetryAfter: opts.UnavailableRetryAfter,
+	})
+
 	limited := http.NewServeMux()
 	limited.HandleFunc(RouteItems, serveItems)
+	limited.HandleFunc(RouteSlow, serveSlow)
 	limited.HandleFunc(RouteLogin, serveLogin)
 	limited.HandleFunc("/", serveNotFound)
 
 	routes := http.NewServeMux()
 	routes.HandleFunc(RouteHealth, serveHealth)
 	routes.Handle(RouteQuota, report(http.HandlerFunc(serveQuota)))
-	routes.Handle("/", limit(limited))
+	routes.Handle("/", limit(hold(limited)))
 	return stripStage(cleanPathsOnly(routes, limit(http.HandlerFunc(serveNotFound))))
 }
 
@@ -184,6 +201,13 @@ func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(d.rt.Quota(r.Context(), req.Request))
+}
+
+// acquire takes the request's in-flight slots, whether its rate limits were
+// decided here or by the authorizer: the authorizer never learns when a
+// request ends, so the in-flight limits are the API function's alone.
+func (d deciders) acquire(r *http.Request) (edge.Admission, error) {
+	return d.rt.Acquire(r.Context(), readRequest(r).Request)
 }
 
 // withPolicy sets the RateLimit-Policy of an outcome the function decided

@@ -218,6 +218,13 @@ type Config struct {
 	// QuotaOwnAlgorithm is true when RATE_LIMIT_QUOTA names its algorithm
 	// ("10/1m:sliding-log"), which a stage's algorithm then does not replace.
 	QuotaOwnAlgorithm bool
+	// Concurrency are the API function's in-flight limits
+	// (RATE_LIMIT_CONCURRENCY), before the stage variable.
+	Concurrency Concurrency
+	// ConcurrencyLease is how long an in-flight slot is held when its
+	// request never releases it (RATE_LIMIT_CONCURRENCY_LEASE); zero: the
+	// invocation's deadline plus a margin.
+	ConcurrencyLease time.Duration
 }
 
 // Denials is how an HTTP API authorizer answers what it cannot admit: a
@@ -297,6 +304,10 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	planClaim, err := parsePlanClaim(get("JWT_PLAN_CLAIM"))
 	report(err)
+	concurrency, err := parseConcurrencyVar(get("RATE_LIMIT_CONCURRENCY"))
+	report(err)
+	lease, err := parseConcurrencyLease(get("RATE_LIMIT_CONCURRENCY_LEASE"))
+	report(err)
 
 	cfg := &Config{
 		Redis:              redisCfg,
@@ -318,6 +329,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		HTTPAPIDenials:     denials,
 		Quota:              quota,
 		QuotaOwnAlgorithm:  quotaOwn,
+		Concurrency:        concurrency,
+		ConcurrencyLease:   lease,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),

@@ -51,6 +51,9 @@ type Limits struct {
 	// Quota is the limit of GET /v1/quota per caller (RATE_LIMIT_QUOTA,
 	// rateLimitQuota).
 	Quota ratelimit.Limit
+	// Concurrency are the in-flight limits (RATE_LIMIT_CONCURRENCY,
+	// rateLimitConcurrency).
+	Concurrency Concurrency
 }
 
 // StageValues are the values of the stage variables a Limits is built
@@ -58,6 +61,7 @@ type Limits struct {
 // rateLimitPlan<Name> variables as sorted "name=value" lines.
 type StageValues struct {
 	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans string
+	Concurrency                                                       string
 }
 
 // StageValuesOf reads the stage variables a Limits is built from out of
@@ -72,6 +76,8 @@ func StageValuesOf(stageVars map[string]string) StageValues {
 		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
 		Shadow:     strings.TrimSpace(stageVars[StageVarShadow]),
 		Plans:      stagePlansKey(stageVars),
+
+		Concurrency: strings.TrimSpace(stageVars[StageVarConcurrency]),
 	}
 }
 
@@ -129,7 +135,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 
 // envLimits are the limits of a stage without stage variables.
 func envLimits(cfg *Config) *Limits {
-	return &Limits{Tiers: cfg.Tiers, Plans: cfg.Plans, Routes: cfg.Routes, Costs: cfg.Costs, Shadow: cfg.Shadow, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota}
+	return &Limits{Tiers: cfg.Tiers, Plans: cfg.Plans, Routes: cfg.Routes, Costs: cfg.Costs, Shadow: cfg.Shadow, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota, Concurrency: cfg.Concurrency}
 }
 
 // ResolveStage parses stage variable values over cfg's environment limits.
@@ -180,10 +186,12 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 			shadow = s
 		}
 	}
-	limits := &Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: cfg.Costs, Shadow: shadow, IPv6Prefix: prefix, Quota: quotaLimit}
+	concurrency, err := stageConcurrency(v.Concurrency, cfg.Concurrency)
+	report(err)
+	limits := &Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: cfg.Costs, Shadow: shadow, IPv6Prefix: prefix, Quota: quotaLimit, Concurrency: concurrency}
 	if err := checkCosts(cfg.Costs, tiers, plans, routes); err != nil {
 		env := envLimits(cfg)
-		env.IPv6Prefix, env.Shadow = prefix, shadow
+		env.IPv6Prefix, env.Shadow, env.Concurrency = prefix, shadow, concurrency
 		report(fmt.Errorf("stage variables: limits RATE_LIMIT_COSTS could never pay: %w; the environment's limits are used on this stage", err))
 		return env, errors.Join(errs...)
 	}

@@ -34,12 +34,14 @@ var stageSettings = []struct{ stageVar, envVar, param string }{
 	{"rateLimitAlgorithm", "RATE_LIMIT_ALGORITHM", "RateLimitAlgorithm"},
 	{"rateLimitIpv6Prefix", "RATE_LIMIT_IPV6_PREFIX", "RateLimitIpv6Prefix"},
 	{"rateLimitShadow", "RATE_LIMIT_SHADOW", "RateLimitShadow"},
+	{"rateLimitConcurrency", "RATE_LIMIT_CONCURRENCY", "RateLimitConcurrency"},
 	{"", "RATE_LIMIT_ROUTES", "RateLimitRoutes"},
 	{"", "RATE_LIMIT_PLANS", "RateLimitPlans"},
 	{"", "RATE_LIMIT_COSTS", "RateLimitCosts"},
 	{"", "RATE_LIMIT_NETWORKS", "RateLimitNetworks"},
 	{"", "RATE_LIMIT_FAIL_CLOSED", "RateLimitFailClosed"},
 	{"", "RATE_LIMIT_FALLBACK_INSTANCES", "RateLimitFallbackInstances"},
+	{"", "RATE_LIMIT_CONCURRENCY_LEASE", "RateLimitConcurrencyLease"},
 }
 
 // StageVariableNames are the stage variables the functions read.

@@ -93,6 +93,8 @@ type Caller struct {
 	UnknownPlan string
 	// Owner is the plan or tier whose limits are the caller's own.
 	Owner string
+	// Tier is the caller's tier (anonymous for an unknown one).
+	Tier string
 	// Own are the caller's own limits: its plan's, or its tier's; when
 	// every limit of its plan is shadowed, the plan's followed by the
 	// tier's, enforced beneath it.
@@ -110,6 +112,10 @@ type Rules struct {
 	Limits []Limit
 	// FailClosed is true when any reading matches a fail-closed glob.
 	FailClosed bool
+	// InFlight are the request's in-flight limits (RATE_LIMIT_CONCURRENCY,
+	// see Stage.EveryInFlight and Resolve): the caller's own entry, then every route entry
+	// any reading matches.
+	InFlight []config.ConcurrencyLimit
 }
 
 // Checks returns the limits as checks for identity, in order, the shadow
@@ -142,7 +148,43 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 			r.Limits = s.addList(r.Limits, route.Name(), route.Limits)
 		}
 	}
+	r.InFlight = s.inFlight(r.Caller, func(method string, glob config.PathGlob) bool {
+		return config.MethodMatches(method, req.Method) && req.Path.Matches(glob)
+	})
 	return r
+}
+
+// EveryInFlight is every in-flight limit that counts a caller whatever
+// its requests: its own entry and every route entry. It is what slidegate
+// inspect shows.
+func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
+	return s.inFlight(c, func(string, config.PathGlob) bool { return true })
+}
+
+// inFlight are c's in-flight limits for the route entries that routeMatches
+// accepts: the entry of c's plan when its limits are the plan's, else of
+// its tier, falling back to the tier's entry when the plan has none (a
+// plan never lifts its tier's in-flight limit by saying nothing), then
+// every accepted route entry, in order. Each counts the caller's requests
+// on its own. A blocked or unlimited network's caller has none: no limit
+// applies to it.
+func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
+	if c.Network == config.NetworkBlocked || c.Network == config.NetworkUnlimited {
+		return nil
+	}
+	conc := s.Limits.Concurrency
+	var out []config.ConcurrencyLimit
+	if n, ok := conc.Owners[c.Owner]; ok {
+		out = append(out, config.ConcurrencyLimit{Name: c.Owner, Max: n})
+	} else if n, ok := conc.Owners[c.Tier]; ok {
+		out = append(out, config.ConcurrencyLimit{Name: c.Tier, Max: n})
+	}
+	for _, r := range conc.Routes {
+		if routeMatches(r.Method, r.Path) {
+			out = append(out, config.ConcurrencyLimit{Name: r.Name(), Max: r.Max})
+		}
+	}
+	return out
 }
 
 // IsFailClosed reports whether a request of path (as received) fails
@@ -183,6 +225,7 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 		plan = out.Network
 	}
 	tier := tierName(c.Tier)
+	out.Tier = tier
 	if plan != "" {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan

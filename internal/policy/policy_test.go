@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -163,4 +164,47 @@ func FuzzPlanRules(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInFlightLimits: a caller's in-flight limits (RATE_LIMIT_CONCURRENCY)
+// are its plan's entry, its tier's when the plan has none, then every
+// route entry a reading matches; a blocked or unlimited network's caller
+// has none.
+func TestInFlightLimits(t *testing.T) {
+	cfg, err := config.FromEnv(envOf(map[string]string{
+		"RATE_LIMIT_CONCURRENCY": "anonymous=2,org=50,pro=20,GET /v1/slow=1",
+		"RATE_LIMIT_PLANS":       "pro=100/1m;free=10/1m",
+		"RATE_LIMIT_NETWORKS":    "10.0.0.0/8=unlimited,192.0.2.0/24=blocked",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stageOf(cfg, nil)
+	for _, tc := range []struct {
+		name, tier, plan, method, path, ip string
+		want                               string
+	}{
+		{"tier", "anonymous", "", "GET", "/v1/items", "", "anonymous=2"},
+		{"plan with an entry", "org", "pro", "GET", "/v1/items", "", "pro=20"},
+		{"plan without one keeps its tier's", "org", "free", "GET", "/v1/items", "", "org=50"},
+		{"tier without an entry", "user", "", "GET", "/v1/items", "", ""},
+		{"route beside the tier", "anonymous", "", "GET", "/v1/slow", "", "anonymous=2,GET /v1/slow=1"},
+		{"HEAD is held by GET", "user", "", "HEAD", "/v1/slow", "", "GET /v1/slow=1"},
+		{"another method", "user", "", "POST", "/v1/slow", "", ""},
+		{"a reading that resolves to the route", "user", "", "GET", "/v1/items/../slow", "", "GET /v1/slow=1"},
+		{"unlimited network", "anonymous", "", "GET", "/v1/slow", "10.1.2.3", ""},
+		{"blocked network", "anonymous", "", "GET", "/v1/slow", "192.0.2.7", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := policy.Request{Method: tc.method, Path: policy.ParsePath(tc.path), SourceIP: tc.ip}
+			rules := s.Resolve(req, identity.Caller{Tier: tc.tier, Identity: "key:abc", Plan: tc.plan})
+			var got []string
+			for _, l := range rules.InFlight {
+				got = append(got, l.Name+"="+strconv.FormatInt(l.Max, 10))
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Fatalf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
 }

@@ -37,6 +37,15 @@ func TooManyRequestsBody(retryAfterSeconds int64) []byte {
 	return errorBody(CodeTooManyRequests, "Rate limit exceeded.", retryAfterSeconds)
 }
 
+// TooManyInFlightBody is the JSON body of the 429 of a request refused by
+// a full in-flight limit (RATE_LIMIT_CONCURRENCY): the same code as a rate
+// limit's, so that clients handling one handle both, and its own message:
+//
+//	{"error":{"code":"TOO_MANY_REQUESTS","message":"Too many requests in progress. Try again in 1 second.","retry_after_seconds":1}}
+func TooManyInFlightBody(retryAfterSeconds int64) []byte {
+	return errorBody(CodeTooManyRequests, "Too many requests in progress.", retryAfterSeconds)
+}
+
 // ServiceUnavailableBody is the JSON body of the 503 of a fail-closed route
 // that could not be decided.
 func ServiceUnavailableBody(retryAfterSeconds int64) []byte {

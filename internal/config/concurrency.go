@@ -1,0 +1,172 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/identity"
+)
+
+// StageVarConcurrency is the stage variable that replaces
+// RATE_LIMIT_CONCURRENCY on a stage.
+const StageVarConcurrency = "rateLimitConcurrency"
+
+// Bounds of the concurrency configuration.
+const (
+	// MaxConcurrencyEntries bounds RATE_LIMIT_CONCURRENCY: each entry
+	// matching a request is one more Redis call before it runs.
+	MaxConcurrencyEntries = 64
+	// MaxConcurrency is the largest in-flight limit of one entry.
+	MaxConcurrency = 100_000
+	// MinConcurrencyLease and MaxConcurrencyLease bound
+	// RATE_LIMIT_CONCURRENCY_LEASE.
+	MinConcurrencyLease = time.Second
+	MaxConcurrencyLease = time.Hour
+)
+
+// Concurrency are the in-flight limits of the API function
+// (RATE_LIMIT_CONCURRENCY, rateLimitConcurrency): how many of one
+// caller's requests may run at once. The zero value limits nothing.
+type Concurrency struct {
+	// Owners maps a tier or a plan name to the in-flight limit of each
+	// caller of that tier or plan.
+	Owners map[string]int64
+	// Routes are the in-flight limits of the requests of one method and
+	// path glob, per caller, beside its tier's or plan's.
+	Routes []ConcurrencyRoute
+}
+
+// ConcurrencyRoute is an in-flight limit on the requests of one route.
+type ConcurrencyRoute struct {
+	// Method is the HTTP method in upper case, or "*".
+	Method string
+	// Path is the path glob (see PathGlob).
+	Path PathGlob
+	// Max is how many of a caller's requests of the route may run at once.
+	Max int64
+}
+
+// Name is the route's name, "METHOD /glob": the limit's policy name.
+func (r ConcurrencyRoute) Name() string { return r.Method + " " + r.Path.Text }
+
+// ConcurrencyLimit is one in-flight limit that applies to a request.
+type ConcurrencyLimit struct {
+	// Name is the tier, plan or route it belongs to: its policy name and
+	// part of its Redis key.
+	Name string
+	// Max is how many requests of the caller it lets run at once.
+	Max int64
+}
+
+// Empty reports whether nothing is limited.
+func (c Concurrency) Empty() bool { return len(c.Owners) == 0 && len(c.Routes) == 0 }
+
+// ParseConcurrency parses RATE_LIMIT_CONCURRENCY: comma-separated entries
+// "owner=N", where owner is a tier (anonymous, user, org), a plan name, or
+// a route "METHOD /path-glob", such as
+// "anonymous=2,org=50,pro=20,POST /v1/export=1" (a route may be written
+// "POST:/v1/export" too, as stage variable values allow no spaces). N is from 1 to
+// MaxConcurrency. The empty string and "none" limit nothing. Any bad entry
+// rejects the whole value: a half-applied list would drop a limit the
+// operator asked for.
+func ParseConcurrency(s string) (Concurrency, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.EqualFold(s, None) {
+		return Concurrency{}, nil
+	}
+	c := Concurrency{Owners: make(map[string]int64)}
+	entries := 0
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		if entries++; entries > MaxConcurrencyEntries {
+			return Concurrency{}, fmt.Errorf("more than %d entries", MaxConcurrencyEntries)
+		}
+		owner, value, ok := strings.Cut(entry, "=")
+		if !ok {
+			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", clip.Text(entry, clip.QuotedLen))
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil || n < 1 || n > MaxConcurrency {
+			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip.Text(entry, clip.QuotedLen), MaxConcurrency)
+		}
+		owner = strings.TrimSpace(owner)
+		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
+			// A stage variable's value allows no spaces: "GET:/v1/slow".
+			owner = method + " /" + path
+		}
+		if strings.Contains(owner, " ") {
+			method, glob, err := parseRouteName(owner)
+			if err != nil {
+				return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+			}
+			c.Routes = append(c.Routes, ConcurrencyRoute{Method: method, Path: glob, Max: n})
+			continue
+		}
+		name, err := concurrencyOwner(owner)
+		if err != nil {
+			return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+		}
+		if _, dup := c.Owners[name]; dup {
+			return Concurrency{}, fmt.Errorf("entry %q: %s is given twice", clip.Text(entry, clip.QuotedLen), name)
+		}
+		c.Owners[name] = n
+	}
+	return c, nil
+}
+
+// concurrencyOwner normalizes a tier or plan name.
+func concurrencyOwner(raw string) (string, error) {
+	switch raw {
+	case identity.TierAnonymous, identity.TierUser, identity.TierOrg:
+		return raw, nil
+	}
+	name, err := planName(raw)
+	if err != nil {
+		return "", fmt.Errorf("%w (want a tier, a plan or METHOD /path-glob)", err)
+	}
+	return name, nil
+}
+
+// parseConcurrencyVar parses RATE_LIMIT_CONCURRENCY, reporting a bad value
+// (nothing is then limited in flight, as without the variable: there is
+// no safer default to fall back to, so the error says so loudly).
+func parseConcurrencyVar(v string) (Concurrency, error) {
+	c, err := ParseConcurrency(v)
+	if err != nil {
+		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", clip.Text(v, clip.QuotedLen), err)
+	}
+	return c, nil
+}
+
+// parseConcurrencyLease parses RATE_LIMIT_CONCURRENCY_LEASE: a Go duration
+// from MinConcurrencyLease to MaxConcurrencyLease, or empty (0: the lease
+// is the invocation's deadline plus a margin).
+func parseConcurrencyLease(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < MinConcurrencyLease || d > MaxConcurrencyLease || d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", clip.Text(v, clip.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
+	}
+	return d, nil
+}
+
+// stageConcurrency resolves the in-flight limits on a stage: the stage
+// variable's when set and valid, else the environment's.
+func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
+	if v == "" {
+		return env, nil
+	}
+	c, err := ParseConcurrency(v)
+	if err != nil {
+		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, clip.Text(v, clip.QuotedLen), err)
+	}
+	return c, nil
+}

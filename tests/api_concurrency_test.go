@@ -1,0 +1,266 @@
+package tests
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/internal/wire"
+)
+
+// apiSlowEvent is a REST event of GET /v1/slow?ms=ms from sourceIP.
+func apiSlowEvent(t testing.TB, sourceIP string, ms int) []byte {
+	t.Helper()
+	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		e.Resource, e.Path = "/v1/slow", "/v1/slow"
+		e.RequestContext.Path = "/prod/v1/slow"
+		e.QueryStringParameters = map[string]string{"ms": strconv.Itoa(ms)}
+		e.MultiValueQueryStringParameters = map[string][]string{"ms": {strconv.Itoa(ms)}}
+		e.RequestContext.Identity.SourceIP = sourceIP
+	})
+}
+
+// apiHealthEvent is a REST event of GET /health: no limit, for warming an
+// instance up.
+func apiHealthEvent(t testing.TB) []byte {
+	t.Helper()
+	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		e.Resource, e.Path = "/health", "/health"
+	})
+}
+
+// slotSets are the keys of the in-flight slot sets on a server.
+func slotSets(t testing.TB, c *redis.Client) []string {
+	t.Helper()
+	keys, err := c.Keys(context.Background(), "*:cc:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestAPIFunctionInFlightLimitUnderTheEmulator runs N+5 slow requests of
+// one caller at once through the API function under the emulator, each on
+// an instance of its own as Lambda would: exactly N run, the other 5 are
+// answered 429 while those N are still running, and another caller is
+// unaffected. When they end, every slot is given back.
+func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap and the emulator")
+	}
+	const (
+		maxInFlight = 2
+		over        = 5
+		callerA     = "198.51.100.20"
+		callerB     = "198.51.100.21"
+	)
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	bootstrap := lambdatest.BuildBootstrap(t, "./functions/api")
+	env := apiEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_ANONYMOUS":   "1000/1m",
+		"RATE_LIMIT_CONCURRENCY": "anonymous=" + strconv.Itoa(maxInFlight),
+	})
+	instances := make([]*lambdatest.RIE, maxInFlight+over+1)
+	var wg sync.WaitGroup
+	for i := range instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			instances[i] = lambdatest.StartRIE(t, bootstrap, env)
+		}()
+	}
+	wg.Wait()
+	for _, rie := range instances { // cold starts out of the way
+		if _, err := rie.Invoke(t, apiHealthEvent(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type answer struct {
+		resp apiResponse
+		at   time.Time
+	}
+	// A round holds the N slots for hold; it is tried again, holding
+	// longer, when the machine was too slow to send every request while
+	// the first N still ran (a 200 came back before some 429).
+	for hold := 1500; ; hold *= 2 {
+		answers := make([]answer, maxInFlight+over)
+		var other answer
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				raw, err := instances[i].InvokeContext(context.Background(), apiSlowEvent(t, callerA, hold))
+				if err != nil {
+					t.Errorf("invoke: %v", err)
+					return
+				}
+				answers[i] = answer{parseAPIResponse(t, raw), time.Now()}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			raw, err := instances[len(instances)-1].InvokeContext(context.Background(), apiSlowEvent(t, callerB, 0))
+			if err != nil {
+				t.Errorf("invoke: %v", err)
+				return
+			}
+			other = answer{parseAPIResponse(t, raw), time.Now()}
+		}()
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		var ran, refused int
+		var firstDone, lastRefused time.Time
+		for _, a := range answers {
+			switch a.resp.StatusCode {
+			case http.StatusOK:
+				ran++
+				if firstDone.IsZero() || a.at.Before(firstDone) {
+					firstDone = a.at
+				}
+			case http.StatusTooManyRequests:
+				refused++
+				if a.at.After(lastRefused) {
+					lastRefused = a.at
+				}
+				if got, want := a.resp.Body, string(wire.TooManyInFlightBody(1)); got != want {
+					t.Fatalf("429 body %s, want %s", got, want)
+				}
+				if got := a.resp.Header.Get("Retry-After"); got != "1" {
+					t.Fatalf("429 Retry-After %q, want the 1s hint", got)
+				}
+				if a.resp.Header.Get("RateLimit") == "" {
+					t.Fatal("429 of the in-flight limit lost the rate limit's RateLimit header")
+				}
+			default:
+				t.Fatalf("status %d: %s", a.resp.StatusCode, a.resp.Body)
+			}
+		}
+		if other.resp.StatusCode != http.StatusOK {
+			t.Fatalf("another caller's request: status %d, %s; want it unaffected", other.resp.StatusCode, other.resp.Body)
+		}
+		if lastRefused.Before(firstDone) && other.at.Before(firstDone) {
+			if ran != maxInFlight || refused != over {
+				t.Fatalf("%d ran and %d were refused, want exactly %d and %d", ran, refused, maxInFlight, over)
+			}
+			t.Logf("held %d ms: %d ran, %d refused while they ran", hold, ran, refused)
+			break
+		}
+		if ran+refused != maxInFlight+over || hold >= 12000 {
+			t.Fatalf("%d ran and %d were refused, some after the first ended, holding %d ms", ran, refused, hold)
+		}
+		t.Logf("holding %d ms was too short on this machine (a request ended before every other was answered); again", hold)
+	}
+	if keys := slotSets(t, admin); len(keys) != 0 {
+		t.Fatalf("slot sets left after every request ended: %v", keys)
+	}
+}
+
+// TestAPIFunctionInFlightSlotOfAKilledInstance kills, for real, the
+// instance whose request holds a caller's only slot: the slot stays taken
+// until its lease ends (RATE_LIMIT_CONCURRENCY_LEASE), measured on the
+// Redis clock, and is free again then.
+func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap and the emulator")
+	}
+	const caller = "198.51.100.30"
+	srv := redistest.StartServer(t)
+	admin := srv.Client(t)
+	bootstrap := lambdatest.BuildBootstrap(t, "./functions/api")
+	env := apiEnv(srv.URL(), map[string]string{
+		"RATE_LIMIT_ANONYMOUS":         "1000/1m",
+		"RATE_LIMIT_CONCURRENCY":       "anonymous=1",
+		"RATE_LIMIT_CONCURRENCY_LEASE": "6s",
+	})
+	holder := lambdatest.StartRIE(t, bootstrap, env)
+	prober := lambdatest.StartRIE(t, bootstrap, env)
+	for _, rie := range []*lambdatest.RIE{holder, prober} {
+		if _, err := rie.Invoke(t, apiHealthEvent(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		// Killed mid-request: its error is the point.
+		_, _ = holder.InvokeContext(context.Background(), apiSlowEvent(t, caller, 10000))
+	}()
+	ctx := context.Background()
+	var leaseEnd time.Time
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if keys := slotSets(t, admin); len(keys) == 1 {
+			slots, err := admin.ZRangeWithScores(ctx, keys[0], 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(slots) == 1 {
+				leaseEnd = time.UnixMicro(int64(slots[0].Score))
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder's request never took its slot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// SIGKILL to the function mid-request: no release, no line more.
+	holder.KillFunction(t)
+	holder.Stop()
+
+	redisNow := func() time.Time {
+		now, err := admin.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now
+	}
+	probe := func() apiResponse {
+		raw, err := prober.InvokeContext(ctx, apiSlowEvent(t, caller, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return parseAPIResponse(t, raw)
+	}
+	if before := redisNow(); !before.Before(leaseEnd) {
+		t.Skipf("the machine took past the lease end (%v) to kill the holder", leaseEnd)
+	}
+	if resp := probe(); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("right after the kill: status %d, want 429 (the slot is held until its lease ends)", resp.StatusCode)
+	}
+	refusals := 1
+	for {
+		resp := probe()
+		after := redisNow()
+		if resp.StatusCode == http.StatusOK {
+			if after.Before(leaseEnd) {
+				t.Fatalf("admitted at %v, before the killed holder's lease end %v", after, leaseEnd)
+			}
+			t.Logf("refused %d times, then admitted at the lease end", refusals)
+			break
+		}
+		if resp.StatusCode != http.StatusTooManyRequests {
+			t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+		}
+		if after.After(leaseEnd.Add(10 * time.Second)) {
+			t.Fatalf("still refused %v after the lease end: the killed holder's slot leaked", after.Sub(leaseEnd))
+		}
+		refusals++
+		time.Sleep(100 * time.Millisecond)
+	}
+}
