@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +32,6 @@ func TestParseConcurrency(t *testing.T) {
 		}
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func TestConcurrencyFromEnvAndStage(t *testing.T) {
 	env := map[string]string{"RATE_LIMIT_CONCURRENCY": "anonymous=2,org=50", "RATE_LIMIT_CONCURRENCY_LEASE": "45s"}
