@@ -21,12 +21,19 @@ const tplAuthorizerPath = "../template-authorizer.yaml"
 // tplSampleAPIOnly are the parts of template.yaml the authorizer-only
 // template leaves out: the sample API and what only it uses.
 var tplSampleAPIOnly = map[string][]string{
-	"Parameters": {"StageName", "ThrottleRateLimit", "ThrottleBurstLimit", "ApiIpAddressType", "HttpApiEnabled"},
+	"Parameters": {"StageName", "ThrottleRateLimit", "ThrottleBurstLimit", "ApiIpAddressType", "HttpApiEnabled",
+		"RateLimitConcurrency", "RateLimitConcurrencyLease"},
 	"Conditions": {"EnableHttpApi"},
 	"Resources": {"ApiFunction", "RestApi", "HttpApi", "HttpApiAuthorizer", "HttpApiIntegration", "HttpApiDefaultRoute",
-		"HttpApiHealthRoute", "HttpApiQuotaRoute", "HttpApiStage", "HttpApiInvokeApiFunction", "HttpApiInvokeAuthorizer"},
+		"HttpApiHealthRoute", "HttpApiQuotaRoute", "HttpApiStage", "HttpApiInvokeApiFunction", "HttpApiInvokeAuthorizer",
+		"ConcurrencyDeniedRule"},
 	"Outputs": {"ApiUrl", "HttpApiUrl"},
 }
+
+// tplInFlightEnv are the environment variables of template.yaml's Globals
+// that only the API function reads (in-flight limits): the authorizer-only
+// template leaves them out.
+var tplInFlightEnv = []string{"RATE_LIMIT_CONCURRENCY", "RATE_LIMIT_CONCURRENCY_LEASE"}
 
 // tplAuthorizerOnly are the parts only the authorizer-only template has.
 var tplAuthorizerOnly = map[string][]string{
@@ -151,6 +158,12 @@ func TestAuthorizerTemplateCopiesMain(t *testing.T) {
 			switch section + "." + key {
 			case "Resources.AuthorizerFunction":
 				mine, other = yamlWithout(mine, "Properties", "Environment"), yamlWithout(other, "Properties", "Environment")
+			case "Globals.Function":
+				// In-flight limits are the API function's alone: the
+				// authorizer never learns when a request ends.
+				for _, name := range tplInFlightEnv {
+					mine = yamlWithout(mine, "Environment", "Variables", name)
+				}
 			case "Resources.Dashboard":
 				// Compared below, widget by widget.
 				continue
@@ -176,15 +189,42 @@ func TestAuthorizerTemplateCopiesMain(t *testing.T) {
 		}
 		want = append(want, line)
 	}
+	want = withoutInFlightWidgets(want)
 	got := strings.Split(body(az), "\n")
 	// Removing a metric's line leaves a trailing comma on the one before a "]".
 	trailingComma := regexp.MustCompile(`\],(\n\s*\])`)
+	// Removing the last widget leaves a trailing comma on the one before.
+	trailingWidgetComma := regexp.MustCompile(`\}\},(\n\s*\])`)
 	norm := func(lines []string) string {
-		return trailingComma.ReplaceAllString(strings.Join(lines, "\n"), "]$1")
+		s := trailingComma.ReplaceAllString(strings.Join(lines, "\n"), "]$1")
+		return trailingWidgetComma.ReplaceAllString(s, "}}$1")
 	}
 	if norm(got) != norm(want) {
 		t.Errorf("the dashboard is not template.yaml's without the API function's widgets:\n got %s\nwant %s", norm(got), norm(want))
 	}
+}
+
+// withoutInFlightWidgets drops from a dashboard body's lines every widget
+// about in-flight limits (a widget starts at a line opening with
+// {"type":), which only the API function's decisions feed.
+func withoutInFlightWidgets(lines []string) []string {
+	var out, widget []string
+	flush := func() {
+		text := strings.Join(widget, "\n")
+		if !strings.Contains(text, `"InFlight"`) && !strings.Contains(text, `"ConcurrencyDenials"`) && !strings.Contains(text, "ConcurrencyDeniedRule") {
+			out = append(out, widget...)
+		}
+		widget = nil
+	}
+	for _, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, `{"type":`) || trimmed == "]" {
+			flush()
+		}
+		widget = append(widget, line)
+	}
+	flush()
+	return out
 }
 
 // yamlSub is the text of a !Sub scalar, "" for anything else.
