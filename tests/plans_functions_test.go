@@ -553,6 +553,16 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 			}
 		}
 	}
+	// An unknown API key from an unlimited network: still refused, 401,
+	// as the authorizer refuses it (no limit applies, the credential does
+	// not verify).
+	badKey := apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		e.RequestContext.Identity.SourceIP = "2001:db8::99"
+		apiSetRESTHeader(e, "x-api-key", "not-a-key-anyone-was-given")
+	})
+	if resp := invoke(t, badKey); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Body, `"code":"UNAUTHORIZED"`) {
+		t.Fatalf("unknown key from an unlimited network: %d %s, want 401 UNAUTHORIZED", resp.StatusCode, resp.Body)
+	}
 	// Behind a REST authorizer, whose context (values as strings) already
 	// says blocked or unlimited: believed, nothing decided again.
 	withContext := func(key string) []byte {

@@ -78,7 +78,9 @@ const (
 //   - Undecidable: 500 with a JSON body of code INTERNAL_ERROR; the error
 //     is logged, never sent to the client.
 //   - an outcome with no decisions (Unlimited, or no limit applies): the
-//     handler is called, no headers added.
+//     handler is called, no headers added; but Unauthorized with no
+//     decisions (a bad credential from an unlimited network) is a 401
+//     without rate-limit headers.
 //   - Denied, or Degraded and denied: 429 with the rate-limit headers of
 //     the closest decision (ratelimit.SetHeaders; RateLimit-Policy is the
 //     outcome's Policy when set), Retry-After and
@@ -126,6 +128,13 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 				return
 			}
 			if len(out.Result.Decisions) == 0 {
+				if out.Unauthorized() {
+					// A credential that does not verify, where no limit
+					// applies (an unlimited network): refused all the
+					// same, as the authorizer refuses it.
+					writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
+					return
+				}
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -157,6 +157,13 @@ func TestMiddlewareAnswers(t *testing.T) {
 			},
 		},
 		{
+			name:        "unauthorized where no limit applies (an unlimited network): 401, not the handler",
+			outcome:     edge.Outcome{Kind: edge.Unauthorized},
+			wantStatus:  http.StatusUnauthorized,
+			wantBody:    `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
+			wantHeaders: map[string]string{"RateLimit": "", "RateLimit-Policy": "", "Retry-After": ""},
+		},
+		{
 			name:        "not limited: through, no headers",
 			outcome:     edge.Outcome{},
 			wantStatus:  http.StatusOK,
