@@ -238,7 +238,14 @@ func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
 		return parseAPIResponse(t, raw)
 	}
 	if before := redisNow(); !before.Before(leaseEnd) {
-		t.Skipf("the machine took past the lease end (%v) to kill the holder", leaseEnd)
+		// The machine took past the lease end to kill the holder: "not
+		// before" cannot be seen here (pkg/ratelimit's lease test shows it
+		// on a stepped clock), but the killed holder's slot must be free.
+		if resp := probe(); resp.StatusCode != http.StatusOK {
+			t.Fatalf("past the killed holder's lease end %v: status %d, want 200 (its slot leaked)", leaseEnd, resp.StatusCode)
+		}
+		t.Logf("the kill took past the lease end %v; checked only that the slot is free", leaseEnd)
+		return
 	}
 	if resp := probe(); resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("right after the kill: status %d, want 429 (the slot is held until its lease ends)", resp.StatusCode)
