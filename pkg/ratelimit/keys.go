@@ -197,3 +197,20 @@ func keySafeName(name string) string {
 func isKeySafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
+
+// controlKey is the key of an identity's live control (control.go), in the
+// identity's hash slot so that its decision script reads it atomically.
+// Limit keys' suffixes start with an algorithm code and never end at
+// ":ctl", so no limit can name it.
+func (k keyspace) controlKey(tag string) string { return k.keyWithSuffix(tag, ":ctl") }
+
+// controlIndexKey is the sorted set listing the tags of identities that
+// hold a control, scored by the control's end in Unix milliseconds: the
+// one place that can list controls spread over every slot. It carries no
+// hash tag; only the command and the operator function touch it.
+func (k keyspace) controlIndexKey() string { return k.prefix + ":controls" }
+
+// networkControlsKey is the hash of network controls: one field per
+// network (its canonical CIDR), each a control record. Every instance
+// reads it, at most once per ControlPropagation.
+func (k keyspace) networkControlsKey() string { return k.prefix + ":netcontrols" }
