@@ -55,6 +55,11 @@ type Result struct {
 	// open). Nil otherwise. Its text is the Redis client's and the
 	// Limiter's: it names no caller and holds no credential.
 	Cause error
+	// Control is the live control that changed this decision (a block, an
+	// exemption, a scale), read by the decision's own script when the
+	// Limiter reads controls (Options.Controls). Its Kind is ControlNone
+	// when no control applied.
+	Control AppliedControl
 }
 
 // RetryAfter is how long a denied request should wait: the longest

@@ -33,6 +33,12 @@ type Options struct {
 	// production: Redis's clock is what keeps instances whose own clocks
 	// are skewed in agreement.
 	Now func() time.Time
+	// Controls makes every decision read the live control of each
+	// identity it checks (see Control), inside the same script call: a
+	// blocked identity is denied, an exempt one admitted without
+	// spending, a scaled one decided against its scaled limits. Without
+	// it, controls are neither read nor paid for.
+	Controls bool
 }
 
 // Check asks for one limit to be applied to one identity.
