@@ -395,6 +395,19 @@ func checkNetwork(p netip.Prefix) error {
 	return nil
 }
 
+// Tag is identity's hash tag, as its keys and ControlEntry carry it.
+func (l *Limiter) Tag(identity string) string { return l.keys.identityTag(identity) }
+
+// Time is the time the Limiter's admin calls and decisions work at:
+// Options.Now when set, else Redis's clock (TIME), which a control's end
+// is compared with. A caller computing a control's end from a duration
+// should start from it rather than from its own clock.
+func (l *Limiter) Time(ctx context.Context) (time.Time, error) {
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	return l.adminNow(ctx)
+}
+
 // adminContext applies Options.Timeout to one admin call, as Reset does.
 func (l *Limiter) adminContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if l.timeout > 0 {
