@@ -1,11 +1,12 @@
 # Functions: build (what `sam build` runs) and invoke (`sam local invoke -e`
 # without Docker, under the AWS Lambda Runtime Interface Emulator).
 #
-#   make build                          both bootstraps into .aws-sam/build-local/<Function>/
+#   make build                          every function's bootstrap into .aws-sam/build-local/<Function>/
 #   make build TRACER=none              the same without the X-Ray SDK (see TRACER below)
 #   make build TRACER=otel              the same with OpenTelemetry instead (see TRACER below)
 #   make build-AuthorizerFunction ARTIFACTS_DIR=dir   (sam build, BuildMethod: makefile)
 #   make build-ApiFunction ARTIFACTS_DIR=dir
+#   make build-OperatorFunction ARTIFACTS_DIR=dir
 #   make invoke FUNCTION=authorizer EVENT=events/authorizer-anonymous.json
 #
 # `make invoke` runs the bootstrap built for THIS machine under the RIE (built
@@ -65,12 +66,13 @@ JWT_AUDIENCE         ?= slidegate-example
 JWT_HS256_SECRET     ?= slidegate-test-only-hs256-secret
 RATE_LIMIT_HASH_KEY  ?= slidegate-local-only-identity-hash-key-0001
 
-.PHONY: build build-AuthorizerFunction build-ApiFunction invoke rie
+.PHONY: build build-AuthorizerFunction build-ApiFunction build-OperatorFunction invoke rie
 
-## build: both functions' bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none|otel)
+## build: every function's bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none|otel)
 build:
 	$(MAKE) --no-print-directory build-AuthorizerFunction ARTIFACTS_DIR=
 	$(MAKE) --no-print-directory build-ApiFunction ARTIFACTS_DIR=
+	$(MAKE) --no-print-directory build-OperatorFunction ARTIFACTS_DIR=
 	@ls -l .aws-sam/build-local/*/bootstrap
 
 build-AuthorizerFunction: OUT = $(or $(ARTIFACTS_DIR),$(CURDIR)/.aws-sam/build-local/AuthorizerFunction)
@@ -82,6 +84,12 @@ build-ApiFunction: OUT = $(or $(ARTIFACTS_DIR),$(CURDIR)/.aws-sam/build-local/Ap
 build-ApiFunction:
 	@mkdir -p "$(OUT)"
 	$(CGO_ENABLED_BUILD) GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o "$(OUT)/bootstrap" ./functions/api
+
+# The operator function (live controls through IAM; see docs/operations.md).
+build-OperatorFunction: OUT = $(or $(ARTIFACTS_DIR),$(CURDIR)/.aws-sam/build-local/OperatorFunction)
+build-OperatorFunction:
+	@mkdir -p "$(OUT)"
+	$(CGO_ENABLED_BUILD) GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o "$(OUT)/bootstrap" ./functions/operator
 
 ## rie: the Runtime Interface Emulator, built from its Go module into ./bin
 rie: $(RIE)
