@@ -251,18 +251,25 @@ func invokeOperator(ctx context.Context, function string, req operator.ControlRe
 	if err != nil {
 		return operator.ControlReply{}, fmt.Errorf("invoke %s: %w", function, err)
 	}
-	if out.FunctionError != nil {
-		var fe struct {
-			ErrorMessage string `json:"errorMessage"`
+	// A function's error is flagged by X-Amz-Function-Error, which the
+	// emulator does not send: its payload's shape says it too.
+	var fe struct {
+		ErrorMessage *string `json:"errorMessage"`
+		ErrorType    string  `json:"errorType"`
+	}
+	if json.Unmarshal(out.Payload, &fe) == nil && fe.ErrorMessage != nil || out.FunctionError != nil {
+		msg := clip.Text(string(out.Payload), 300)
+		if fe.ErrorMessage != nil {
+			msg = clip.Text(*fe.ErrorMessage, 300)
 		}
-		if json.Unmarshal(out.Payload, &fe) != nil || fe.ErrorMessage == "" {
-			fe.ErrorMessage = clip.Text(string(out.Payload), 300)
-		}
-		return operator.ControlReply{}, fmt.Errorf("%s refused the request: %s", function, fe.ErrorMessage)
+		return operator.ControlReply{}, fmt.Errorf("%s refused the request: %s", function, msg)
 	}
 	var reply operator.ControlReply
 	if err := json.Unmarshal(out.Payload, &reply); err != nil {
 		return operator.ControlReply{}, fmt.Errorf("%s answered %q: %w", function, clip.Text(string(out.Payload), 200), err)
+	}
+	if reply.Action != req.Action || (reply.Control == nil && req.Action != "list" && req.Action != "lift") {
+		return operator.ControlReply{}, fmt.Errorf("%s answered %q, not a reply to %s", function, clip.Text(string(out.Payload), 200), req.Action)
 	}
 	return reply, nil
 }
@@ -272,7 +279,7 @@ func printControlReply(w io.Writer, r operator.ControlReply, target string) {
 	case "list":
 		printControls(w, r)
 	case "lift":
-		if !r.Found {
+		if !r.Found || r.Control == nil {
 			fmt.Fprintf(w, "%s had no control in force; nothing lifted\n", target)
 			return
 		}

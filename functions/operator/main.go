@@ -35,5 +35,5 @@ func main() {
 	}
 	fn := operator.NewFunction(cfg, operator.Options{Logger: logger}, logger)
 	defer fn.Close()
-	lambda.Start(fn.Invoke)
+	lambda.Start(fn)
 }

@@ -96,6 +96,9 @@ func DecodeControlRequest(payload []byte) (ControlRequest, error) {
 	if len(payload) > MaxControlRequest {
 		return ControlRequest{}, fmt.Errorf("%w: %d bytes, more than %d", errBadRequest, len(payload), MaxControlRequest)
 	}
+	if err := checkFieldNames(payload); err != nil {
+		return ControlRequest{}, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	var req ControlRequest
@@ -106,6 +109,44 @@ func DecodeControlRequest(payload []byte) (ControlRequest, error) {
 		return ControlRequest{}, fmt.Errorf("%w: data after the JSON object", errBadRequest)
 	}
 	return req, nil
+}
+
+// controlFields are ControlRequest's JSON names, exactly.
+var controlFields = map[string]bool{"action": true, "identity": true, "network": true, "duration": true, "factor": true, "reason": true, "by": true}
+
+// checkFieldNames refuses what encoding/json would let through: a field
+// named in another case ("Action", which it matches case-insensitively) or
+// given twice (it keeps the last), either of which could make one payload
+// read two ways.
+func checkFieldNames(payload []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &fields); err != nil {
+		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if _, err := dec.Token(); err != nil { // the object's {
+		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+	}
+	seen := make(map[string]bool, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		}
+		name, _ := tok.(string)
+		if !controlFields[name] {
+			return fmt.Errorf("%w: unknown field %q (field names are lower case: action, identity, network, duration, factor, reason, by)", errBadRequest, clip.Text(name, 32))
+		}
+		if seen[name] {
+			return fmt.Errorf("%w: field %q given twice", errBadRequest, name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		}
+	}
+	return nil
 }
 
 // ParseControlDuration reads a control's duration: a Go duration or a

@@ -37,10 +37,25 @@ func NewFunction(cfg *config.Config, opts Options, logger *slog.Logger) *Functio
 	return &Function{cfg: cfg, opts: opts, logger: logger}
 }
 
-// Invoke decodes one request strictly (DecodeControlRequest), applies it
+// Invoke is the Lambda handler (aws-lambda-go's Handler): the payload as
+// sent, so that nothing around the request is read past or dropped, and
+// Handle's reply as JSON.
+func (f *Function) Invoke(ctx context.Context, payload []byte) ([]byte, error) {
+	reply, err := f.Handle(ctx, payload)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(reply)
+	if err != nil {
+		return nil, fmt.Errorf("encode the reply: %w", err)
+	}
+	return out, nil
+}
+
+// Handle decodes one request strictly (DecodeControlRequest), applies it
 // and returns the reply; a refused request or a failure is an error, which
 // Lambda returns to the caller as the invocation's error message.
-func (f *Function) Invoke(ctx context.Context, payload json.RawMessage) (ControlReply, error) {
+func (f *Function) Handle(ctx context.Context, payload []byte) (ControlReply, error) {
 	req, err := DecodeControlRequest(payload)
 	if err != nil {
 		f.logger.LogAttrs(ctx, slog.LevelWarn, "operator request refused", slog.String("error", err.Error()))
