@@ -111,6 +111,17 @@ func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
 	if err != nil {
 		t.Errorf("a script declaring a control key, through the functions' user: %v", err)
 	}
+	// The functions' own decisions, reading controls.
+	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second, Controls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		limit := ratelimit.Limit{Name: "acl-controls", Count: 2, Window: time.Minute, Algorithm: alg}
+		if res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: "acl-controls-" + string(alg), Limit: limit}); err != nil || !res.Allowed {
+			t.Errorf("%s: a decision reading controls through the functions' user: %+v, %v", alg, res, err)
+		}
+	}
 	for what, args := range map[string][]any{
 		"write the network controls": {"HSET", "rl:netcontrols", "203.0.113.0/24", "v1 e 99999999999999 0 {}"},
 		"write the controls' index":  {"ZADD", "rl:controls", "1", "x"},
