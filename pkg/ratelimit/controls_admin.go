@@ -71,6 +71,9 @@ type NetworkControl struct {
 // pruned then, and a new identity is refused with ErrInvalid and
 // ErrTooManyControls when MaxControls controls are already in force.
 //
+// Redis expires the record on its own clock, whatever Options.Now says: a
+// stepped clock in the past sets records that are gone at once.
+//
 // A decision of a Limiter with Options.Controls applies the control from
 // its next script call on; a Gate's deny cache keeps a denial at most
 // ControlPropagation longer.
