@@ -152,6 +152,9 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 		t.Error("a refused request wrote a control")
 	}
 	logs := rie.Logs()
+	if !strings.Contains(logs, `"msg":"live control changed","action":"lift","by":"arn:aws:`) {
+		t.Errorf("the function's log does not say who lifted the block:\n%s", logs)
+	}
 	if !strings.Contains(logs, `"msg":"live control changed"`) || !strings.Contains(logs, `"msg":"operator request refused"`) {
 		t.Errorf("the function's log lacks its change and refusal lines:\n%s", logs)
 	}

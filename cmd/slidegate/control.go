@@ -58,7 +58,9 @@ func parseControlCommand(action string, args []string, e env) (*controlCommand, 
 	if action == "block" || action == "exempt" || action == "scale" {
 		fs.StringVar(&c.duration, "for", "", "how long the control lasts: a `duration` (90m, 1h) or days (7d), at most 30d (required)")
 		fs.StringVar(&c.reason, "reason", "", "why, for whoever lists controls later (`text`, required)")
-		fs.StringVar(&c.by, "by", "", "who sets it (`name`); the OS user by default, or with --function the AWS caller's ARN (self-asserted: CloudTrail holds the authoritative record)")
+	}
+	if action != "controls" {
+		fs.StringVar(&c.by, "by", "", "who sets or lifts it (`name`); the OS user by default, or with --function the AWS caller's ARN (self-asserted: CloudTrail holds the authoritative record)")
 	}
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -157,7 +159,7 @@ func runControl(ctx context.Context, action string, args []string, e env) error 
 	if action != "controls" && !c.yes && !confirmed(e, controlQuestion(c, req, target)) {
 		return fmt.Errorf("not confirmed; nothing changed (--yes skips the question)")
 	}
-	if req.Action == "block" || req.Action == "exempt" || req.Action == "scale" {
+	if req.Action != "list" {
 		if req.By, err = c.setBy(ctx); err != nil {
 			return err
 		}
@@ -247,7 +249,10 @@ func invokeOperator(ctx context.Context, function string, req operator.ControlRe
 	// not one Redis command's.
 	ctx, cancel := context.WithTimeout(ctx, max(timeout, 30*time.Second))
 	defer cancel()
-	out, err := lambda.NewFromConfig(cfg).Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: payload})
+	// One attempt: a retried lift whose first attempt succeeded would
+	// answer that there was nothing to lift.
+	client := lambda.NewFromConfig(cfg, func(o *lambda.Options) { o.RetryMaxAttempts = 1 })
+	out, err := client.Invoke(ctx, &lambda.InvokeInput{FunctionName: aws.String(function), Payload: payload})
 	if err != nil {
 		return operator.ControlReply{}, fmt.Errorf("invoke %s: %w", function, err)
 	}

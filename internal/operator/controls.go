@@ -40,9 +40,10 @@ type ControlRequest struct {
 	Factor float64 `json:"factor,omitempty"`
 	// Reason says why, for whoever lists controls later.
 	Reason string `json:"reason,omitempty"`
-	// By names who set the control. It is what the caller asserts: the
-	// authoritative record of an invocation of the operator function is
-	// CloudTrail's.
+	// By names who set (or lifts) the control: recorded with a control,
+	// logged by the operator function for a lift. It is what the caller
+	// asserts: the authoritative record of an invocation of the operator
+	// function is CloudTrail's.
 	By string `json:"by,omitempty"`
 }
 
@@ -234,8 +235,8 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest)
 	case "block", "exempt", "scale":
 		return setControl(ctx, l, req, network, reply)
 	case "lift", "get":
-		if req.Duration != "" || req.Factor != 0 || req.Reason != "" || req.By != "" {
-			return reply, fmt.Errorf("%w: %s takes only an identity or a network", errBadRequest, req.Action)
+		if req.Duration != "" || req.Factor != 0 || req.Reason != "" {
+			return reply, fmt.Errorf("%w: %s takes only an identity or a network (and by)", errBadRequest, req.Action)
 		}
 		var c ratelimit.Control
 		var err error
