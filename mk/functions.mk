@@ -8,6 +8,7 @@
 #   make build-ApiFunction ARTIFACTS_DIR=dir
 #   make build-OperatorFunction ARTIFACTS_DIR=dir
 #   make invoke FUNCTION=authorizer EVENT=events/authorizer-anonymous.json
+#   make invoke FUNCTION=operator EVENT=events/operator-block.json
 #
 # `make invoke` runs the bootstrap built for THIS machine under the RIE (built
 # from its Go module into ./bin), posts the event, prints the response and
@@ -97,9 +98,9 @@ rie: $(RIE)
 $(RIE):
 	GOBIN=$(BIN) GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) install $(RIE_MODULE)/cmd/aws-lambda-rie@$(RIE_VERSION)
 
-## invoke: FUNCTION=authorizer|api EVENT=events/x.json, under the RIE
+## invoke: FUNCTION=authorizer|api|operator EVENT=events/x.json, under the RIE
 invoke: $(RIE)
-	@case "$(FUNCTION)" in authorizer|api) ;; *) echo "FUNCTION must be authorizer or api" >&2; exit 2;; esac
+	@case "$(FUNCTION)" in authorizer|api|operator) ;; *) echo "FUNCTION must be authorizer, api or operator" >&2; exit 2;; esac
 	@test -f "$(EVENT)" || { echo "EVENT=$(EVENT): no such file" >&2; exit 2; }
 	@mkdir -p $(BIN)/invoke/$(FUNCTION)
 	@$(CGO_ENABLED_BUILD) GOOS=$(HOST_GOOS) GOARCH=$(HOST_GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/invoke/$(FUNCTION)/bootstrap ./functions/$(FUNCTION)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +148,20 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 		var fe *lambdatest.FunctionError
 		if !errors.As(err, &fe) || !strings.Contains(fe.Message, tc.want) {
 			t.Errorf("%s: %v, want a function error saying %q", name, err, tc.want)
+		}
+	}
+	// The events make invoke FUNCTION=operator sends.
+	files, err := filepath.Glob(filepath.Join("..", "events", "operator-*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("events/operator-*.json: %v, %d files", err, len(files))
+	}
+	for _, f := range files {
+		event, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := rie.Invoke(t, event); err != nil || !strings.Contains(string(out), `"action"`) {
+			t.Errorf("%s: %s, %v", filepath.Base(f), out, err)
 		}
 	}
 	if n, _ := srv.Client(t).Exists(ctx, "rl:{"+limiter.Tag("ip:192.0.2.1")+"}:ctl").Result(); n != 0 {

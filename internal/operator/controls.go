@@ -298,7 +298,7 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
-	c.SetAt = now
+	c.SetAt = now.Truncate(time.Millisecond) // as the record keeps it
 	v := viewOf(c, l.Tag(req.Identity), network)
 	if req.Network != "" {
 		v.Tag = ""
