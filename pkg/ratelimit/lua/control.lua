@@ -2,8 +2,16 @@
 -- identity's own decision script: one round trip, atomic with the decision,
 -- in the identity's hash slot.
 --
--- scripts.go builds each controlled script as stored_forms.lua, then the
--- decision it controls as a function, then this part:
+-- scripts.go builds each controlled script as
+--     stored_forms.lua
+--     control_read.lua          the record, or nil, and KEYS without it
+--     if record then
+--       the decision as a function, decide, and this part
+--     end
+--     the decision inline: with no record, the script is exactly it
+-- where this part finds:
+--     record      the control key's value;
+--     nk          the number of KEYS the caller sent, the control key's too;
 --     decide      function(KEYS, ARGV): an algorithm's script, or mixed.lua
 --                 (whose algorithms it runs from the table algorithms);
 --     algorithms  nil, or mixed.lua's table: code -> function(KEYS, ARGV);
@@ -41,14 +49,10 @@
 -- configured count too); a peek puts back what it read, so that it leaves
 -- every key as it was.
 --
--- Complexity: one GET with no record. With one, the decision's own, plus
+-- Complexity: one GET with no record (control_read.lua), and nothing
+-- else: the decision runs inline, as its own script would. With one, the decision's own, plus
 -- under a scale a GET per limit and, for the counters and GCRA, up to a
 -- SET before and a GET and a SET after each decision of their keys.
-
-local nk = #KEYS
-local record = redis.call('GET', KEYS[nk])
-KEYS[nk] = nil
-if not record then return decide(KEYS, ARGV) end
 
 -- Now, on the decision's clock: ARGV's after the limits (or the groups)
 -- when the caller sent it, else TIME, then sent on to the decision.
