@@ -236,6 +236,22 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 				f.decide(t, check) // a unit spent before the scale, in the configured layout
 			}
 			f.set(t, id, scale(10), time.Hour)
+			// A peek under the scale answers with the scaled limit and
+			// leaves the keys byte for byte as they were.
+			key := f.limiter.keys.key(f.limiter.keys.identityTag(id), check.Limit)
+			dump := func() string { v, _ := f.client.Dump(f.ctx, key).Result(); return v }
+			before := dump()
+			left := int64(29) // of 30, one spent before the scale
+			if alg == LeakyBucket {
+				left = 1
+			}
+			peek, err := f.limiter.Peek(f.ctx, 1, check)
+			if err != nil || !peek.Allowed || peek.Control.Kind != ControlScale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
+				t.Fatalf("Peek under x10: %+v, %v", peek, err)
+			}
+			if after := dump(); after != before {
+				t.Fatalf("Peek under a scale rewrote the key: %q, was %q", after, before)
+			}
 			n, denial := admitBurst(t, f, check)
 			want := int64(30) - 1
 			if alg == LeakyBucket {
@@ -304,6 +320,20 @@ func testControlScaleDown(t *testing.T, client redis.UniversalClient) {
 			}
 		})
 	}
+	// A shadow limit is scaled too, and still denies nothing.
+	t.Run("shadow", func(t *testing.T) {
+		f := newControlFixture(t, client, "ctl-shadow")
+		enforced := Check{Identity: "shadowed", Limit: Limit{Name: "plan", Count: 3, Window: time.Minute}}
+		shadow := Check{Identity: "shadowed", Limit: Limit{Name: "next-plan", Count: 2, Window: time.Minute, Algorithm: TokenBucket}, Shadow: true}
+		f.set(t, "shadowed", scale(10), time.Hour)
+		n, denial := admitBurst(t, f, enforced, shadow)
+		if n != 30 || denial.Decisions[1].Limit.Count != 20 || !denial.Decisions[1].Shadow || denial.Decisions[1].Allowed {
+			t.Fatalf("x10 with a shadow limit: admitted %d, shadow decision %+v", n, denial.Decisions[1])
+		}
+		if d := f.state(t, shadow)[0]; d.Remaining != 0 {
+			t.Fatalf("the shadow bucket after 20 of its 20: %+v", d)
+		}
+	})
 	// Counts spent before a scale down are carried into the scaled layout.
 	for _, alg := range []Algorithm{SlidingWindow, FixedWindow} {
 		t.Run("carried/"+string(alg), func(t *testing.T) {
