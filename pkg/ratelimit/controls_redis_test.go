@@ -121,6 +121,7 @@ func TestLiveControls(t *testing.T) {
 			t.Run("concurrent under a scale", func(t *testing.T) { testControlConcurrent(t, client) })
 			t.Run("script flush", func(t *testing.T) { testControlScriptFlush(t, client, topo.Masters(t)) })
 			t.Run("real expiry", func(t *testing.T) { testControlRealExpiry(t, client) })
+			t.Run("through the admin API", func(t *testing.T) { testControlThroughAdminAPI(t, client) })
 		})
 	}
 }
@@ -703,4 +704,45 @@ func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 			t.Fatalf("%v after the lift: %+v, want admitted", ControlPropagation, res)
 		}
 	})
+}
+
+// testControlThroughAdminAPI sets and lifts controls with SetControl and
+// LiftControl (controls_admin.go), on a stepped clock near the real one
+// (the record's TTL is real time), and decides on them.
+func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
+	clock := testkit.NewClock(time.Now().Truncate(time.Minute))
+	l := loadedLimiter(t, client, Options{KeyPrefix: "ctl-admin", Controls: true, Now: clock.Now})
+	ctx := context.Background()
+	check := Check{Identity: "api-key-1", Limit: Limit{Name: "key", Count: 3, Window: time.Minute}}
+	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlBlock, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlBlock {
+		t.Fatalf("after SetControl(block): %+v, %v", res, err)
+	}
+	if _, ok, err := l.LiftControl(ctx, check.Identity); err != nil || !ok {
+		t.Fatalf("LiftControl: %v, %v", ok, err)
+	}
+	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlScale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 40 {
+		res, err := l.Decide(ctx, 1, check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 30 {
+		t.Fatalf("SetControl(scale x10) of 3: admitted %d, want 30", admitted)
+	}
+	if _, _, err := l.LiftControl(ctx, check.Identity); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 3 {
+		t.Fatalf("lifted after 30 of x10: %+v, %v; want denied by the configured 3", res, err)
+	}
 }
