@@ -82,10 +82,33 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if d := time.Until(c.Until); d < 59*time.Minute || d > 61*time.Minute {
 		t.Errorf("the block ends in %s, want 1h", d)
 	}
+	// The decisions of a limiter reading controls, as the functions' are.
+	decider, err := ratelimit.NewLimiter(srv.Client(t), ratelimit.Options{IdentityHashKey: []byte(cliHashKey), Controls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}
+	decide := func(id string) ratelimit.Result {
+		t.Helper()
+		res, err := decider.Decide(ctx, 1, ratelimit.Check{Identity: id, Limit: tier})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := decide(caller); res.Allowed || res.Control.Kind != ratelimit.ControlBlock {
+		t.Fatalf("the blocked caller's next request: %+v, want denied by the block", res)
+	}
 
 	r = run(t, "", "scale", "--api-key-hash", strings.Repeat("ab", 32), "x10", "--for", "2h", "--reason", "launch", "--by", "alice", "--yes")
 	if r.code != 0 || !strings.Contains(r.stdout, "scaled x10 key:") {
 		t.Fatalf("scale: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	scaled := "key:" + strings.Repeat("ab", 32)
+	for i := range 31 {
+		if res := decide(scaled); res.Allowed != (i < 30) || (i < 30 && res.Control.Kind != ratelimit.ControlScale) {
+			t.Fatalf("request %d of the caller scaled x10 on a limit of 3: %+v, want 30 admitted", i+1, res)
+		}
 	}
 	r = run(t, "", "exempt", "--network", "198.51.100.0/24", "--for", "30m", "--reason", "monitor", "--by", "bob", "--yes")
 	if r.code != 0 || !strings.Contains(r.stdout, "exempted network 198.51.100.0/24") {
@@ -113,6 +136,9 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	}
 	if _, ok, _ := limiter.GetControl(ctx, caller); ok {
 		t.Fatal("the block outlived its lift")
+	}
+	if res := decide(caller); !res.Allowed || res.Control.Kind != ratelimit.ControlNone || res.Decisions[0].Remaining != 2 {
+		t.Fatalf("the caller's next request after the lift: %+v, want admitted on its whole budget (the block spent nothing)", res)
 	}
 	r = run(t, "", "lift", "--ip", "203.0.113.7", "--yes")
 	if r.code != 0 || !strings.Contains(r.stdout, "had no control in force") {
