@@ -87,6 +87,13 @@
 // deny cache longer than [ControlPropagation]. The in-memory fallback
 // knows no controls.
 //
+// The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
+// [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
+// [MaxControls] in force), [Limiter.SetNetworkControl],
+// [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
+// (at most [MaxNetworkControls]), which a process reads through one
+// [NetworkControlCache], at most once per [ControlPropagation].
+//
 // # When Redis cannot decide
 //
 // A Limiter returns ErrUnavailable. A Gate applies a [FailurePolicy]
