@@ -52,8 +52,10 @@ func parseControlCommand(action string, args []string, e env) (*controlCommand, 
 	fs.StringVar(&c.function, "function", "", "the operator function's `name` or ARN: change controls through it (lambda:InvokeFunction, recorded by CloudTrail) instead of connecting to Redis")
 	if action != "controls" {
 		c.caller.register(fs)
-		fs.StringVar(&c.network, "network", "", "a network's `CIDR` (no host bits set), instead of a caller: block, exempt and lift only")
 		fs.BoolVar(&c.yes, "yes", false, "do not ask for confirmation")
+	}
+	if action == "block" || action == "exempt" || action == "lift" {
+		fs.StringVar(&c.network, "network", "", "a network's `CIDR` (no host bits set), instead of a caller")
 	}
 	if action == "block" || action == "exempt" || action == "scale" {
 		fs.StringVar(&c.duration, "for", "", "how long the control lasts: a `duration` (90m, 1h) or days (7d), at most 30d (required)")

@@ -70,7 +70,7 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `slidegate: inspect, reset and check a slidegate deployment's rate limits
+const usage = `slidegate: inspect, reset, control and check a slidegate deployment's rate limits
 
 Usage:
   slidegate inspect [flags] CALLER   every limit of the caller: used, remaining, reset, retry-after
