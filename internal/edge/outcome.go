@@ -134,6 +134,38 @@ type Outcome struct {
 	Policy string
 }
 
+// The names of the live controls that change a decision, as the decision
+// log line, the metrics and the authorizer context (CtxControl) give them.
+const (
+	// ControlBlocked: a block on the caller's identity or its network
+	// denied the request.
+	ControlBlocked = "blocked-by-control"
+	// ControlExempt: an exemption on the caller's identity admitted the
+	// request without spending, or one on its network lifted its limits.
+	ControlExempt = "exempt"
+	// ControlScaled: the caller's limits were scaled.
+	ControlScaled = "scaled"
+)
+
+// ControlName is the name of the live control c (ControlBlocked,
+// ControlExempt, ControlScaled), "" for none.
+func ControlName(c ratelimit.AppliedControl) string {
+	switch c.Kind {
+	case ratelimit.ControlBlock:
+		return ControlBlocked
+	case ratelimit.ControlExempt:
+		return ControlExempt
+	case ratelimit.ControlScale:
+		return ControlScaled
+	}
+	return ""
+}
+
+// Control is the name of the live control that changed the outcome's
+// decision (ControlName of Result.Control), "" for none: a decision of
+// the local fallback knows no controls.
+func (o Outcome) Control() string { return ControlName(o.Result.Control) }
+
 // shadowDenied reports whether a shadow limit denied a request of res.
 func shadowDenied(res ratelimit.Result) bool {
 	for _, d := range res.Decisions {
