@@ -158,3 +158,30 @@ func TestAuthorizerContextCarriesTheControl(t *testing.T) {
 		t.Errorf("static block: %v", ctx)
 	}
 }
+
+// FuzzFromAuthorizerContext: a context as a REST API hands it (every value
+// a string) never panics the reader, and a control it reads back is one it
+// knows, with a factor within the library's bounds.
+func FuzzFromAuthorizerContext(f *testing.F) {
+	f.Add("anonymous", "30", "29", "2", "60", "", "scaled", "1796185639", "10")
+	f.Add("org", "5", "0", "17", "60", "17", "blocked-by-control", "-1", "NaN")
+	f.Add("user", "x", "", "", "", "", "exempt", "99999999999999999999", "1e309")
+	f.Fuzz(func(t *testing.T, tier, limit, remaining, reset, window, retry, control, until, factor string) {
+		ctx := map[string]any{CtxTier: tier, CtxLimit: limit, CtxRemaining: remaining, CtxReset: reset, CtxWindow: window,
+			CtxControl: control, CtxControlUntil: until, CtxControlFactor: factor}
+		if retry != "" {
+			ctx[CtxRetryAfter] = retry
+		}
+		out, ok := FromAuthorizerContext(ctx)
+		if !ok {
+			return
+		}
+		c := out.Result.Control
+		if name := out.Control(); name != "" && name != control {
+			t.Fatalf("control %q read as %q", control, name)
+		}
+		if c.Factor != 0 && (c.Kind != ratelimit.ControlScale || c.Factor < ratelimit.MinScaleFactor || c.Factor > ratelimit.MaxScaleFactor) {
+			t.Fatalf("factor %v of a %s read from %q", c.Factor, c.Kind, factor)
+		}
+	})
+}
