@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -418,4 +419,60 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if resp := parseAPIResponse(t, raw); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "30" {
 		t.Fatalf("behind the authorizer: %d %v", resp.StatusCode, resp.Header)
 	}
+}
+
+// TestNetworkControlsWhileRedisHangs: with Redis hanging, a warm
+// authorizer keeps the network controls it last read (a live-blocked
+// network stays blocked, with no Redis call), and the request whose read
+// of them fails waits no longer than one decision's budget: the read and
+// the decision share REDIS_TIMEOUT, the decision degrading at once.
+func TestNetworkControlsWhileRedisHangs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the bootstrap and the emulator")
+	}
+	srv := redistest.StartServer(t)
+	proxy, err := faultproxy.Start(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	op := controlLimiter(t, srv.Client(t))
+	err = op.SetNetworkControl(context.Background(), netip.MustParsePrefix("192.0.2.0/24"),
+		ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(time.Hour), Reason: "controls test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const timeout = time.Second
+	rie := azStart(t, azEnv(proxy.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
+	blocked := func(a azAnswer) bool { b, _ := a.resp.Context["blocked"].(bool); return a.denied() && b }
+	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.5"})); !blocked(a) {
+		t.Fatalf("warm: the live-blocked network: %+v", a)
+	}
+	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "203.0.113.70"})); !a.allowed() || a.resp.Context["degraded"] != nil {
+		t.Fatalf("warm: %+v", a)
+	}
+	if err := proxy.SetMode(faultproxy.BlackHole); err != nil {
+		t.Fatal(err)
+	}
+	// The next request finds the list older than ControlPropagation and
+	// reads it again, into the silence.
+	time.Sleep(ratelimit.ControlPropagation + 200*time.Millisecond)
+	start := time.Now()
+	a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "203.0.113.71"}))
+	took := time.Since(start)
+	t.Logf("the request whose read of the network controls failed answered in %s (REDIS_TIMEOUT=%s)", took, timeout)
+	if !a.allowed() || a.resp.Context["degraded"] != true {
+		t.Fatalf("with Redis hanging: %+v, want a degraded Allow", a)
+	}
+	// Sharing the budget: about one timeout. Not sharing it would be two
+	// (the read's, then the decision's).
+	if took >= timeout*17/10 {
+		t.Errorf("took %s: the read and the decision did not share one budget of %s", took, timeout)
+	}
+	for _, ip := range []string{"192.0.2.6", "192.0.2.7"} {
+		if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: ip})); !blocked(a) {
+			t.Fatalf("with Redis hanging, %s: %+v, want the last list's block", ip, a)
+		}
+	}
+	rie.WaitLogsContaining("read live network controls: the last list read stays in force")
 }
