@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -87,6 +88,37 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 				}
 				if kind, _, _ := caller.NetworkDecision(true); kind != edge.Unauthorized {
 					t.Errorf("a bad credential under a live exemption: %v, want Unauthorized (an exemption is not authentication)", kind)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNetworkVerdict is the request path's cost of the live network
+// controls: the verdict on an address under none of them, with 0, 10 and
+// the most (ratelimit.MaxNetworkControls) in force, beside
+// RATE_LIMIT_NETWORKS's ten entries.
+//
+//	go test ./internal/policy/ -run '^$' -bench NetworkVerdict
+func BenchmarkNetworkVerdict(b *testing.B) {
+	static, err := config.ParseNetworks("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,198.51.100.0/24=partner,2001:db8::/32=unlimited,10.66.0.0/16=blocked,172.16.0.0/12=partner,100.64.0.0/10=blocked,2001:db8:bad::/48=blocked,203.0.113.128/25=blocked,198.18.0.0/15=unlimited")
+	if err != nil {
+		b.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	for _, n := range []int{0, 10, ratelimit.MaxNetworkControls} {
+		live := make([]ratelimit.NetworkControl, n)
+		for i := range live {
+			kind := ratelimit.ControlBlock
+			if i%2 == 1 {
+				kind = ratelimit.ControlExempt
+			}
+			live[i] = ratelimit.NetworkControl{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24), Control: ratelimit.Control{Kind: kind, Until: until}}
+		}
+		b.Run(fmt.Sprintf("live=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if v, _ := policy.NetworkVerdict(static, live, "203.0.113.7"); v != "" {
+					b.Fatal(v)
 				}
 			}
 		})
