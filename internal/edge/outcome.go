@@ -44,12 +44,14 @@ const (
 	// it: admitted, and reported as such.
 	ShadowDenied
 	// Blocked: the source address is in a blocked network
-	// (RATE_LIMIT_NETWORKS): refused without a Redis call, whatever the
+	// (RATE_LIMIT_NETWORKS, or a live network block: Result.Control then
+	// says so): refused without a decision on Redis, whatever the
 	// request presented (REST: a Deny whose context says blocked; HTTP
 	// API and API function: 403).
 	Blocked
-	// Unlimited: the source address is in an unlimited network: admitted
-	// without a Redis call and without rate-limit headers.
+	// Unlimited: the source address is in an unlimited network (or under
+	// a live network exemption): admitted without a decision on Redis and
+	// without rate-limit headers.
 	Unlimited
 )
 
