@@ -75,6 +75,18 @@
 // denial's [Slot.RetryAfter] is a short hint (1s by default), not the
 // earliest lease end, which may be a whole lease away.
 //
+// # Live controls
+//
+// With [Options.Controls], every script call of an identity also reads
+// that identity's [Control] (a key in its own hash slot, written by the
+// operator's tools) and applies it in the same call: a block denies until
+// its end, spending nothing; an exemption admits without spending; a scale
+// decides every limit with its count multiplied, on the same keys.
+// [Result.Control] says which applied. A record that cannot be read is
+// ignored (and reported Malformed); a Gate then keeps no denial in its
+// deny cache longer than [ControlPropagation]. The in-memory fallback
+// knows no controls.
+//
 // # When Redis cannot decide
 //
 // A Limiter returns ErrUnavailable. A Gate applies a [FailurePolicy]

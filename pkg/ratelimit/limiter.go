@@ -88,8 +88,8 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
 	}
 	return &Limiter{
-		client:  client,
-		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
+		client:   client,
+		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
 		scripts:  newScriptSet(opts.Controls),
 		timeout:  opts.Timeout,
 		now:      opts.Now,

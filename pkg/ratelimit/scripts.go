@@ -74,21 +74,37 @@ func newScriptSet(controls bool) scriptSet {
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
 	}
-	s.mixed = newScript("mixed.lua", composeMixed(""))
+	s.mixed = newScript("mixed.lua", mustReadScript("stored_forms.lua")+algorithmTable()+mustReadScript("mixed.lua"))
 	if controls {
-		control := mustReadScript("control.lua")
 		s.controlled = make([]script, maxMixedCode+1)
-		s.controlled[0] = newScript("mixed.lua+control.lua", composeMixed(control))
+		s.controlled[0] = newScript("mixed.lua+control.lua", composeControlled(algorithmTable()+
+			"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
+			algorithmTable()+mustReadScript("mixed.lua")))
 		for code := 1; code <= maxMixedCode; code++ {
 			file := mixedFiles[code]
-			var b strings.Builder
-			b.WriteString(mustReadScript("stored_forms.lua"))
-			fmt.Fprintf(&b, "-- %s\nlocal algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", file, code, mustReadScript(file))
-			b.WriteString(control)
-			s.controlled[code] = newScript(file+"+control.lua", b.String())
+			src := mustReadScript(file)
+			s.controlled[code] = newScript(file+"+control.lua", composeControlled(
+				fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
+				src))
 		}
 	}
 	return s
+}
+
+// composeControlled is a controlled script (lua/control.lua): the control
+// read, then the record's path with the decision as a function (setup
+// defines decide, algorithms and single), then, for no record, the
+// decision inline, so that it costs what the plain script does.
+func composeControlled(setup, inline string) string {
+	var b strings.Builder
+	b.WriteString(mustReadScript("stored_forms.lua"))
+	b.WriteString(mustReadScript("control_read.lua"))
+	b.WriteString("if record then\n")
+	b.WriteString(setup)
+	b.WriteString(mustReadScript("control.lua"))
+	b.WriteString("\nend\n")
+	b.WriteString(inline)
+	return b.String()
 }
 
 // mixedFiles is the script of each mixedCode.
@@ -103,24 +119,17 @@ var mixedFiles = [...]string{
 
 const maxMixedCode = len(mixedFiles) - 1
 
-// composeMixed is mixed.lua after every algorithm's script, each wrapped
-// as a function of its KEYS and ARGV by its mixedCode; with control
-// (lua/control.lua), mixed.lua is wrapped in turn and control comes last.
-func composeMixed(control string) string {
+// algorithmTable is what mixed.lua runs: every algorithm's script, each
+// wrapped as a function of its KEYS and ARGV, in the table algorithms by
+// its mixedCode. stored_forms.lua must come before it.
+func algorithmTable() string {
 	var b strings.Builder
-	b.WriteString(mustReadScript("stored_forms.lua"))
 	b.WriteString("local algorithms = {}\n")
 	for code := 1; code < maxMixedCode; code++ {
 		fmt.Fprintf(&b, "-- %s\nalgorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", mixedFiles[code], code, mustReadScript(mixedFiles[code]))
 	}
 	// The leaky bucket's code runs the GCRA script too (see mixedCode).
 	fmt.Fprintf(&b, "algorithms[%d] = algorithms[3]\n", maxMixedCode)
-	if control == "" {
-		b.WriteString(mustReadScript("mixed.lua"))
-		return b.String()
-	}
-	fmt.Fprintf(&b, "local single = nil\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", mustReadScript("mixed.lua"))
-	b.WriteString(control)
 	return b.String()
 }
 

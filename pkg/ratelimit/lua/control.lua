@@ -2,8 +2,16 @@
 -- identity's own decision script: one round trip, atomic with the decision,
 -- in the identity's hash slot.
 --
--- scripts.go builds each controlled script as stored_forms.lua, then the
--- decision it controls as a function, then this part:
+-- scripts.go builds each controlled script as
+--     stored_forms.lua
+--     control_read.lua          the record, or nil, and KEYS without it
+--     if record then
+--       the decision as a function, decide, and this part
+--     end
+--     the decision inline: with no record, the script is exactly it
+-- where this part finds:
+--     record      the control key's value;
+--     nk          the number of KEYS the caller sent, the control key's too;
 --     decide      function(KEYS, ARGV): an algorithm's script, or mixed.lua
 --                 (whose algorithms it runs from the table algorithms);
 --     algorithms  nil, or mixed.lua's table: code -> function(KEYS, ARGV);
@@ -34,19 +42,17 @@
 -- token bucket's burst is s, a leaky bucket's stays 1; a sliding-window
 -- limit whose s x window in us passes 2^50 is decided on the millisecond
 -- clock. The keys stay those of c. Keys whose state is sized by the count
--- (the counters' integer layout, GCRA's fraction in 1/count) are read into
--- s's layout before the decision (stored_forms.lua) and, once it wrote them,
--- stored in the x form of s, keeping their TTL; a peek puts back what it
--- read, so that it leaves every key as it was.
+-- (the counters' integer layout, GCRA's time in 1/count us) are read into
+-- s's layout before the decision (stored_forms.lua: the same counts, or
+-- for GCRA the same units outstanding) and, once it wrote them, stored in
+-- the x form of s, keeping their TTL (GCRA's: long enough for the
+-- configured count too); a peek puts back what it read, so that it leaves
+-- every key as it was.
 --
--- Complexity: one GET with no record. With one, the decision's own, plus
+-- Complexity: one GET with no record (control_read.lua), and nothing
+-- else: the decision runs inline, as its own script would. With one, the decision's own, plus
 -- under a scale a GET per limit and, for the counters and GCRA, up to a
 -- SET before and a GET and a SET after each decision of their keys.
-
-local nk = #KEYS
-local record = redis.call('GET', KEYS[nk])
-KEYS[nk] = nil
-if not record then return decide(KEYS, ARGV) end
 
 -- Now, on the decision's clock: ARGV's after the limits (or the groups)
 -- when the caller sent it, else TIME, then sent on to the decision.
@@ -74,7 +80,8 @@ local milli = valid and milli_s + 0
 if valid and kind == 's' and (milli < 1 or milli > 1000000) then valid = false end
 if valid then
   local ok, m = pcall(cjson.decode, meta)
-  if ok and type(m) == 'table' and m[1] == nil then
+  -- An object or null: cjson reads [] as {}, so look at the text.
+  if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
     for _, f in ipairs({ 'reason', 'by' }) do
       local v = m[f]
       if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end
@@ -116,7 +123,7 @@ local function scaled(code, run)
     local now = args[2 + k * stride] + 0
     local sargs = { args[1] }
     for j = 2 + k * stride, #args do sargs[j] = args[j] end
-    local counts, saved, ttls = {}, {}, {}
+    local counts, configured, saved, ttls = {}, {}, {}, {}
     for i = 1, k do
       local a = 1 + (i - 1) * stride
       local c, w = args[a + 1] + 0, args[a + 2] + 0
@@ -135,8 +142,9 @@ local function scaled(code, run)
       sargs[a + 1], sargs[a + 2] = shadow and -s or s, w
       if stride == 3 then sargs[a + 3] = (code == 3) and s or args[a + 3] end
       if form and s ~= c then
-        counts[i] = s
+        counts[i], configured[i] = s, c
         local raw = redis.call('GET', keys[i])
+        if raw and peek then ttls[i] = redis.call('PTTL', keys[i]) end
         if raw and form == 3 then
           -- GCRA's own form is in 1/c: say so, for the decision's import.
           if string.match(raw, '^%d+:%d+$') then
@@ -156,7 +164,6 @@ local function scaled(code, run)
             if v > 0 then
               redis.call('SET', keys[i], v, 'KEEPTTL')
             else
-              if peek then ttls[i] = redis.call('PTTL', keys[i]) end
               redis.call('DEL', keys[i])
             end
           end
@@ -166,20 +173,25 @@ local function scaled(code, run)
     local reply = run(keys, sargs)
     for i = 1, k do
       local s = counts[i]
-      if s and peek then
-        if saved[i] then
-          local ttl = ttls[i]
-          if not ttl then
-            redis.call('SET', keys[i], saved[i], 'KEEPTTL')
-          elseif ttl > 0 then
-            redis.call('SET', keys[i], saved[i], 'PX', ttl)
-          elseif ttl == -1 then
-            redis.call('SET', keys[i], saved[i])
-          end
+      if s and peek and saved[i] then
+        if ttls[i] > 0 then
+          redis.call('SET', keys[i], saved[i], 'PX', ttls[i])
+        else
+          redis.call('SET', keys[i], saved[i])
         end
       elseif s then
         local v = redis.call('GET', keys[i])
-        if v and ((form == 3 and string.match(v, '^%d+:%d+$')) or (form ~= 3 and tonumber(v))) then
+        if v and form == 3 then
+          local su, sf = string.match(v, '^(%d+):(%d+)$')
+          if su then
+            -- The units outstanding must outlive the scale: the key lives
+            -- as long as the configured count needs them (gcra.lua's TTL).
+            local b = (su - now) * s + sf
+            local whole = math.floor(b / configured[i])
+            local ttl = math.max(redis.call('PTTL', keys[i]), math.ceil((whole + 1) / 1000))
+            redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'PX', ttl)
+          end
+        elseif v and tonumber(v) then
           redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'KEEPTTL')
         end
       end

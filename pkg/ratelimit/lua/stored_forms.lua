@@ -15,7 +15,8 @@
 --   kind   1 sliding window, 2 fixed window, 3 GCRA.
 --   raw    the key's value.
 --   c      the count the caller decides with: the layout wanted.
---   index  the window index of now (floor(now_us / window_us)); counters.
+--   index  the counters: the window index of now (floor(now_us /
+--          window_us)); GCRA: now, in microseconds.
 -- Returns nil when raw is not an x form (not ours: the caller replaces it
 -- as it always did). Otherwise, for the counters, the same state as an
 -- integer in count c's layout for window index: the previous and current
@@ -23,12 +24,17 @@
 -- the limit stays over it: the strictest reading that fits), keeping the
 -- window the state belongs to (and with it the key's TTL); 0 when the state
 -- is from a window too old to count. For GCRA the theoretical arrival time
--- as su, sf: microseconds and a fraction in 1/c, rounded up (never earlier
--- than stored).
+-- as su, sf (microseconds and a fraction in 1/c) that leaves the same
+-- units outstanding: the backlog B = (TAT - now) * count, in units of
+-- 1/count us, is B/window units whatever the count, so it is kept as it is
+-- and only re-encoded (exact, no rounding); a TAT already passed is 0, 0.
 -- With key and incr (a counter's spend whose INCRBY failed), the integer is
 -- stored back keeping the key's TTL and INCRBY incr done again: the reply
 -- is INCRBY's, or false when there is nothing to import (the caller then
 -- rewrites the key as for a foreign value; a stale state is one).
+-- With key, for GCRA (any call, a peek's or a denial's too), the TAT is
+-- stored back in c's form with gcra.lua's TTL: an x form left in place
+-- would go on draining at its own count's rate.
 --
 -- Every product stays below 2^53: counts are at most 1,000,000.
 --
@@ -42,12 +48,17 @@ local function import_form(kind, raw, c, index, key, incr)
   if kind == 3 then
     local su, sf = string.match(inner, '^(%d+):(%d+)$')
     if not su then return nil end
-    su, sf = su + 0, sf + 0
-    if l ~= c then
-      sf = math.ceil(sf * c / l)
-      if sf >= c then su, sf = su + 1, sf - c end
+    local b = (su - index) * l + sf
+    if b <= 0 then
+      if key then redis.call('DEL', key) end
+      return 0, 0
     end
-    return su, sf
+    sf = b % c
+    su = (b - sf) / c
+    if key then
+      redis.call('SET', key, string.format('%d:%d', index + su, sf), 'PX', math.ceil((su + 1) / 1000))
+    end
+    return index + su, sf
   end
   local s = tonumber(inner)
   if not s then return nil end
