@@ -105,6 +105,11 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 		t.Fatalf("scale: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	scaled := "key:" + strings.Repeat("ab", 32)
+	// A new control reaches a warm decider at its first decision after
+	// its control watch reads the controls again: within
+	// ControlPropagation (the blocked caller's control applied at once:
+	// that decider had not read them yet).
+	time.Sleep(ratelimit.ControlPropagation)
 	for i := range 31 {
 		if res := decide(scaled); res.Allowed != (i < 30) || (i < 30 && res.Control.Kind != ratelimit.ControlScale) {
 			t.Fatalf("request %d of the caller scaled x10 on a limit of 3: %+v, want 30 admitted", i+1, res)

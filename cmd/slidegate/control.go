@@ -303,7 +303,7 @@ func printControlReply(w io.Writer, r operator.ControlReply, target string) {
 		if v.Network != "" {
 			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads network controls at most that often).\n", ratelimit.ControlPropagation)
 		} else {
-			fmt.Fprintf(w, "Decisions apply it from the next request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation)
+			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads which callers hold a control at most that often), a cold one from its first request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation, ratelimit.ControlPropagation)
 		}
 	}
 }

@@ -72,8 +72,10 @@ const (
 
 // ControlPropagation bounds how long a change of control takes to reach
 // every warm instance: a Gate whose Limiter reads controls keeps no
-// denial in its deny cache longer than this, and a NetworkControlCache
-// reads the network controls again after at most this long.
+// denial in its deny cache longer than this, and a Limiter's control
+// watch (the identities holding a control, and the network controls a
+// NetworkControlCache serves) is read again after at most this long, so a
+// new identity control applies within it plus one request.
 const ControlPropagation = 2 * time.Second
 
 // Control is an operator's live control on one identity or network.

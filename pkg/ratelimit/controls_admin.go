@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -39,6 +40,7 @@ var (
 	controlIndexSetScript   = mustLoadScript("control_index_set.lua")
 	controlIndexLiftScript  = mustLoadScript("control_index_lift.lua")
 	networkControlSetScript = mustLoadScript("network_controls_set.lua")
+	controlWatchLiftScript  = mustLoadScript("control_watch_lift.lua")
 )
 
 // ControlEntry is one identity control as ListControls reads it.
@@ -74,13 +76,20 @@ type NetworkControl struct {
 // Redis expires the record on its own clock, whatever Options.Now says: a
 // stepped clock in the past sets records that are gone at once.
 //
-// A decision of a Limiter with Options.Controls applies the control from
-// its next script call on; a Gate's deny cache keeps a denial at most
-// ControlPropagation longer.
+// The identity's tag and the control's end are then mirrored into the
+// network-controls hash (field "i:<tag>"), which every instance's control
+// watch reads at most once per ControlPropagation: a decision of a
+// Limiter with Options.Controls reads the control key only of identities
+// its watch lists. A new control therefore applies from the first
+// decision after each instance's next read of the hash, at most
+// ControlPropagation (plus one read) after SetControl returns; a control
+// replaced on an identity already listed applies from the next decision.
+// A Gate's deny cache keeps a denial at most ControlPropagation longer.
 //
-// The index is written before the record, so that a control in force is
-// always listed: a failure in between leaves an index entry without a
-// record, which ListControls skips.
+// The index and the hash are written before the record, so that a control
+// in force is always listed and watched: a failure in between leaves an
+// entry without a record, which ListControls skips and decisions read as
+// no control.
 func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) error {
 	if identity == "" {
 		return fmt.Errorf("set control: %w: no identity", ErrInvalid)
@@ -106,6 +115,17 @@ func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) er
 		return fmt.Errorf("set control: %w: index script replied %v", ErrUnavailable, vals)
 	} else if n < 0 {
 		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
+	}
+	vals, err = networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
+		strconv.FormatInt(now.UnixMicro(), 10), identityField(tag), strconv.FormatInt(c.Until.UnixMicro(), 10),
+		strconv.FormatInt(endMs, 10), strconv.Itoa(MaxControls)})
+	if err != nil {
+		return fmt.Errorf("set control: watch: %w: %w", ErrUnavailable, err)
+	}
+	if n, ok := firstInt(vals); !ok {
+		return fmt.Errorf("set control: %w: watch script replied %v", ErrUnavailable, vals)
+	} else if n < 0 {
+		return fmt.Errorf("set control: %w: %w: %d identity controls are watched, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
 	}
 	err = l.client.SetArgs(ctx, l.keys.controlKey(tag), formatControlRecord(c), redis.SetArgs{ExpireAt: time.UnixMilli(endMs)}).Err()
 	if err != nil {
@@ -134,14 +154,20 @@ func (l *Limiter) LiftControl(ctx context.Context, identity string) (Control, bo
 	}
 	c, perr := parseControlRecord(rec)
 	if perr != nil {
-		// A malformed record has no end to compare: its index entry goes
-		// when its score passes, and the listing skips it meanwhile.
+		// A malformed record has no end to compare: its index and watch
+		// entries go when their ends pass, and the listing skips it
+		// meanwhile (decisions read its key: no record, no control).
 		return Control{}, true, nil
 	}
 	_, err = controlIndexLiftScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
 		tag, strconv.FormatInt(ceilMilli(c.Until), 10)})
 	if err != nil {
 		return c, true, fmt.Errorf("lift control: the control is lifted, its index entry left: %w: %w", ErrUnavailable, err)
+	}
+	_, err = controlWatchLiftScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
+		identityField(tag), strconv.FormatInt(c.Until.UnixMicro(), 10)})
+	if err != nil {
+		return c, true, fmt.Errorf("lift control: the control is lifted, its watch entry left: %w: %w", ErrUnavailable, err)
 	}
 	return c, true, nil
 }
@@ -332,30 +358,49 @@ func (l *Limiter) NetworkControls(ctx context.Context) ([]NetworkControl, error)
 // readNetworkControls is NetworkControls at now, without a deadline of
 // its own.
 func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]NetworkControl, error) {
-	fields, err := l.client.HGetAll(ctx, l.keys.networkControlsKey()).Result()
-	if err != nil {
-		return nil, fmt.Errorf("network controls: %w: %w", ErrUnavailable, err)
+	s, err := l.readControlsHash(ctx, now)
+	if s == nil {
+		return nil, err
 	}
-	list, malformed := parseNetworkControls(fields, now)
-	var problems []error
-	if malformed > 0 {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", ErrMalformedControl, malformed))
-	}
-	if len(list) > MaxNetworkControls {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", ErrTooManyControls, len(list), MaxNetworkControls))
-		list = list[:MaxNetworkControls:MaxNetworkControls]
-	}
-	return list, errors.Join(problems...)
+	return s.networks, s.networkProblems
 }
 
 // parseNetworkControls reads the hash of network controls at now: the
 // controls in force, strictest first (blocks, then exemptions; then by
-// network, for a deterministic order), and how many fields could not be
-// read.
-func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, int) {
+// network, for a deterministic order), the identity controls it mirrors
+// (fields "i:<tag>", each holding the control's end in Unix µs: the tags
+// in force, with their ends, at most MaxWatchedControls+1 of them), how
+// many identity fields are in force, and how many fields could not be
+// read. An identity field whose end cannot
+// be read is counted as malformed and kept with no end (its identity's
+// control key is read: the strictest reading).
+func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, map[string]int64, int, int) {
 	list := make([]NetworkControl, 0, min(len(fields), MaxNetworkControls+1))
-	malformed := 0
+	var tags map[string]int64
+	identities, malformed := 0, 0
+	nowUs := now.UnixMicro()
 	for field, rec := range fields {
+		if tag, ok := isIdentityField(field); ok {
+			if tag == "" {
+				malformed++
+				continue
+			}
+			end, err := parseDigits(rec)
+			if err != nil {
+				malformed++
+				end = math.MaxInt64
+			} else if end <= nowUs {
+				continue
+			}
+			identities++
+			if tags == nil {
+				tags = make(map[string]int64)
+			}
+			if len(tags) <= MaxWatchedControls {
+				tags[tag] = end
+			}
+			continue
+		}
 		p, err := netip.ParsePrefix(field)
 		if err != nil || checkNetwork(p) != nil || p.String() != field {
 			malformed++
@@ -380,7 +425,7 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 		}
 		return a.Prefix.Bits() < b.Prefix.Bits()
 	})
-	return list, malformed
+	return list, tags, identities, malformed
 }
 
 // checkNetwork refuses a prefix a network control cannot be set on.

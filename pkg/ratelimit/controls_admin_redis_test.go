@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,12 +316,52 @@ func TestControlsBounds(t *testing.T) {
 			if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), c); err != nil {
 				t.Fatalf("network once one ended: %v", err)
 			}
-			if n, _ := client.HLen(ctx, hash).Result(); n != MaxNetworkControls {
-				t.Fatalf("hash holds %d fields, want %d (the ended one pruned)", n, MaxNetworkControls)
+			// The identity controls' mirrors do not count against the
+			// networks' bound: 1,000 networks and 2 identities.
+			if n, _ := client.HLen(ctx, hash).Result(); n != MaxNetworkControls+2 {
+				t.Fatalf("hash holds %d fields, want %d (the ended one pruned, and the 2 identities)", n, MaxNetworkControls+2)
+			}
+			for _, id := range []string{"key:present", "key:new"} {
+				got, err := client.HGet(ctx, hash, identityField(l.keys.identityTag(id))).Result()
+				if err != nil || got != strconv.FormatInt(c.Until.UnixMicro(), 10) {
+					t.Fatalf("%s's watch field = %q, %v; want its end %d", id, got, err, c.Until.UnixMicro())
+				}
 			}
 			nets, err := l.NetworkControls(ctx)
 			if err != nil || len(nets) != MaxNetworkControls || nets[0].Control.Kind != ControlBlock || nets[1].Control.Kind != ControlBlock || nets[2].Control.Kind != ControlExempt {
 				t.Fatalf("network controls: %d, %v; want %d, the two blocks first", len(nets), err, MaxNetworkControls)
+			}
+
+			// The hash bounds the identity fields on its own too, pruning
+			// the ended ones: a new identity past MaxControls is refused
+			// even when the index has room.
+			for _, k := range []string{index, hash} {
+				if err := client.Del(ctx, k).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := make([]any, 0, 2*MaxControls)
+			for i := range MaxControls {
+				ids = append(ids, fmt.Sprintf("i:fake-%05d", i), strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10))
+			}
+			if err := client.HSet(ctx, hash, ids...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			err = l.SetControl(ctx, "key:third", c)
+			if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrTooManyControls) {
+				t.Fatalf("identity past the hash's bound: %v", err)
+			}
+			if _, ok, _ := l.GetControl(ctx, "key:third"); ok {
+				t.Fatal("a control refused by the hash was written")
+			}
+			if err := client.HSet(ctx, hash, "i:fake-00000", strconv.FormatInt(now.Add(-time.Second).UnixMicro(), 10)).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.SetControl(ctx, "key:third", c); err != nil {
+				t.Fatalf("identity once a watched one ended: %v", err)
+			}
+			if n, _ := client.HLen(ctx, hash).Result(); n != MaxControls {
+				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned)", n, MaxControls)
 			}
 		})
 	}

@@ -10,10 +10,13 @@ import (
 )
 
 // BenchmarkDecisionControls measures one decision (one EVALSHA round trip
-// on a local redis-server) with live controls off, on with no record (the
-// default path), and on with each kind of control set, for the sliding
-// window and the token bucket, over 1,000 identities. Compare the lines of
-// one run side by side:
+// on a local redis-server) with live controls off; on with no control
+// anywhere and with controls on 1,000 other identities (the default path:
+// the plain script, as the watch lists none of the callers); on with every
+// caller watched but no record (the controlled script's floor: one GET
+// more); and on with each kind of control set, for the sliding window and
+// the token bucket, over 1,000 identities. Compare the lines of one run
+// side by side:
 //
 //	go test ./pkg/ratelimit -run '^$' -bench BenchmarkDecisionControls -benchmem
 //
@@ -27,15 +30,22 @@ func BenchmarkDecisionControls(b *testing.B) {
 		ids[i] = "bench-user-" + strconv.Itoa(i)
 	}
 	until := time.Now().Add(time.Hour)
+	others := make([]string, len(ids))
+	for i := range others {
+		others[i] = "bench-other-" + strconv.Itoa(i)
+	}
 	records := []struct {
-		name   string
-		record string
+		name    string
+		record  string
+		watched []string // identities listed in the watch
 	}{
-		{"on/no-record", ""},
-		{"on/malformed", "v1 q 1 0 {}"},
-		{"on/block", formatControlRecord(Control{Kind: ControlBlock, Until: until, Reason: "bench"})},
-		{"on/exempt", formatControlRecord(Control{Kind: ControlExempt, Until: until, Reason: "bench"})},
-		{"on/scale-x2", formatControlRecord(Control{Kind: ControlScale, Factor: 2, Until: until, Reason: "bench"})},
+		{"on/none", "", nil},
+		{"on/others", "", others},
+		{"on/watched-no-record", "", ids},
+		{"on/malformed", "v1 q 1 0 {}", ids},
+		{"on/block", formatControlRecord(Control{Kind: ControlBlock, Until: until, Reason: "bench"}), ids},
+		{"on/exempt", formatControlRecord(Control{Kind: ControlExempt, Until: until, Reason: "bench"}), ids},
+		{"on/scale-x2", formatControlRecord(Control{Kind: ControlScale, Factor: 2, Until: until, Reason: "bench"}), ids},
 	}
 	for _, alg := range []Algorithm{SlidingWindow, TokenBucket} {
 		// A limit no run can exhaust, even halved: every decision is a
@@ -63,6 +73,9 @@ func BenchmarkDecisionControls(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+			}
+			for _, id := range r.watched {
+				watchIdentity(b, client, l, id)
 			}
 			b.Run(string(alg)+"/"+r.name, func(b *testing.B) { run(b, l) })
 		}

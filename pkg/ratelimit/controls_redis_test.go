@@ -64,6 +64,19 @@ func (f *controlFixture) setRaw(t *testing.T, identity, record string, ttl time.
 	if err := f.client.Set(f.ctx, key, record, ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
+	watchIdentity(t, f.client, f.limiter, identity)
+}
+
+// watchIdentity lists identity in l's network-controls hash, with no end,
+// as SetControl does, and makes l's watch read the hash at its next
+// decision, as it would ControlPropagation later.
+func watchIdentity(t testing.TB, client redis.UniversalClient, l *Limiter, identity string) {
+	t.Helper()
+	field := identityField(l.keys.identityTag(identity))
+	if err := client.HSet(context.Background(), l.keys.networkControlsKey(), field, "9999999999999999").Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.watch.invalidate()
 }
 
 func (f *controlFixture) lift(t *testing.T, identity string) {
@@ -622,6 +635,7 @@ func testControlRealExpiry(t *testing.T, client redis.UniversalClient) {
 	if err := client.SetArgs(ctx, key, formatControlRecord(c), redis.SetArgs{ExpireAt: until}).Err(); err != nil {
 		t.Fatal(err)
 	}
+	watchIdentity(t, client, l, "ttl")
 	res, err := l.Decide(ctx, 1, check)
 	if err != nil || res.Allowed || res.Control.Kind != ControlBlock {
 		t.Fatalf("blocked: %+v, %v", res, err)
@@ -708,7 +722,11 @@ func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 
 // testControlThroughAdminAPI sets and lifts controls with SetControl and
 // LiftControl (controls_admin.go), on a stepped clock near the real one
-// (the record's TTL is real time), and decides on them.
+// (the record's TTL is real time), and decides on them. The Limiter's
+// first decision reads its control watch, which then lists the identity:
+// the lift and the second control apply from the next decision (a new
+// control on a warm Limiter waits for the watch's next read:
+// TestControlWatchAppliesANewControlAfterItsRead).
 func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 	clock := testkit.NewClock(time.Now().Truncate(time.Minute))
 	l := loadedLimiter(t, client, Options{KeyPrefix: "ctl-admin", Controls: true, Now: clock.Now})

@@ -195,6 +195,7 @@ func FuzzControlRecordAgreement(f *testing.F) {
 		if err := client.Set(ctx, l.keys.controlKey(l.keys.identityTag(id)), rec, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
+		watchIdentity(t, client, l, id)
 		res, err := l.Decide(ctx, 1, Check{Identity: id, Limit: Limit{Name: "u", Count: 1000, Window: time.Minute}})
 		if err != nil {
 			t.Fatalf("record %q: %v", rec, err)

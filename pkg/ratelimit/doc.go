@@ -77,15 +77,20 @@
 //
 // # Live controls
 //
-// With [Options.Controls], every script call of an identity also reads
-// that identity's [Control] (a key in its own hash slot, written by the
-// operator's tools) and applies it in the same call: a block denies until
-// its end, spending nothing; an exemption admits without spending; a scale
+// With [Options.Controls], the script call of an identity that holds a
+// [Control] (a key in its own hash slot, written by the operator's tools)
+// also reads it and applies it in the same call: a block denies until its
+// end, spending nothing; an exemption admits without spending; a scale
 // decides every limit with its count multiplied, on the same keys.
-// [Result.Control] says which applied. A record that cannot be read is
-// ignored (and reported Malformed); a Gate then keeps no denial in its
-// deny cache longer than [ControlPropagation]. The in-memory fallback
-// knows no controls.
+// [Result.Control] says which applied. Which identities hold one, each
+// process learns from one hash it reads at most once per
+// [ControlPropagation] (the control watch, shared with
+// [NetworkControlCache]): every other decision is the plain script's, at
+// its cost, and a new control reaches a warm process within
+// ControlPropagation. A record that cannot be read is ignored (and
+// reported Malformed); a Gate then keeps no denial in its deny cache
+// longer than ControlPropagation. The in-memory fallback knows no
+// controls.
 //
 // The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
 // [Limiter.GetControl] and [Limiter.ListControls] for identities (at most

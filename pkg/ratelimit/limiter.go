@@ -33,13 +33,27 @@ type Options struct {
 	// production: Redis's clock is what keeps instances whose own clocks
 	// are skewed in agreement.
 	Now func() time.Time
-	// Controls makes every decision read the live control of each
-	// identity it checks (see Control), inside the same script call: a
+	// Controls makes decisions apply the live control of each identity
+	// they check (see Control), read inside the same script call: a
 	// blocked identity is denied, an exempt one admitted without
 	// spending, a scaled one decided against its scaled limits (see
-	// Result.Control for the exact answers). Without it, controls are
-	// neither read nor paid for: every script call is the same as a
-	// Limiter's that never heard of them.
+	// Result.Control for the exact answers).
+	//
+	// The Limiter keeps a control watch: the tags of the identities
+	// holding a control and their ends, read from the network-controls
+	// hash (one HGETALL) on the decision path when older than
+	// ControlPropagation, within the decision's own budget, one read in
+	// flight at a time (the others use the last list; a failed read keeps
+	// it, and the next is an interval later). Only a watched identity's
+	// script call reads its control key; every other is the plain
+	// script, exactly a Limiter's without Controls. So a control set by
+	// SetControl applies from the first decision after the watch's next
+	// read, within ControlPropagation (plus one request) on a warm
+	// instance; a lift, or a change of a watched identity's control,
+	// from the next decision. Before the first good read, or when more
+	// than MaxWatchedControls identities hold a control, every decision
+	// reads its identity's control key (ControlWatch says which).
+	// Without Controls, controls are neither read nor paid for.
 	Controls bool
 }
 
@@ -69,8 +83,13 @@ type Limiter struct {
 	scripts scriptSet
 	timeout time.Duration
 	now     func() time.Time
-	// controls: every script call reads its identity's control key.
+	// controls: a script call reads its identity's control key when the
+	// watch lists the identity (control_watch.go).
 	controls bool
+	// watch is the process's copy of the network-controls hash, which
+	// lists the identities holding a control; shared with every
+	// NetworkControlCache built on the Limiter.
+	watch controlWatch
 }
 
 // NewLimiter returns a Limiter deciding on client. It does not contact
@@ -87,14 +106,16 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	if err := validatePrefix(prefix); err != nil {
 		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
 	}
-	return &Limiter{
+	l := &Limiter{
 		client:   client,
 		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
 		scripts:  newScriptSet(opts.Controls),
 		timeout:  opts.Timeout,
 		now:      opts.Now,
 		controls: opts.Controls,
-	}, nil
+	}
+	l.watch.l = l
+	return l, nil
 }
 
 // LoadScripts loads every script into the script cache of every node: each
@@ -176,9 +197,14 @@ func (l *Limiter) decide(ctx context.Context, cost int64, spend bool, checks []C
 // one budget of the decision, which Limiter.decide or the Gate set.
 func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Check) (Result, error) {
 	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
+	var cc callControls
+	if l.controls {
+		cc = callControls{on: true, watch: l.watch.forDecision(ctx)}
+		cc.now = l.watch.clock()
+	}
 	if len(checks) == 1 {
 		// One limit: no grouping, and the tag goes straight into the key.
-		ok, ctl, err := l.runGroup(ctx, cost, spend, checks, group{algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: singleIndex}, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cc, cost, spend, checks, group{algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: singleIndex}, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -187,7 +213,7 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 	}
 	groups := l.groupChecks(checks)
 	if len(groups) == 1 {
-		ok, ctl, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cc, cost, spend, checks, groups[0], res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -197,7 +223,7 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 
 	if sameTag(groups) {
 		// One identity, several algorithms: one call decides them all.
-		ok, ctl, err := l.runMixed(ctx, cost, spend, checks, groups, res.Decisions)
+		ok, ctl, err := l.runMixed(ctx, cc, cost, spend, checks, groups, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -209,7 +235,7 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 	// nothing anywhere. Each identity's control applies to its own group;
 	// a block of any of them denies the request.
 	for _, g := range groups {
-		ok, ctl, err := l.runGroup(ctx, cost, false, checks, g, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cc, cost, false, checks, g, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -220,7 +246,7 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 		return res, nil
 	}
 	for _, g := range groups {
-		ok, ctl, err := l.runGroup(ctx, cost, true, checks, g, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cc, cost, true, checks, g, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
@@ -300,14 +326,18 @@ var singleIndex = []int{0}
 
 // runGroup makes one script call for a group and fills in its decisions;
 // it returns the group's answer and the control that applied to it.
-func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
 	n := len(g.indexes)
 	script := l.scripts.forAlgorithm(g.algorithm)
 	keys := n
-	if l.controls {
+	controlled := false
+	if cc.any() {
 		if g.tag == "" {
 			g.tag = l.keys.identityTag(checks[g.indexes[0]].Identity)
 		}
+		controlled = cc.reads(g.tag)
+	}
+	if controlled {
 		script = l.scripts.controlledScript(mixedCode(g.algorithm))
 		keys++
 	}
@@ -315,7 +345,7 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
 	cmd = append(cmd, nil, nil, keys)
 	cmd = l.appendKeys(cmd, checks, g)
-	if l.controls {
+	if controlled {
 		cmd = append(cmd, l.keys.controlKey(g.tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
@@ -327,7 +357,7 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	if err != nil {
 		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if !l.controls {
+	if !controlled {
 		ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
 		return ok, AppliedControl{}, err
 	}
@@ -337,6 +367,20 @@ func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks [
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
 }
+
+// callControls is what one decision knows of the live controls: whether
+// its Limiter reads them, and the watch's list at the decision's start.
+type callControls struct {
+	on    bool
+	watch *watchState
+	now   time.Time
+}
+
+// any reports whether some identity's control key may need reading.
+func (cc callControls) any() bool { return cc.on && !cc.watch.none() }
+
+// reads reports whether the call for tag reads its control key.
+func (cc callControls) reads(tag string) bool { return cc.on && cc.watch.controlled(tag, cc.now) }
 
 // sameTag reports whether every group counts the same identity: one slot.
 func sameTag(groups []group) bool {
@@ -351,10 +395,11 @@ func sameTag(groups []group) bool {
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
-func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
 	script := &l.scripts.mixed
 	keys := len(checks)
-	if l.controls {
+	controlled := cc.any() && cc.reads(groups[0].tag)
+	if controlled {
 		script = l.scripts.controlledScript(0)
 		keys++
 	}
@@ -363,7 +408,7 @@ func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks [
 	for _, g := range groups {
 		cmd = l.appendKeys(cmd, checks, g)
 	}
-	if l.controls {
+	if controlled {
 		cmd = append(cmd, l.keys.controlKey(groups[0].tag))
 	}
 	cmd = append(cmd, costArg(cost, spend), len(groups))
@@ -378,7 +423,7 @@ func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks [
 	if err != nil {
 		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if !l.controls {
+	if !controlled {
 		ok, err := mixedDecisions(vals, cost, spend, checks, groups, 0, out)
 		return ok, AppliedControl{}, err
 	}

@@ -19,24 +19,26 @@ import (
 // clock (Options.Now when set), so an ended control stops applying
 // without waiting for a read; clocks skewed against Redis's move that end
 // by the skew.
+//
+// The cache shares its Limiter's control watch: one HGETALL of the
+// network-controls hash per interval per Limiter serves every cache built
+// on it and the Limiter's decisions (which read it for the identity
+// controls it mirrors, Options.Controls).
 type NetworkControlCache struct {
-	limiter  *Limiter
+	watch    *controlWatch
 	interval time.Duration
 	timeout  time.Duration
-	now      func() time.Time
 
-	mu       sync.Mutex
-	list     []NetworkControl // the last good read, strictest first, none ended at its filtering
-	nextEnd  time.Time        // the earliest end in list: list is filtered again then
-	loaded   bool             // a read has succeeded at least once
-	readAt   time.Time        // when the last read (good or not) started
-	inflight chan struct{}    // closed when the read in flight ends; nil when none
+	mu      sync.Mutex
+	src     *watchState      // the watch's read list was taken from
+	list    []NetworkControl // src's networks, none ended at its filtering
+	nextEnd time.Time        // the earliest end in list: list is filtered again then
 }
 
 // NewNetworkControlCache returns a cache of l's network controls, read
 // again when older than interval (ControlPropagation when zero or less).
-// Each read is bounded by l's Options.Timeout, or 100 ms when that is zero.
-// It does not contact Redis: the first Get does.
+// Each read it makes is bounded by l's Options.Timeout, or 100 ms when
+// that is zero. It does not contact Redis: the first Get does.
 func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlCache {
 	if interval <= 0 {
 		interval = ControlPropagation
@@ -45,11 +47,7 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	now := l.now
-	if now == nil {
-		now = time.Now
-	}
-	return &NetworkControlCache{limiter: l, interval: interval, timeout: timeout, now: now}
+	return &NetworkControlCache{watch: &l.watch, interval: interval, timeout: timeout}
 }
 
 // Get returns the network controls in force now, strictest first (blocks,
@@ -65,24 +63,27 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 // that read (or ctx). A failed read keeps the last good list, which Get
 // returns with the error (wrapping ErrUnavailable); the next read is an
 // interval later, so an outage costs one timeout per interval, not one per
-// request. A read that skipped malformed fields, or kept only
-// MaxNetworkControls, returns its list with an error saying so (wrapping
+// request. A read that skipped malformed fields, kept only
+// MaxNetworkControls, or found more identity controls than
+// MaxWatchedControls, returns its list with an error saying so (wrapping
 // ErrMalformedControl or ErrTooManyControls). Only the Get that made a
-// read returns its error.
+// read returns its error; a read a decision of the Limiter made serves
+// the cache too, and its error is not returned.
 func (c *NetworkControlCache) Get(ctx context.Context) ([]NetworkControl, error) {
+	w := c.watch
 	for {
-		c.mu.Lock()
-		now := c.now()
-		fresh := c.loaded && now.Sub(c.readAt) < c.interval && !now.Before(c.readAt)
-		if fresh || (c.inflight != nil && c.loaded) {
-			list := c.inForceLocked(now)
-			c.mu.Unlock()
-			return list, nil
+		w.mu.Lock()
+		now := w.clock()
+		last := w.last
+		fresh := last != nil && now.Sub(w.readAt) < c.interval && !now.Before(w.readAt)
+		if fresh || (w.inflight != nil && last != nil) {
+			w.mu.Unlock()
+			return c.inForce(last, now), nil
 		}
-		if wait := c.inflight; wait != nil {
+		if wait := w.inflight; wait != nil {
 			// No list yet: wait for the first read rather than answer
 			// an empty one.
-			c.mu.Unlock()
+			w.mu.Unlock()
 			select {
 			case <-wait:
 				continue
@@ -91,36 +92,27 @@ func (c *NetworkControlCache) Get(ctx context.Context) ([]NetworkControl, error)
 			}
 		}
 		done := make(chan struct{})
-		c.inflight = done
-		c.readAt = now
-		c.mu.Unlock()
-		return c.refresh(ctx, done)
+		w.inflight, w.readAt = done, now
+		w.mu.Unlock()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+		s, err := w.refresh(rctx, now, done)
+		cancel()
+		return c.inForce(s, w.clock()), err
 	}
 }
 
-// refresh reads the controls and publishes them, then wakes the waiters.
-func (c *NetworkControlCache) refresh(ctx context.Context, done chan struct{}) ([]NetworkControl, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
-	list, err := c.limiter.readNetworkControls(rctx, c.now())
-	cancel()
+// inForce is s's network controls without those ended at now: the same
+// slice until the earliest end passes or the watch reads again, then a new
+// one (a slice handed out before is never changed). Empty for no read.
+func (c *NetworkControlCache) inForce(s *watchState, now time.Time) []NetworkControl {
+	if s == nil {
+		return []NetworkControl{}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inflight = nil
-	close(done)
-	if list != nil {
-		c.list, c.nextEnd, c.loaded = list, time.Time{}, true
-	} else if !c.loaded {
-		// A failed first read: the waiters read again rather than wait
-		// an interval with no list at all.
-		c.readAt = time.Time{}
+	if c.src != s {
+		c.src, c.list, c.nextEnd = s, s.networks, time.Time{}
 	}
-	return c.inForceLocked(c.now()), err
-}
-
-// inForceLocked is the list without the controls ended at now: the same
-// slice until the earliest end passes, then a new one (a slice handed out
-// before is never changed).
-func (c *NetworkControlCache) inForceLocked(now time.Time) []NetworkControl {
 	if len(c.list) > 0 && (c.nextEnd.IsZero() || !now.Before(c.nextEnd)) {
 		kept := make([]NetworkControl, 0, len(c.list))
 		var next time.Time

@@ -1,35 +1,52 @@
--- network_controls_set.lua: writes one network control into the hash of
--- network controls (controls_admin.go), within a bound. Fields whose
--- control has ended are removed first; the hash expires when the last
--- live control in it ends, so an ended control is gone without anyone
--- cleaning up (readers filter by end in between).
+-- network_controls_set.lua: writes one field of the hash of network
+-- controls (controls_admin.go), within a bound: a network control, or the
+-- mirror of an identity control that the instances' control watch reads
+-- (control_watch.go). Fields whose control has ended are removed first,
+-- of both kinds; the hash expires when the last live control in it ends,
+-- so an ended control is gone without anyone cleaning up (readers filter
+-- by end in between).
 --
--- A field whose record does not start "v1 <kind> <end µs> " is kept and
--- counted (readers skip it and say so; only lifting it, or the hash's
--- expiry, removes it): the bound holds whatever the hash contains.
+-- A network field is a CIDR holding a record, "v1 <kind> <end µs> ...";
+-- an identity field is "i:<tag>" holding the end in µs. A field whose
+-- value does not read so is kept and counted (readers skip it, or watch
+-- its identity, and say so; only lifting it, or the hash's expiry, removes
+-- it): the bound holds whatever the hash contains. The bound counts the
+-- fields of ARGV[2]'s kind only.
 --
--- KEYS[1]  the hash: field = the network's CIDR, value = a control record.
+-- KEYS[1]  the hash.
 -- ARGV[1]  now, Unix µs: controls that end at or before it are removed.
--- ARGV[2]  the field (the network's canonical CIDR).
--- ARGV[3]  the record.
--- ARGV[4]  the record's end, Unix ms, rounded up.
--- ARGV[5]  the most live fields allowed.
+-- ARGV[2]  the field (a network's canonical CIDR, or "i:<tag>").
+-- ARGV[3]  the value (a record, or the end in Unix µs).
+-- ARGV[4]  the control's end, Unix ms, rounded up.
+-- ARGV[5]  the most live fields of ARGV[2]'s kind allowed.
 --
--- Returns {live fields after the write}, or {-1, live} when the field is
--- new and the hash already holds ARGV[5] live fields (nothing written).
+-- Returns {live fields of that kind after the write}, or {-1, live} when
+-- the field is new and the hash already holds ARGV[5] live fields of its
+-- kind (nothing written).
 --
--- Complexity: O(N), N the fields: HGETALL. N is bounded by ARGV[5].
+-- Complexity: O(N), N the fields: HGETALL. N is bounded by the bounds of
+-- both kinds.
 local now = tonumber(ARGV[1])
+local identity = string.sub(ARGV[2], 1, 2) == 'i:'
 local fields = redis.call('HGETALL', KEYS[1])
 local live, present = 0, false
 local last = tonumber(ARGV[4])
 for i = 1, #fields, 2 do
-  local ends = tonumber(string.match(fields[i + 1], '^v1 %a (%d+) '))
-  if ends and ends <= now then
-    redis.call('HDEL', KEYS[1], fields[i])
+  local name, value = fields[i], fields[i + 1]
+  local mine = string.sub(name, 1, 2) == 'i:'
+  local ends
+  if mine then
+    ends = tonumber(string.match(value, '^(%d+)$'))
   else
-    live = live + 1
-    if fields[i] == ARGV[2] then
+    ends = tonumber(string.match(value, '^v1 %a (%d+) '))
+  end
+  if ends and ends <= now then
+    redis.call('HDEL', KEYS[1], name)
+  else
+    if mine == identity then
+      live = live + 1
+    end
+    if name == ARGV[2] then
       present = true
     elseif ends and math.floor((ends + 999) / 1000) > last then
       last = math.floor((ends + 999) / 1000)

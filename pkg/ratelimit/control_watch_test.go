@@ -1,0 +1,73 @@
+package ratelimit
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseNetworkControlsReadsIdentityFields: "i:<tag>" fields are the
+// watched identities, not malformed networks; an ended one is left out, one
+// whose end cannot be read is counted malformed and watched with no end.
+func TestParseNetworkControlsReadsIdentityFields(t *testing.T) {
+	now := controlsT0
+	us := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMicro(), 10) }
+	fields := map[string]string{
+		"i:live":         us(time.Hour),
+		"i:ended":        us(-time.Second),
+		"i:now":          us(0),
+		"i:garbage":      "soon",
+		"i:":             us(time.Hour),
+		"203.0.113.0/24": formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "r"}),
+		"not-a-network":  "v1 b 1 0 {}",
+	}
+	list, tags, identities, malformed := parseNetworkControls(fields, now)
+	if len(list) != 1 || list[0].Prefix.String() != "203.0.113.0/24" {
+		t.Fatalf("networks %+v", list)
+	}
+	if identities != 2 || len(tags) != 2 || tags["live"] != now.Add(time.Hour).UnixMicro() || tags["garbage"] != math.MaxInt64 {
+		t.Fatalf("tags %v (%d in force)", tags, identities)
+	}
+	// "i:garbage", "i:" and "not-a-network".
+	if malformed != 3 {
+		t.Fatalf("%d malformed, want 3", malformed)
+	}
+	s := &watchState{readAt: now, tags: tags}
+	for tag, want := range map[string]bool{"live": true, "garbage": true, "ended": false, "other": false} {
+		if got := s.controlled(tag, now); got != want {
+			t.Errorf("controlled(%q) = %v, want %v", tag, got, want)
+		}
+	}
+	// Past a listed end, read until the list is read again.
+	if !s.controlled("live", now.Add(2*time.Hour)) {
+		t.Error("a listed control past its end, before the next read: not read")
+	}
+	if s := (&watchState{readAt: now.Add(2 * time.Hour), tags: tags}); s.controlled("live", now.Add(2*time.Hour)) {
+		t.Error("a control listed as ended at its read: still read")
+	}
+	var none *watchState
+	if !none.controlled("x", now) || (&watchState{overflow: true}).controlled("x", now) != true {
+		t.Error("no list, or overflow: every identity must be read")
+	}
+}
+
+// FuzzParseNetworkControls: any field and value parse without a panic;
+// every field is a network, a watched identity, ended or malformed (an
+// identity field with an unreadable end is both watched and malformed).
+func FuzzParseNetworkControls(f *testing.F) {
+	f.Add("i:tag", "1900000000000000")
+	f.Add("i:", "")
+	f.Add("10.0.0.0/8", "v1 b 1900000000000000 0 {}")
+	f.Add("i:x", "99999999999999999")
+	f.Fuzz(func(t *testing.T, field, value string) {
+		list, tags, identities, malformed := parseNetworkControls(map[string]string{field: value}, controlsT0)
+		if len(list)+identities > 1 || len(list)+malformed > 1 || len(tags) != identities {
+			t.Fatalf("%q=%q: %d networks, %d identities (%d tags), %d malformed", field, value, len(list), identities, len(tags), malformed)
+		}
+		if identities == 1 && !strings.HasPrefix(field, identityFieldPrefix) {
+			t.Fatalf("%q read as an identity", field)
+		}
+	})
+}
