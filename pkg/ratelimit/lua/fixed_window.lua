@@ -79,6 +79,7 @@ if n == 1 and cost > 0 then
   local index = (now - elapsed) / window
   local base = (index % (period - period % 1)) * m
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  if type(s) ~= 'number' then s = import_form(2, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1]) end
   if type(s) == 'number' then
     s = s - cost
     local v = s - base
@@ -125,13 +126,15 @@ for i = 1, n do
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
+    if type(s) ~= 'number' then s = import_form(2, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1]) end
     if type(s) == 'number' then
       s = s - cost
     else
       s = -1
     end
   else
-    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
+    local raw = redis.call('GET', KEYS[i]) or 0
+    s = tonumber(raw) or import_form(2, raw, limit, index) or -1
   end
   local count, fresh = settle(s, base, m)
 

@@ -59,6 +59,7 @@ for i = 1, n do
   local stored = redis.call('GET', KEYS[i])
   if stored then
     local su, sf = string.match(stored, '^(%d+):(%d+)$')
+    if not su then su, sf = import_form(3, stored, count, now, KEYS[i]) end
     if su then
       su = su + 0
       if su >= now then
