@@ -71,6 +71,9 @@ type NetworkControl struct {
 // pruned then, and a new identity is refused with ErrInvalid and
 // ErrTooManyControls when MaxControls controls are already in force.
 //
+// Redis expires the record on its own clock, whatever Options.Now says: a
+// stepped clock in the past sets records that are gone at once.
+//
 // A decision of a Limiter with Options.Controls applies the control from
 // its next script call on; a Gate's deny cache keeps a denial at most
 // ControlPropagation longer.
@@ -393,6 +396,19 @@ func checkNetwork(p netip.Prefix) error {
 		return fmt.Errorf("%w: network %s has host bits set: it would be %s; write the network's first address (or the prefix length meant)", ErrInvalid, p, p.Masked())
 	}
 	return nil
+}
+
+// Tag is identity's hash tag, as its keys and ControlEntry carry it.
+func (l *Limiter) Tag(identity string) string { return l.keys.identityTag(identity) }
+
+// Time is the time the Limiter's admin calls and decisions work at:
+// Options.Now when set, else Redis's clock (TIME), which a control's end
+// is compared with. A caller computing a control's end from a duration
+// should start from it rather than from its own clock.
+func (l *Limiter) Time(ctx context.Context) (time.Time, error) {
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	return l.adminNow(ctx)
 }
 
 // adminContext applies Options.Timeout to one admin call, as Reset does.

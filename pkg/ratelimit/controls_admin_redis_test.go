@@ -455,12 +455,16 @@ func TestNetworkControlCacheStaleness(t *testing.T) {
 				t.Fatal(err)
 			}
 			clock.Advance(ControlPropagation)
-			if nets, _ := cache.Get(ctx); len(nets) != 1 || !nets[0].Control.Until.Equal(clock.Now().Add(500*time.Millisecond)) {
-				t.Fatalf("after the new read: %+v", nets)
+			held, _ := cache.Get(ctx)
+			if len(held) != 1 || !held[0].Control.Until.Equal(clock.Now().Add(500*time.Millisecond)) {
+				t.Fatalf("after the new read: %+v", held)
 			}
 			clock.Advance(500 * time.Millisecond)
 			if nets, _ := cache.Get(ctx); len(nets) != 0 {
 				t.Fatalf("at the control's end: %+v, want none", nets)
+			}
+			if len(held) != 1 || held[0].Prefix != n {
+				t.Fatalf("a list handed out before changed: %+v", held)
 			}
 			if got := hook.reads.Load(); got != 3 {
 				t.Fatalf("%d reads, want 3", got)
@@ -566,5 +570,44 @@ func TestNetworkControlCacheReadsOnceForConcurrentGets(t *testing.T) {
 	burst()
 	if got := hook.reads.Load(); got != 2 {
 		t.Fatalf("50 concurrent Gets past the interval made %d reads in all, want 2", got)
+	}
+}
+
+// BenchmarkNetworkControlCacheGet: a Get that finds the list fresh, the
+// request path's cost, with one network control and with the most
+// allowed.
+func BenchmarkNetworkControlCacheGet(b *testing.B) {
+	client := redistest.StartServer(b).Client(b)
+	ctx := context.Background()
+	now, err := client.Time(ctx).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{1, MaxNetworkControls} {
+		b.Run(fmt.Sprintf("controls=%d", n), func(b *testing.B) {
+			l, err := NewLimiter(client, Options{KeyPrefix: fmt.Sprintf("bench%d", n), Timeout: 5 * time.Second})
+			if err != nil {
+				b.Fatal(err)
+			}
+			fields := make([]any, 0, 2*n)
+			for i := range n {
+				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
+				fields = append(fields, p.String(), formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "bench", SetAt: now}))
+			}
+			if err := client.HSet(ctx, l.keys.networkControlsKey(), fields...).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cache := NewNetworkControlCache(l, time.Hour)
+			if nets, err := cache.Get(ctx); err != nil || len(nets) != n {
+				b.Fatalf("%d controls, %v", len(nets), err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if nets, _ := cache.Get(ctx); len(nets) != n {
+					b.Fatal(len(nets))
+				}
+			}
+		})
 	}
 }

@@ -121,6 +121,7 @@ func TestLiveControls(t *testing.T) {
 			t.Run("concurrent under a scale", func(t *testing.T) { testControlConcurrent(t, client) })
 			t.Run("script flush", func(t *testing.T) { testControlScriptFlush(t, client, topo.Masters(t)) })
 			t.Run("real expiry", func(t *testing.T) { testControlRealExpiry(t, client) })
+			t.Run("through the admin API", func(t *testing.T) { testControlThroughAdminAPI(t, client) })
 		})
 	}
 }
@@ -236,6 +237,22 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 				f.decide(t, check) // a unit spent before the scale, in the configured layout
 			}
 			f.set(t, id, scale(10), time.Hour)
+			// A peek under the scale answers with the scaled limit and
+			// leaves the keys byte for byte as they were.
+			key := f.limiter.keys.key(f.limiter.keys.identityTag(id), check.Limit)
+			dump := func() string { v, _ := f.client.Dump(f.ctx, key).Result(); return v }
+			before := dump()
+			left := int64(29) // of 30, one spent before the scale
+			if alg == LeakyBucket {
+				left = 1
+			}
+			peek, err := f.limiter.Peek(f.ctx, 1, check)
+			if err != nil || !peek.Allowed || peek.Control.Kind != ControlScale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
+				t.Fatalf("Peek under x10: %+v, %v", peek, err)
+			}
+			if after := dump(); after != before {
+				t.Fatalf("Peek under a scale rewrote the key: %q, was %q", after, before)
+			}
 			n, denial := admitBurst(t, f, check)
 			want := int64(30) - 1
 			if alg == LeakyBucket {
@@ -304,6 +321,20 @@ func testControlScaleDown(t *testing.T, client redis.UniversalClient) {
 			}
 		})
 	}
+	// A shadow limit is scaled too, and still denies nothing.
+	t.Run("shadow", func(t *testing.T) {
+		f := newControlFixture(t, client, "ctl-shadow")
+		enforced := Check{Identity: "shadowed", Limit: Limit{Name: "plan", Count: 3, Window: time.Minute}}
+		shadow := Check{Identity: "shadowed", Limit: Limit{Name: "next-plan", Count: 2, Window: time.Minute, Algorithm: TokenBucket}, Shadow: true}
+		f.set(t, "shadowed", scale(10), time.Hour)
+		n, denial := admitBurst(t, f, enforced, shadow)
+		if n != 30 || denial.Decisions[1].Limit.Count != 20 || !denial.Decisions[1].Shadow || denial.Decisions[1].Allowed {
+			t.Fatalf("x10 with a shadow limit: admitted %d, shadow decision %+v", n, denial.Decisions[1])
+		}
+		if d := f.state(t, shadow)[0]; d.Remaining != 0 {
+			t.Fatalf("the shadow bucket after 20 of its 20: %+v", d)
+		}
+	})
 	// Counts spent before a scale down are carried into the scaled layout.
 	for _, alg := range []Algorithm{SlidingWindow, FixedWindow} {
 		t.Run("carried/"+string(alg), func(t *testing.T) {
@@ -435,6 +466,8 @@ var malformedRecords = []string{
 	"v1 e 1900000000000000 0 {\"reason\":5}",
 	"v1 e 1900000000000000 0 {\"at\":1.5}",
 	"v1 e 1900000000000000 0 [1]",
+	"v1 e 1900000000000000 0 []",
+	"v1 e 1900000000000000 0 7",
 	"v1 e 1900000000000000 0 \"x\"",
 	"v1 e 1900000000000000 0 {\"reason\":\"x\"",
 }
@@ -671,4 +704,45 @@ func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 			t.Fatalf("%v after the lift: %+v, want admitted", ControlPropagation, res)
 		}
 	})
+}
+
+// testControlThroughAdminAPI sets and lifts controls with SetControl and
+// LiftControl (controls_admin.go), on a stepped clock near the real one
+// (the record's TTL is real time), and decides on them.
+func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
+	clock := testkit.NewClock(time.Now().Truncate(time.Minute))
+	l := loadedLimiter(t, client, Options{KeyPrefix: "ctl-admin", Controls: true, Now: clock.Now})
+	ctx := context.Background()
+	check := Check{Identity: "api-key-1", Limit: Limit{Name: "key", Count: 3, Window: time.Minute}}
+	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlBlock, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlBlock {
+		t.Fatalf("after SetControl(block): %+v, %v", res, err)
+	}
+	if _, ok, err := l.LiftControl(ctx, check.Identity); err != nil || !ok {
+		t.Fatalf("LiftControl: %v, %v", ok, err)
+	}
+	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlScale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 40 {
+		res, err := l.Decide(ctx, 1, check)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 30 {
+		t.Fatalf("SetControl(scale x10) of 3: admitted %d, want 30", admitted)
+	}
+	if _, _, err := l.LiftControl(ctx, check.Identity); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 3 {
+		t.Fatalf("lifted after 30 of x10: %+v, %v; want denied by the configured 3", res, err)
+	}
 }

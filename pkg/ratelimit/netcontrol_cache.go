@@ -26,7 +26,8 @@ type NetworkControlCache struct {
 	now      func() time.Time
 
 	mu       sync.Mutex
-	list     []NetworkControl // the last good read, strictest first
+	list     []NetworkControl // the last good read, strictest first, none ended at its filtering
+	nextEnd  time.Time        // the earliest end in list: list is filtered again then
 	loaded   bool             // a read has succeeded at least once
 	readAt   time.Time        // when the last read (good or not) started
 	inflight chan struct{}    // closed when the read in flight ends; nil when none
@@ -52,7 +53,9 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 }
 
 // Get returns the network controls in force now, strictest first (blocks,
-// then exemptions). The slice is the caller's own.
+// then exemptions). The slice is shared with other callers and must not be
+// modified (appending to it copies it); a fresh Get allocates nothing, so
+// that even MaxNetworkControls controls cost each request no copy.
 //
 // When the list is older than the interval, the call reads Redis again
 // (one HGETALL, within the cache's timeout whatever ctx's deadline, so
@@ -72,7 +75,7 @@ func (c *NetworkControlCache) Get(ctx context.Context) ([]NetworkControl, error)
 		now := c.now()
 		fresh := c.loaded && now.Sub(c.readAt) < c.interval && !now.Before(c.readAt)
 		if fresh || (c.inflight != nil && c.loaded) {
-			list := inForce(c.list, now)
+			list := c.inForceLocked(now)
 			c.mu.Unlock()
 			return list, nil
 		}
@@ -105,22 +108,32 @@ func (c *NetworkControlCache) refresh(ctx context.Context, done chan struct{}) (
 	c.inflight = nil
 	close(done)
 	if list != nil {
-		c.list, c.loaded = list, true
+		c.list, c.nextEnd, c.loaded = list, time.Time{}, true
 	} else if !c.loaded {
 		// A failed first read: the waiters read again rather than wait
 		// an interval with no list at all.
 		c.readAt = time.Time{}
 	}
-	return inForce(c.list, c.now()), err
+	return c.inForceLocked(c.now()), err
 }
 
-// inForce is a copy of list without the controls ended at now.
-func inForce(list []NetworkControl, now time.Time) []NetworkControl {
-	out := make([]NetworkControl, 0, len(list))
-	for _, nc := range list {
-		if nc.Control.Until.After(now) {
-			out = append(out, nc)
+// inForceLocked is the list without the controls ended at now: the same
+// slice until the earliest end passes, then a new one (a slice handed out
+// before is never changed).
+func (c *NetworkControlCache) inForceLocked(now time.Time) []NetworkControl {
+	if len(c.list) > 0 && (c.nextEnd.IsZero() || !now.Before(c.nextEnd)) {
+		kept := make([]NetworkControl, 0, len(c.list))
+		var next time.Time
+		for _, nc := range c.list {
+			if !nc.Control.Until.After(now) {
+				continue
+			}
+			kept = append(kept, nc)
+			if next.IsZero() || nc.Control.Until.Before(next) {
+				next = nc.Control.Until
+			}
 		}
+		c.list, c.nextEnd = kept, next
 	}
-	return out
+	return c.list[:len(c.list):len(c.list)]
 }

@@ -80,7 +80,8 @@ local milli = valid and milli_s + 0
 if valid and kind == 's' and (milli < 1 or milli > 1000000) then valid = false end
 if valid then
   local ok, m = pcall(cjson.decode, meta)
-  if ok and type(m) == 'table' and m[1] == nil then
+  -- An object or null: cjson reads [] as {}, so look at the text.
+  if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
     for _, f in ipairs({ 'reason', 'by' }) do
       local v = m[f]
       if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end

@@ -12,6 +12,11 @@
 -- A request of cost n is admitted when  TAT' - burst*T <= now, where
 -- TAT' = max(TAT, now) + n*T.
 --
+-- Scale controls (control.lua): a key last written under a scale of another
+-- count holds the x form of stored_forms.lua, which scripts.go puts before
+-- this script; where GET finds no "<us>:<fraction>", import_form reads it
+-- as the same units outstanding under this count and stores that back.
+--
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.

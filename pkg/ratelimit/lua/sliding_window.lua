@@ -31,6 +31,11 @@
 -- ":<count>:<window ms>", went one release after it shipped: a GET on every
 -- key this script created.)
 --
+-- Scale controls (control.lua): a key last written under a scale of another
+-- count holds the x form of stored_forms.lua, which scripts.go puts before
+-- this script; where INCRBY finds no integer, or a peek's GET no number,
+-- import_form reads it into this count's layout (a spend stores it back).
+--
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
