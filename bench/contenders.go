@@ -59,6 +59,10 @@ type contender struct {
 	// buildGate, for slidegate's algorithms, decides through a
 	// ratelimit.Gate (deny cache on unless denyCacheOff).
 	buildGate func(now func() time.Time, lim limitSpec, denyCacheOff bool) (decider, error)
+	// memoryFill, when set, is the memory phase's request for a contender
+	// without replay whose key would otherwise expire during the fill (see
+	// runMemory).
+	memoryFill func(lim limitSpec) (decider, error)
 }
 
 // identityTag hashes an identity the way pkg/ratelimit does (SHA-256, 128
@@ -212,6 +216,21 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 			}, nil
 		},
 		keyOf: func(id string, lim limitSpec) string { return "rate:" + redisRateKey(id, lim) },
+		// One request leaves a GCRA key that lives one emission interval
+		// (36 s at 100/1h), less than a fill of 200,000 identities takes
+		// on a loaded machine; the whole burst at once leaves the same one
+		// key (a timestamp) living the window, as slidegate's keys do.
+		memoryFill: func(lim limitSpec) (decider, error) {
+			rl := redis_rate.NewLimiter(client)
+			limit := redis_rate.Limit{Rate: int(lim.Count), Burst: int(lim.Count), Period: lim.Window}
+			return func(ctx context.Context, id string) (bool, error) {
+				res, err := rl.AllowN(ctx, redisRateKey(id, lim), limit, int(lim.Count))
+				if err != nil {
+					return false, err
+				}
+				return res.Allowed > 0, nil
+			}, nil
+		},
 	})
 
 	store, err := ulredis.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: "ul"})

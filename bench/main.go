@@ -82,7 +82,12 @@ func main() {
 		throughputLimit: limitSpec{1000, time.Minute},
 		memoryLimit:     limitSpec{100, time.Hour},
 		floodLimit:      limitSpec{100, time.Minute},
-		burstLimit:      limitSpec{100, time.Minute},
+		// The burst's window is an hour so that the burst is decided well
+		// within one emission interval (36 s): the leaky bucket's key lives
+		// one interval on Redis's clock while the virtual clock stands still
+		// (at 100/1m, 0.6 s, and a 2 s burst saw it expire three times),
+		// and the peers, on real time, refill nothing meanwhile.
+		burstLimit:      limitSpec{100, time.Hour},
 		attackLimit:     limitSpec{100, time.Minute},
 		realAttackLimit: limitSpec{100, time.Second},
 		attackDelta:     0.02,

@@ -27,8 +27,8 @@ type memoryResult struct {
 // design keeping two windows holds both, and reports the growth of
 // used_memory per identity. Contenders with a controllable clock are
 // replayed through their scripts at those exact times; the peers, whose
-// time cannot be set, make one request per identity (their single key per
-// identity is live either way).
+// time cannot be set, make one request per identity (memoryFill's, when
+// the contender has one, so that its key outlives the fill).
 func runMemory(ctx context.Context, b *bench, c *contender, n int) (memoryResult, error) {
 	lim := b.cfg.memoryLimit
 	if err := b.stats.FlushAll(ctx).Err(); err != nil {
@@ -59,7 +59,12 @@ func runMemory(ctx context.Context, b *bench, c *contender, n int) (memoryResult
 		})
 	} else {
 		method = "one live request per identity through its API (real time)"
-		decide, berr := c.build(nil, lim)
+		build := func(lim limitSpec) (decider, error) { return c.build(nil, lim) }
+		if c.memoryFill != nil {
+			method = "one live request per identity through its API (real time), spending the whole limit so that the key lives the window"
+			build = c.memoryFill
+		}
+		decide, berr := build(lim)
 		if berr != nil {
 			return memoryResult{}, berr
 		}

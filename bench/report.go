@@ -140,7 +140,7 @@ func renderReport(res *results) string {
 		res.Settings["memory_identities"], res.Settings["memory_limit"])
 	w("so that a design keeping two windows holds both; the figure is the growth of `used_memory` divided by the identities. ")
 	w("The window is an hour so that every key is still live when memory is read (a token bucket's key lives only until its bucket is full again: one request's worth of refill, 36 s here). ")
-	w("Contenders whose clock can be set were replayed through their scripts at those instants; the peers, whose clock cannot be set, made one live request per identity (their one key per identity is live either way). ")
+	w("Contenders whose clock can be set were replayed through their scripts at those instants; the peers, whose clock cannot be set, made one live request per identity, redis_rate spending its whole limit at once so that its key lives the window: one request leaves a GCRA key that lives one emission interval (36 s here), and a fill that took longer once let 38%% of its keys expire and put it at 116 B per identity instead of about 185 B per live key. ")
 	w("Key lengths differ a little (slidegate's keys carry the algorithm, policy name, count and window); the example key shows each.\n\n")
 	w("*MEMORY USAGE* is Redis's own estimate for one identity's key (for the two-key baseline, one of its two keys); *key name* is the length of the key's name, which every key pays for.\n\n")
 	w("| contender | bytes/identity | keys/identity | MEMORY USAGE of a key | key name | example key |\n| --- | ---: | ---: | ---: | ---: | --- |\n")
@@ -152,8 +152,9 @@ func renderReport(res *results) string {
 	}
 
 	w("\n## Bursts and floods\n\n")
-	w("*Burst*: %s requests from one identity released at once (5,000 goroutines), limit 100/1m. Virtual-clock contenders see one frozen instant; the peers run in real time. ",
-		res.Settings["burst_requests"])
+	w("*Burst*: %s requests from one identity released at once (5,000 goroutines), limit %s. Virtual-clock contenders see one frozen instant; the peers run in real time. ",
+		res.Settings["burst_requests"], orDefault(res.Settings["burst_limit"], "100/1m"))
+	w("The window is an hour so that the burst ends within one emission interval (36 s): a key's TTL runs on Redis's clock even when the decision's clock is frozen, and the leaky bucket's key lives one interval (at 100/1m, 0.6 s: a 2 s burst saw it expire and admitted 4); the peers, on real time, refill nothing meanwhile. ")
 	w("*Flood*: one identity sends 100x its limit (10,000 requests against 100/1m). Virtual-clock contenders get them evenly spread over one window of virtual time; the peers get them back to back in real time. ")
 	w("Calls are client round trips to Redis. For slidegate's algorithms the flood is measured three ways: `Limiter.Allow` (no cache), and `Gate.Decide` with the deny cache off and on.\n\n")
 	w("| contender | burst admitted | flood admitted | calls/request (Limiter or API) | Gate, no deny cache: calls/denied | Gate with deny cache: calls/request | calls/denied |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
@@ -319,4 +320,13 @@ func narrowThroughput(res *results) string {
 	return fmt.Sprintf("The decisions-per-second target is met by its criterion only: the default algorithm's fastest round (%.0f/s) reaches %s's slowest (%.0f/s), "+
 		"but its median is %.2fx the peer's (%.0f/s against %.0f/s). Read it as within this machine's run-to-run noise, not as fast as the peer.\n\n",
 		d.MaxPerSec, best.Name, p.MinPerSec, d.Median.PerSecond/p.Median.PerSecond, d.Median.PerSecond, p.Median.PerSecond)
+}
+
+// orDefault is s, or def when s is empty (a results.json written before
+// the setting was recorded).
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -43,10 +43,14 @@ for i = 1, g do
   first = first + k
   at = at + 3 + k * a
 end
+-- now goes to every group as a number: each script reads its now as
+-- ARGV's now + 0, which is then arithmetic, not a conversion per group.
 local now = ARGV[at]
-if not now then
+if now then
+  now = now + 0
+else
   local t = redis.call('TIME')
-  now = string.format('%d', t[1] * 1000000 + t[2])
+  now = t[1] * 1000000 + t[2]
 end
 for i = 1, g do
   local args = groups[i][3]
@@ -63,7 +67,7 @@ end
 local spend = cost + 0 > 0
 local peek = cost
 if spend then peek = '-' .. cost end
-local reply = { 1, now + 0 }
+local reply = { 1, now }
 local last = spend and g or g + 1
 for i = 1, last - 1 do
   local r = run(i, peek)

@@ -145,8 +145,11 @@ end
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
-local all_ok = true
-local oks, olds, rewrites, ttls = {}, {}, {}, {}
+-- olds[i] is key i's value before this call's INCRBY (0: none, -1: not
+-- ours). A limit admits the cost on its own iff its reply value is not
+-- negative. writes holds, two slots a limit, the value and TTL of a key
+-- whose window changed; it is made only when one did.
+local olds, writes = {}, nil
 
 for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
@@ -190,39 +193,34 @@ for i = 1, n do
   end
 
   local v = previous * m + current
-  local ok = previous * (window - elapsed) + (current + cost) * window <= limit * window
-  if ok then
+  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
     reply[i + 2] = v
+    if fresh and spend then
+      if not writes then writes = {} end
+      writes[2 * i - 1] = base + v + cost
+      writes[2 * i] = math.ceil((2 * window - elapsed) * unit / 1000)
+    end
   else
     reply[i + 2] = -1 - v
-    if not shadow then
-      all_ok = false
-      reply[1] = 0
-    end
+    if not shadow then reply[1] = 0 end
   end
-  oks[i], olds[i] = ok, s
-  if fresh then
-    rewrites[i] = base + v + cost
-    ttls[i] = math.ceil((2 * window - elapsed) * unit / 1000)
-  end
+  olds[i] = s
 end
 
 if not spend then return reply end
 
--- undo puts key i back as it was before this call's INCRBY.
-local function undo(i)
-  if olds[i] > 0 then
+local admitted = reply[1] == 1
+for i = 1, n do
+  if admitted and reply[i + 2] >= 0 then
+    if writes and writes[2 * i] then
+      redis.call('SET', KEYS[i], writes[2 * i - 1], 'PX', writes[2 * i])
+    end
+  elseif olds[i] > 0 then
+    -- Put the key back as it was before this call's INCRBY (a shadow limit
+    -- that denies on its own spends nothing either).
     redis.call('DECRBY', KEYS[i], ARGV[1])
   elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
-  end
-end
-
-for i = 1, n do
-  if not all_ok or not oks[i] then
-    undo(i) -- a shadow limit that denies on its own spends nothing either
-  elseif rewrites[i] then
-    redis.call('SET', KEYS[i], rewrites[i], 'PX', ttls[i])
   end
 end
 return reply
