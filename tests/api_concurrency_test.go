@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -13,6 +15,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/slidegate/slidegate/internal/apihandler"
+	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -517,5 +522,66 @@ func TestAPIFunctionInFlightFailOpenCountsPerInstance(t *testing.T) {
 	// Every slot of the local count was given back.
 	if ran, refused, _ := round(localMax, 0); ran != localMax || refused != 0 {
 		t.Fatalf("afterwards: %d ran and %d were refused, want all %d to run", ran, refused, localMax)
+	}
+}
+
+// TestAPIFunctionResolvesTheCallerOnce: a request under an in-flight
+// limit has its caller resolved once, for its rate decision and its slots
+// alike. Each resolution of a caller whose source address is not an IP
+// address logs one line (every line written: sampling off), so the lines
+// count the resolutions: exactly one per request, with or without an
+// in-flight limit, and when the authorizer decided the rate limits (the
+// acquire is then the only resolution).
+func TestAPIFunctionResolvesTheCallerOnce(t *testing.T) {
+	t.Parallel()
+	const (
+		requests    = 5
+		invalidLine = `"msg":"source IP is not an IP address`
+	)
+	srv := redistest.StartServer(t)
+	items := func(authorized bool) []byte {
+		if authorized {
+			return apiAuthorizedEvent(t, "not-an-ip", http.MethodGet, "/v1/items", nil)
+		}
+		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			e.RequestContext.Identity.SourceIP = "not-an-ip"
+		})
+	}
+	cases := []struct {
+		name        string
+		concurrency string
+		authorized  bool
+	}{
+		{"in-flight limit", "anonymous=2", false},
+		{"in-flight limit, authorizer's decision", "anonymous=2", true},
+		{"no in-flight limit", "none", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var logs testkit.Buffer
+			env := apiEnv(srv.URL(), map[string]string{
+				"RATE_LIMIT_ANONYMOUS":   "1000/1m",
+				"RATE_LIMIT_CONCURRENCY": c.concurrency,
+			})
+			logger := slog.New(slog.NewJSONHandler(&logs, nil))
+			rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{
+				Logger:              logger,
+				Metrics:             io.Discard,
+				DecisionLogSampling: observe.LogSampling{PerSecond: -1},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rt.Close() })
+			api := apihandler.NewLambdaHandler(apihandler.New(rt, apihandler.Options{Logger: logger}), logger)
+			for range requests {
+				if resp := invokeAPI(t, api, items(c.authorized)); resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
+				}
+			}
+			if got := strings.Count(logs.String(), invalidLine); got != requests {
+				t.Fatalf("%d requests resolved their caller %d times, want once each", requests, got)
+			}
+		})
 	}
 }
