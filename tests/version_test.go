@@ -30,6 +30,7 @@ func TestVersionIsStampedIntoEveryBinary(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed")
 	}
+	t.Parallel()
 	const stampVersion = "v0.0.0-versiontest.1"
 	dir := t.TempDir()
 	makeArgs := func(args ...string) []string {
