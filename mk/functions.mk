@@ -1,12 +1,14 @@
 # Functions: build (what `sam build` runs) and invoke (`sam local invoke -e`
 # without Docker, under the AWS Lambda Runtime Interface Emulator).
 #
-#   make build                          both bootstraps into .aws-sam/build-local/<Function>/
+#   make build                          every function's bootstrap into .aws-sam/build-local/<Function>/
 #   make build TRACER=none              the same without the X-Ray SDK (see TRACER below)
 #   make build TRACER=otel              the same with OpenTelemetry instead (see TRACER below)
 #   make build-AuthorizerFunction ARTIFACTS_DIR=dir   (sam build, BuildMethod: makefile)
 #   make build-ApiFunction ARTIFACTS_DIR=dir
+#   make build-OperatorFunction ARTIFACTS_DIR=dir
 #   make invoke FUNCTION=authorizer EVENT=events/authorizer-anonymous.json
+#   make invoke FUNCTION=operator EVENT=events/operator-block.json
 #
 # `make invoke` runs the bootstrap built for THIS machine under the RIE (built
 # from its Go module into ./bin), posts the event, prints the response and
@@ -65,12 +67,13 @@ JWT_AUDIENCE         ?= slidegate-example
 JWT_HS256_SECRET     ?= slidegate-test-only-hs256-secret
 RATE_LIMIT_HASH_KEY  ?= slidegate-local-only-identity-hash-key-0001
 
-.PHONY: build build-AuthorizerFunction build-ApiFunction invoke rie
+.PHONY: build build-AuthorizerFunction build-ApiFunction build-OperatorFunction invoke rie
 
-## build: both functions' bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none|otel)
+## build: every function's bootstrap (GOOS=linux, GOARCH=arm64 unless overridden; TRACER=xray|none|otel)
 build:
 	$(MAKE) --no-print-directory build-AuthorizerFunction ARTIFACTS_DIR=
 	$(MAKE) --no-print-directory build-ApiFunction ARTIFACTS_DIR=
+	$(MAKE) --no-print-directory build-OperatorFunction ARTIFACTS_DIR=
 	@ls -l .aws-sam/build-local/*/bootstrap
 
 build-AuthorizerFunction: OUT = $(or $(ARTIFACTS_DIR),$(CURDIR)/.aws-sam/build-local/AuthorizerFunction)
@@ -83,15 +86,21 @@ build-ApiFunction:
 	@mkdir -p "$(OUT)"
 	$(CGO_ENABLED_BUILD) GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o "$(OUT)/bootstrap" ./functions/api
 
+# The operator function (live controls through IAM; see docs/operations.md).
+build-OperatorFunction: OUT = $(or $(ARTIFACTS_DIR),$(CURDIR)/.aws-sam/build-local/OperatorFunction)
+build-OperatorFunction:
+	@mkdir -p "$(OUT)"
+	$(CGO_ENABLED_BUILD) GOOS=$(GOOS) GOARCH=$(GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o "$(OUT)/bootstrap" ./functions/operator
+
 ## rie: the Runtime Interface Emulator, built from its Go module into ./bin
 rie: $(RIE)
 
 $(RIE):
 	GOBIN=$(BIN) GOFLAGS=-mod=mod CGO_ENABLED=0 $(GO) install $(RIE_MODULE)/cmd/aws-lambda-rie@$(RIE_VERSION)
 
-## invoke: FUNCTION=authorizer|api EVENT=events/x.json, under the RIE
+## invoke: FUNCTION=authorizer|api|operator EVENT=events/x.json, under the RIE
 invoke: $(RIE)
-	@case "$(FUNCTION)" in authorizer|api) ;; *) echo "FUNCTION must be authorizer or api" >&2; exit 2;; esac
+	@case "$(FUNCTION)" in authorizer|api|operator) ;; *) echo "FUNCTION must be authorizer, api or operator" >&2; exit 2;; esac
 	@test -f "$(EVENT)" || { echo "EVENT=$(EVENT): no such file" >&2; exit 2; }
 	@mkdir -p $(BIN)/invoke/$(FUNCTION)
 	@$(CGO_ENABLED_BUILD) GOOS=$(HOST_GOOS) GOARCH=$(HOST_GOARCH) $(GO) build $(GO_BUILD_FLAGS) -o $(BIN)/invoke/$(FUNCTION)/bootstrap ./functions/$(FUNCTION)

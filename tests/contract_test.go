@@ -379,6 +379,7 @@ func TestContractPageMatchesCode(t *testing.T) {
 	for _, key := range []string{
 		edge.CtxTier, edge.CtxLimit, edge.CtxRemaining, edge.CtxReset, edge.CtxPolicy, edge.CtxRateLimit, edge.CtxName,
 		edge.CtxWindow, edge.CtxResetAt, edge.CtxRetryAfter, edge.CtxRetryIn, edge.CtxDegraded, edge.CtxUnavailable,
+		edge.CtxBlocked, edge.CtxUnlimited, edge.CtxControl, edge.CtxControlUntil, edge.CtxControlFactor,
 	} {
 		if !strings.Contains(doc, "| `"+key+"` |") {
 			t.Errorf("docs/contract.md's context key table has no row for %s", key)

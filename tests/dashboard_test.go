@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"sort"
@@ -13,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // The dashboard and Contributor Insights tests read template.yaml's
@@ -127,6 +130,23 @@ type dashRun struct {
 func dashRealRun(t *testing.T) dashRun {
 	t.Helper()
 	srv := redistest.StartServer(t)
+	// Live controls, set before the functions start so that their first
+	// read of the network controls holds them: a blocked, an exempt, a
+	// scaled caller and one whose record is malformed; a blocked and an
+	// exempt network.
+	op := controlLimiter(t, srv.Client(t))
+	setControl(t, op, "ip:198.51.100.150", ratelimit.ControlBlock, 0, time.Hour)
+	setControl(t, op, "ip:198.51.100.151", ratelimit.ControlExempt, 0, time.Hour)
+	setControl(t, op, "ip:198.51.100.152", ratelimit.ControlScale, 10, time.Hour)
+	setControl(t, op, "ip:198.51.100.153", ratelimit.ControlBlock, 0, time.Hour)
+	if err := srv.Client(t).Set(context.Background(), dashControlKey(t, srv.Client(t), "ip:198.51.100.153"), "v1 b garbage 0 {}", redis.KeepTTL).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for network, kind := range map[string]ratelimit.ControlKind{"198.18.0.0/24": ratelimit.ControlBlock, "198.18.1.0/24": ratelimit.ControlExempt} {
+		if err := op.SetNetworkControl(context.Background(), netip.MustParsePrefix(network), ratelimit.Control{Kind: kind, Until: time.Now().Add(time.Hour), Reason: "dashboard test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	fn := obsStart(t, obsEnv(srv.URL(), map[string]string{
 		"RATE_LIMIT_ROUTES":   "POST /auth/*=5/1m:sliding-log,GET /v1/shadowed=1/1m",
 		"RATE_LIMIT_SHADOW":   "GET /v1/shadowed",
@@ -198,6 +218,12 @@ func dashRealRun(t *testing.T) dashRun {
 	}
 	invoke("authorizer", rest("192.0.2.9", "GET", "/v1/items", nil))   // blocked
 	invoke("authorizer", rest("203.0.113.9", "GET", "/v1/items", nil)) // unlimited
+	for _, ip := range []string{"198.51.100.150", "198.51.100.151", "198.51.100.152", "198.51.100.153", "198.18.0.9", "198.18.1.9"} {
+		invoke("authorizer", rest(ip, "GET", "/v1/items", nil)) // under a live control
+	}
+	for range 30 { // the scaled caller's 20 of 2 x 10, then denied
+		invoke("authorizer", rest("198.51.100.152", "GET", "/v1/items", nil))
+	}
 	srv.Stop()
 	invoke("authorizer", rest("198.51.100.127", "GET", "/v1/items", nil))
 	invoke("authorizer", rest("198.51.100.127", "POST", "/auth/login", nil))
@@ -215,6 +241,33 @@ func dashRealRun(t *testing.T) dashRun {
 		t.Fatalf("%d EMF records for %d decisions", len(out.metrics), n)
 	}
 	return dashRun{records: out.metrics, lines: out.logs}
+}
+
+// dashControlKey is the Redis key of identity's control record: the one
+// key ending in :ctl on the server, found after SetControl wrote it.
+func dashControlKey(t *testing.T, client *redis.Client, identity string) string {
+	t.Helper()
+	keys, err := client.Keys(context.Background(), "*:ctl").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := controlLimiter(t, client)
+	for _, k := range keys {
+		before, _ := client.Get(context.Background(), k).Result()
+		// The record of identity is the one its GetControl reads.
+		if err := client.Set(context.Background(), k, "probe", redis.KeepTTL).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := op.GetControl(context.Background(), identity)
+		if err2 := client.Set(context.Background(), k, before, redis.KeepTTL).Err(); err2 != nil {
+			t.Fatal(err2)
+		}
+		if err != nil {
+			return k
+		}
+	}
+	t.Fatalf("no control key of %s among %v", identity, keys)
+	return ""
 }
 
 // dashRecordsFeed reports whether some record publishes metric in namespace
@@ -668,8 +721,8 @@ func dashBodies(t *testing.T, tpl tplTemplate) (dashboard string, rules map[stri
 			t.Errorf("%s: RuleName %q, want it named after the stack", r.id, name)
 		}
 	}
-	if len(rules) != 5 {
-		t.Errorf("%d Contributor Insights rules, want 5 (identities, routes, tiers denied; bad credentials; in-flight denials)", len(rules))
+	if len(rules) != 6 {
+		t.Errorf("%d Contributor Insights rules, want 6 (identities, routes, tiers denied; bad credentials; in-flight denials; callers live controls changed)", len(rules))
 	}
 	return dashboard, rules
 }
@@ -733,6 +786,8 @@ func TestObservabilityDashboardAndRules(t *testing.T) {
 		{"filter value never written", "BadCredentialsRule", `["unauthorized credential"]`, `["unauthorised credential"]`},
 		{"log group of no function", "DeniedRoutesRule", `"/aws/lambda/${ApiFunction}"`, `"/aws/lambda/${AWS::StackName}-ApiFunction"`},
 		{"log format", "DeniedIdentitiesRule", `"LogFormat": "JSON"`, `"LogFormat": "CLF"`},
+		{"control value never written", "Dashboard", `"control", "scaled", {"id": "control_scaled"`, `"control", "scale", {"id": "control_scaled"`},
+		{"control filter value never written", "ControlledCallersRule", `"blocked-by-control", "exempt", "scaled"]`, `"blocked", "exempted", "scale"]`},
 	}
 	for _, m := range mutations {
 		t.Run("mutation: "+m.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"regexp"
@@ -8,6 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // TestReadmeTour runs the README's quick-start tour against `make local`'s
@@ -60,6 +65,76 @@ func TestReadmeTour(t *testing.T) {
 		r := api.do(t, "GET", "/v1/items", pro)
 		if admitted == 20 {
 			tourCompare(t, r, block)
+		}
+	})
+
+	t.Run("live controls: exempt, scale x10, block, lift", func(t *testing.T) {
+		api := local(t)
+		for _, mention := range []string{
+			`slidegate exempt --ip 127.0.0.1 --for 10m --reason "README tour" --yes`,
+			`slidegate scale --ip 127.0.0.1 x10 --for 10m --reason "README tour" --yes`,
+			`slidegate block --ip 127.0.0.1 --for 1m --reason "README tour" --yes`,
+			`slidegate lift --ip 127.0.0.1 --yes`,
+			"RATE_LIMIT_HASH_KEY=" + deployconfig.DemoHashKey,
+			"# 200: exempt, spending nothing",
+			`RateLimit-Policy: "anonymous";q=300;w=60`,
+			"with `429` and `Retry-After: 60`, the block's end",
+			"Lifted, it is back where its counts say: `429`",
+		} {
+			if !strings.Contains(readme, mention) {
+				t.Errorf("the README's live-controls step no longer says %q", mention)
+			}
+		}
+		// The first tour, then each command as the library writes it (what
+		// slidegate does on a direct connection), on make local's Redis,
+		// with make local's hash key.
+		for range 31 {
+			api.do(t, "GET", "/v1/items", nil)
+		}
+		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: api.srv.RedisURL, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		op, err := ratelimit.NewLimiter(client, ratelimit.Options{KeyPrefix: "rl", IdentityHashKey: []byte(deployconfig.DemoHashKey), Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		set := func(kind ratelimit.ControlKind, factor float64, d time.Duration) {
+			t.Helper()
+			c := ratelimit.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "README tour"}
+			if err := op.SetControl(ctx, "ip:127.0.0.1", c); err != nil {
+				t.Fatalf("%s: %v", kind, err)
+			}
+		}
+		set(ratelimit.ControlExempt, 0, 10*time.Minute)
+		// The tour's last denial may still be in the deny cache, which
+		// holds it at most ControlPropagation: a reader typing the command
+		// takes longer than that.
+		var r localResponse
+		for deadline := time.Now().Add(ratelimit.ControlPropagation + 3*time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if r = api.do(t, "GET", "/v1/items", nil); r.status == http.StatusOK || time.Now().After(deadline) {
+				break
+			}
+		}
+		if r.status != http.StatusOK {
+			t.Fatalf("exempt: %d, the README says 200", r.status)
+		}
+		set(ratelimit.ControlScale, 10, 10*time.Minute)
+		if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusOK || r.header.Get("RateLimit-Policy") != `"anonymous";q=300;w=60` {
+			t.Fatalf("scaled: %d %q, the README says 200 with q=300", r.status, r.header.Get("RateLimit-Policy"))
+		}
+		set(ratelimit.ControlBlock, 0, time.Minute)
+		r = api.do(t, "GET", "/v1/items", nil)
+		if retry, _ := strconv.Atoi(r.header.Get("Retry-After")); r.status != http.StatusTooManyRequests || retry < 58 || retry > 60 {
+			t.Fatalf("blocked: %d, Retry-After %q; the README says 429 with Retry-After 60", r.status, r.header.Get("Retry-After"))
+		}
+		if _, _, err := op.LiftControl(ctx, "ip:127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+		if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusTooManyRequests {
+			t.Fatalf("lifted: %d, the README says 429 (31 spent of 30)", r.status)
 		}
 	})
 

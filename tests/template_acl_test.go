@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -39,8 +40,9 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 		t.Fatalf("CacheIamUser AccessString missing")
 	}
 	rules := strings.Fields(access)
-	if !strings.HasPrefix(access, "on ") || !containsString(rules, "~"+config.DefaultKeyPrefix+":*") {
-		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:*", access, config.DefaultKeyPrefix)
+	if !strings.HasPrefix(access, "on ") || !containsString(rules, "~"+config.DefaultKeyPrefix+":{*}:*") ||
+		!containsString(rules, "%R~"+config.DefaultKeyPrefix+":netcontrols") {
+		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:{*}:* and %%R~%s:netcontrols", access, config.DefaultKeyPrefix, config.DefaultKeyPrefix)
 	}
 
 	const userName, password = "slidegate-fn-test", "iam-token-stand-in"
@@ -67,6 +69,7 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		aclDecideEveryAlgorithm(t, client)
 		aclRefused(t, client)
+		aclControlsReadOnly(t, client)
 	})
 
 	t.Run("cluster", func(t *testing.T) {
@@ -89,6 +92,144 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 		t.Cleanup(func() { _ = client.Close() })
 		aclDecideEveryAlgorithm(t, client)
 		aclRefused(t, client)
+		aclControlsReadOnly(t, client)
+	})
+}
+
+// aclControlsReadOnly: the functions' user reads the network controls and
+// an identity's control key as a controlled decision declares it, and can
+// write neither the network controls nor the index.
+func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
+	t.Helper()
+	ctx := context.Background()
+	if err := client.HGetAll(ctx, "rl:netcontrols").Err(); err != nil {
+		t.Errorf("HGETALL of the network controls through the functions' user: %v", err)
+	}
+	// A controlled decision's script declares the identity's control key
+	// after its limits' keys, in the identity's slot.
+	err := client.Eval(ctx, "redis.call('GET', KEYS[2]) return redis.call('INCR', KEYS[1])", []string{"rl:{acltag}:sw:acl:2/1m", "rl:{acltag}:ctl"}).Err()
+	if err != nil {
+		t.Errorf("a script declaring a control key, through the functions' user: %v", err)
+	}
+	// The functions' own decisions, reading controls.
+	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second, Controls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		limit := ratelimit.Limit{Name: "acl-controls", Count: 2, Window: time.Minute, Algorithm: alg}
+		if res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: "acl-controls-" + string(alg), Limit: limit}); err != nil || !res.Allowed {
+			t.Errorf("%s: a decision reading controls through the functions' user: %+v, %v", alg, res, err)
+		}
+	}
+	for what, args := range map[string][]any{
+		"write the network controls": {"HSET", "rl:netcontrols", "203.0.113.0/24", "v1 e 99999999999999 0 {}"},
+		"write the controls' index":  {"ZADD", "rl:controls", "1", "x"},
+		"read the controls' index":   {"ZRANGE", "rl:controls", "0", "-1"},
+	} {
+		if err := client.Do(ctx, args...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%s through the functions' user: %v, want a NOPERM refusal", what, err)
+		}
+	}
+}
+
+// TestTemplateOperatorUserAccessString: the operator function's user
+// (CacheOperatorUser) sets, lists and lifts controls, identity and network,
+// single node and cluster, and touches no counter.
+func TestTemplateOperatorUserAccessString(t *testing.T) {
+	tpl := tplLoad(t)
+	props := yamlGet(yamlGet(yamlGet(tpl.root, "Resources"), "CacheOperatorUser"), "Properties")
+	if mode := yamlScalar(yamlGet(yamlGet(props, "AuthenticationMode"), "Type")); mode != "iam" {
+		t.Errorf("CacheOperatorUser AuthenticationMode.Type = %q, want iam", mode)
+	}
+	if id, name := yamlString(yamlGet(props, "UserId")), yamlString(yamlGet(props, "UserName")); id == "" || id != name {
+		t.Errorf("CacheOperatorUser: UserId %q and UserName %q must be equal for IAM authentication", id, name)
+	}
+	access := yamlScalar(yamlGet(props, "AccessString"))
+	rules := strings.Fields(access)
+	if !strings.HasPrefix(access, "on ") {
+		t.Fatalf("CacheOperatorUser AccessString %q: want an enabled user", access)
+	}
+	const userName, password = "slidegate-op-test", "iam-token-stand-in"
+	setUser := func(t *testing.T, admin *redis.Client) {
+		t.Helper()
+		args := []any{"ACL", "SETUSER", userName, "reset"}
+		for _, r := range rules {
+			args = append(args, r)
+		}
+		args = append(args, ">"+password)
+		if err := admin.Do(context.Background(), args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER with the operator's access string %q: %v", access, err)
+		}
+	}
+	check := func(t *testing.T, client redis.UniversalClient) {
+		ctx := context.Background()
+		l, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, err := l.Time(ctx)
+		if err != nil {
+			t.Fatalf("TIME through the operator's user: %v", err)
+		}
+		c := ratelimit.Control{Kind: ratelimit.ControlBlock, Until: now.Add(time.Hour), Reason: "acl test"}
+		if err := l.SetControl(ctx, "ip:203.0.113.7", c); err != nil {
+			t.Fatalf("SetControl through the operator's user: %v", err)
+		}
+		if list, err := l.ListControls(ctx); err != nil || len(list) != 1 {
+			t.Fatalf("ListControls through the operator's user: %+v, %v", list, err)
+		}
+		if _, ok, err := l.LiftControl(ctx, "ip:203.0.113.7"); err != nil || !ok {
+			t.Fatalf("LiftControl through the operator's user: %v, %v", ok, err)
+		}
+		if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("203.0.113.0/24"), c); err != nil {
+			t.Fatalf("SetNetworkControl through the operator's user: %v", err)
+		}
+		if nets, err := l.NetworkControls(ctx); err != nil || len(nets) != 1 {
+			t.Fatalf("NetworkControls through the operator's user: %+v, %v", nets, err)
+		}
+		if _, err := l.Decide(ctx, 1, ratelimit.Check{Identity: "ip:203.0.113.7", Limit: ratelimit.Limit{Name: "acl", Count: 2, Window: time.Minute}}); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("a decision through the operator's user: %v, want a NOPERM refusal (it touches no counter)", err)
+		}
+		for what, args := range map[string][]any{
+			"a counter":     {"SET", "rl:{acltag}:sw:acl:2/1m", "1"},
+			"a key outside": {"SET", "{acl}other", "1"},
+			"FLUSHALL":      {"FLUSHALL"},
+			"KEYS":          {"KEYS", "*"},
+		} {
+			if err := client.Do(ctx, args...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+				t.Errorf("%s through the operator's user: %v, want a NOPERM refusal", what, err)
+			}
+		}
+	}
+	t.Run("single node", func(t *testing.T) {
+		srv := redistest.StartServer(t)
+		setUser(t, srv.Client(t))
+		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: fmt.Sprintf("redis://%s:%s@%s", userName, password, srv.Addr()), Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		check(t, client)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cluster := redistest.StartCluster(t, 3, 0)
+		addrs := cluster.Addrs()
+		for _, addr := range addrs {
+			admin := redis.NewClient(&redis.Options{Addr: addr})
+			setUser(t, admin)
+			_ = admin.Close()
+		}
+		q := url.Values{}
+		for _, a := range addrs[1:] {
+			q.Add("addr", a)
+		}
+		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: fmt.Sprintf("redis://%s:%s@%s?%s", userName, password, addrs[0], q.Encode()), Cluster: true, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		check(t, client)
 	})
 }
 

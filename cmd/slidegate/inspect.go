@@ -132,9 +132,42 @@ func parseCallerCommand(name string, args []string, e env, withJSON, withYes boo
 
 // connect reads the stage, resolves the caller and connects to Redis.
 func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, identity.Caller, *operator.Conn, error) {
-	sc, err := loadStage(c.stage, e.getenv, apiFunction, false)
+	sc, caller, err := c.resolve(e)
 	if err != nil {
 		return nil, identity.Caller{}, nil, err
+	}
+	op, err := connectStage(ctx, sc, c.timeout, e)
+	if err != nil {
+		return nil, identity.Caller{}, nil, err
+	}
+	return sc, caller, op, nil
+}
+
+// resolve reads the stage and resolves the caller as the functions count
+// it: the one resolution inspect, reset and the control commands share.
+func (c *callerCommand) resolve(e env) (*stageConfig, identity.Caller, error) {
+	sc, err := readStage(c.stage, e)
+	if err != nil {
+		return nil, identity.Caller{}, err
+	}
+	caller, err := c.caller.caller(sc.limits.IPv6Prefix)
+	if err != nil {
+		fmt.Fprintln(e.stderr, "slidegate:", err)
+		return nil, identity.Caller{}, errUsage
+	}
+	if caller.Plan, err = c.caller.planOf(caller, sc.cfg.APIKeyPlans); err != nil {
+		fmt.Fprintln(e.stderr, "slidegate:", err)
+		return nil, identity.Caller{}, errUsage
+	}
+	return sc, caller, nil
+}
+
+// readStage reads the API function's configuration of a stage and tells
+// what it could not use.
+func readStage(f stageFlags, e env) (*stageConfig, error) {
+	sc, err := loadStage(f, e.getenv, apiFunction, false)
+	if err != nil {
+		return nil, err
 	}
 	for _, msg := range sc.warnings {
 		fmt.Fprintln(e.stderr, "warning:", msg)
@@ -144,23 +177,19 @@ func (c *callerCommand) connect(ctx context.Context, e env) (*stageConfig, ident
 	for _, msg := range append(errorList(sc.cfgErr), errorList(sc.stageErr)...) {
 		fmt.Fprintln(e.stderr, "warning: bad configuration value:", msg)
 	}
-	caller, err := c.caller.caller(sc.limits.IPv6Prefix)
+	return sc, nil
+}
+
+// connectStage connects to the stage's Redis as the functions do.
+func connectStage(ctx context.Context, sc *stageConfig, timeout time.Duration, e env) (*operator.Conn, error) {
+	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: timeout})
 	if err != nil {
-		fmt.Fprintln(e.stderr, "slidegate:", err)
-		return nil, identity.Caller{}, nil, errUsage
-	}
-	if caller.Plan, err = c.caller.planOf(caller, sc.cfg.APIKeyPlans); err != nil {
-		fmt.Fprintln(e.stderr, "slidegate:", err)
-		return nil, identity.Caller{}, nil, errUsage
-	}
-	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: c.timeout})
-	if err != nil {
-		return nil, identity.Caller{}, nil, err
+		return nil, err
 	}
 	if !op.Keyed {
 		fmt.Fprintln(e.stderr, "warning: no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): keys are read as plain SHA-256, which matches only functions that have no key either")
 	}
-	return sc, caller, op, nil
+	return op, nil
 }
 
 // limitState is one limit of the caller as inspect prints it.
@@ -195,6 +224,11 @@ type inspection struct {
 	// InFlight are the caller's in-flight limits (RATE_LIMIT_CONCURRENCY)
 	// and the slots it holds; omitted when none applies.
 	InFlight []slotState `json:"inFlight,omitempty"`
+	// Control is the caller's live control (slidegate block, exempt,
+	// scale), Networks the network controls covering an --ip; omitted
+	// when none.
+	Control  *operator.ControlView  `json:"control,omitempty"`
+	Networks []operator.ControlView `json:"networkControls,omitempty"`
 }
 
 // slotState is one in-flight limit of the caller as inspect prints it.
@@ -264,6 +298,9 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	}
 	if in.InFlight, err = peekSlots(ctx, op, sc.policy(), rules, caller.Identity); err != nil {
 		return inspection{}, err
+	}
+	if in.Control, in.Networks, err = callerControls(ctx, op.Limiter, caller.Identity, sourceIP); err != nil {
+		return inspection{}, fmt.Errorf("read controls: %w", err)
 	}
 	return in, nil
 }
@@ -359,6 +396,20 @@ func printInspection(w io.Writer, in inspection) {
 	default:
 		fmt.Fprintf(w, "network: plan %s (RATE_LIMIT_NETWORKS)\n", in.Network)
 	}
+	if c := in.Control; c != nil {
+		if c.Kind == "malformed" {
+			fmt.Fprintln(w, "control: a malformed record, ignored by decisions (slidegate lift removes it)")
+		} else {
+			what := c.Kind
+			if c.Kind == "scale" {
+				what += " x" + strconv.FormatFloat(c.Factor, 'f', -1, 64)
+			}
+			fmt.Fprintf(w, "control: %s until %s, set by %s at %s: %s\n", what, stamp(c.Until), orDash(c.SetBy), stamp(c.SetAt), c.Reason)
+		}
+	}
+	for _, n := range in.Networks {
+		fmt.Fprintf(w, "network control: %s of %s until %s, set by %s: %s\n", n.Kind, n.Network, stamp(n.Until), orDash(n.SetBy), n.Reason)
+	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LIMIT\tRATE\tALGORITHM\tUSED\tREMAINING\tRESET\tRETRY-AFTER")
@@ -393,15 +444,8 @@ func runReset(ctx context.Context, args []string, e env) error {
 	}
 	defer s.op.Close()
 	c, sc, caller, op, before := s.cmd, s.stage, s.caller, s.op, s.now
-	if !c.yes {
-		fmt.Fprintf(e.stderr, "Clear the counters of %s (%s) on stage %s (%d limits)? [y/N] ", caller.Identity, caller.Tier, sc.stage, len(before.Limits))
-		answer, err := bufio.NewReader(e.stdin).ReadString('\n')
-		if err != nil {
-			fmt.Fprintln(e.stderr) // no answer: end the question's line
-		}
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
-		}
+	if !c.yes && !confirmed(e, fmt.Sprintf("Clear the counters of %s (%s) on stage %s (%d limits)?", caller.Identity, caller.Tier, sc.stage, len(before.Limits))) {
+		return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
 	}
 	_, checks := callerChecks(sc.policy(), caller, c.caller.ip)
 	n, err := op.Limiter.Reset(ctx, checks...)
@@ -414,4 +458,16 @@ func runReset(ctx context.Context, args []string, e env) error {
 	}
 	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
 	return nil
+}
+
+// confirmed asks question on stderr and reads the answer from stdin: only
+// y or yes confirms; no answer (end of input) does not.
+func confirmed(e env, question string) bool {
+	fmt.Fprintf(e.stderr, "%s [y/N] ", question)
+	answer, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil {
+		fmt.Fprintln(e.stderr) // no answer: end the question's line
+	}
+	a := strings.ToLower(strings.TrimSpace(answer))
+	return a == "y" || a == "yes"
 }

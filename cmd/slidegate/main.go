@@ -8,6 +8,11 @@
 //
 //	slidegate inspect [flags] (--ip ADDR | --api-key KEY | --api-key-hash HEX | --sub SUBJECT)
 //	slidegate reset   [flags] [--yes] (--ip ADDR | ...)
+//	slidegate block   [flags] [--yes] (CALLER | --network CIDR) --for 1h --reason TEXT
+//	slidegate exempt  [flags] [--yes] (CALLER | --network CIDR) --for 1h --reason TEXT
+//	slidegate scale   [flags] [--yes] CALLER x10 --for 1h --reason TEXT
+//	slidegate lift    [flags] [--yes] (CALLER | --network CIDR)
+//	slidegate controls [flags]
 //	slidegate check   [flags]
 //	slidegate version
 //
@@ -65,15 +70,23 @@ func main() {
 	os.Exit(code)
 }
 
-const usage = `slidegate: inspect, reset and check a slidegate deployment's rate limits
+const usage = `slidegate: inspect, reset, control and check a slidegate deployment's rate limits
 
 Usage:
   slidegate inspect [flags] CALLER   every limit of the caller: used, remaining, reset, retry-after
   slidegate reset   [flags] CALLER   clear the caller's counters (asks first; --yes does not)
+  slidegate block   [flags] CALLER   deny the caller (or --network CIDR) --for DURATION --reason TEXT
+  slidegate exempt  [flags] CALLER   admit the caller (or --network CIDR) without counting, --for, --reason
+  slidegate scale   [flags] CALLER xN  multiply every limit of the caller by N (x10, x0.1), --for, --reason
+  slidegate lift    [flags] CALLER   end the caller's (or --network's) control now
+  slidegate controls [flags]         every control in force: kind, target, factor, set by, set at, ends, reason
   slidegate check   [flags]          every limit, route and setting of a stage, with errors and warnings
   slidegate version                  the version of this build (the functions log theirs)
 
 CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT.
+block, exempt, scale, lift and controls reach Redis directly, or with
+--function NAME through the operator function (lambda:InvokeFunction, in
+CloudTrail), from anywhere with AWS credentials.
 Run 'slidegate COMMAND -h' for a command's flags.
 
 The configuration is read as the functions read it: the environment
@@ -94,6 +107,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = runInspect(ctx, args[1:], e)
 	case "reset":
 		err = runReset(ctx, args[1:], e)
+	case "block", "exempt", "scale", "lift", "controls":
+		err = runControl(ctx, args[0], args[1:], e)
 	case "check":
 		var failed bool
 		failed, err = runCheck(args[1:], e)

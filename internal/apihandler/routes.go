@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/internal/wire"
@@ -38,17 +39,39 @@ type QuotaLimit struct {
 // Quota is the GET /v1/quota answer.
 type Quota struct {
 	// Limits lists every limit that applies to the caller on this route,
-	// the one closest to denying first.
+	// the one closest to denying first. Under a scale control, each
+	// limit's Limit is its scaled count.
 	Limits []QuotaLimit `json:"limits"`
 	// Degraded is true when Redis could not answer and the limits shown are
 	// this instance's local fallback.
 	Degraded bool `json:"degraded"`
+	// Control is the live control in force on the caller, when one
+	// changed what the limits say; absent otherwise.
+	Control *QuotaControl `json:"control,omitempty"`
+}
+
+// QuotaControl is the live control on the caller in the GET /v1/quota
+// answer.
+type QuotaControl struct {
+	// Kind is "exempt" (requests are admitted without spending; the
+	// limits show the counts as they stand) or "scaled" (the limits are
+	// scaled), as the decision log names them (edge.ControlName).
+	Kind string `json:"kind"`
+	// Factor is a scale's factor (10, 0.1); absent for an exemption.
+	Factor float64 `json:"factor,omitempty"`
+	// EndSeconds is how long until the control ends, in seconds, rounded
+	// up.
+	EndSeconds int64 `json:"end_seconds"`
 }
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
 	out, _ := httplimit.OutcomeFromContext(r.Context())
 	closest := out.Result.Closest()
 	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
+	if name := out.Control(); name != "" {
+		c := out.Result.Control
+		q.Control = &QuotaControl{Kind: name, Factor: c.Factor, EndSeconds: ratelimit.RetryAfterSeconds(time.Until(c.Until))}
+	}
 	add := func(d ratelimit.Decision) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,

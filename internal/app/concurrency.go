@@ -55,10 +55,14 @@ func (rt *Runtime) Acquire(ctx context.Context, req edge.Request) (edge.Admissio
 	lease := rt.concurrencyLease(ctx)
 	gate := r.gate.gate
 	ctx = tracing.WithTier(ctx, r.who.Caller.Tier)
+	// Acquisitions share the Redis budget a failed read of the network
+	// controls spent (liveNetworks); releases keep their own.
+	acquireCtx, cancel := r.redisBudget(ctx)
+	defer cancel()
 	held := make([]ratelimit.Slot, 0, len(limits))
 	for _, l := range limits {
 		limit := ratelimit.ConcurrencyLimit{Name: l.Name, Max: l.Max, Lease: lease}
-		slot, err := gate.Acquire(ctx, onFailure, r.who.Caller.Identity, limit)
+		slot, err := gate.Acquire(acquireCtx, onFailure, r.who.Caller.Identity, limit)
 		if err != nil || !slot.Acquired {
 			rt.releaseSlots(ctx, gate, held)
 		}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,7 +22,15 @@ import (
 // matching route limit, counted for the same identity, with the route's
 // cost and each limit's shadow flag), then one decision that spends on all
 // of them or none. A request from a blocked or an unlimited network
-// (RATE_LIMIT_NETWORKS) is decided by that alone, without a Redis call.
+// (RATE_LIMIT_NETWORKS, or a live network control: policy.NetworkVerdict)
+// is decided by that alone, without a Redis call for the decision.
+//
+// Live controls apply: the caller's identity control inside the decision's
+// own script call, from the next request after it was set (a block denies
+// without spending, until its end; an exemption admits without spending; a
+// scale decides against the scaled limits, which the Result reports); the
+// network controls as this process last read them, at most
+// ratelimit.ControlPropagation old (liveNetworks).
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -76,6 +85,8 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 		return out, nil
 	}
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
+	ctx, cancel := r.redisBudget(ctx)
+	defer cancel()
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
@@ -107,6 +118,19 @@ type resolvedRequest struct {
 	who    identity.Resolution
 	// start is when the decision began.
 	start time.Time
+	// redisDeadline, when set, is when the decision's Redis calls must end:
+	// a read of the network controls that failed spent the Redis budget
+	// (liveNetworks), which the decision then shares.
+	redisDeadline time.Time
+}
+
+// redisBudget is ctx bounded by the request's redisDeadline, when it has
+// one.
+func (r resolvedRequest) redisBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.redisDeadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, r.redisDeadline)
 }
 
 // resolve resolves req's caller and its rules (policy.Stage.Resolve: the
@@ -119,7 +143,9 @@ func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedReques
 	scope, _ := ctx.Value(requestScopeKey{}).(*requestScope)
 	if scope != nil && scope.kept && sameRequest(scope.resolved.req, req) {
 		r := scope.resolved
-		r.req, r.start = req, start
+		// The network controls are not read again: no read spent this
+		// call's Redis budget.
+		r.req, r.start, r.redisDeadline = req, start, time.Time{}
 		return r
 	}
 	limits := rt.stages.For(req.StageVariables)
@@ -128,8 +154,11 @@ func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedReques
 	if who.InvalidSource {
 		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
-	rules := policy.StageOf(rt.cfg, limits).Resolve(policy.Read(req), who.Caller)
-	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start}
+	stage := policy.StageOf(rt.cfg, limits)
+	var deadline time.Time
+	stage.NetworkControls, deadline = rt.liveNetworks(ctx)
+	rules := stage.Resolve(policy.Read(req), who.Caller)
+	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start, redisDeadline: deadline}
 	if scope != nil && !scope.kept {
 		scope.resolved, scope.kept = r, true
 	}
@@ -167,6 +196,37 @@ func sameRequest(a, b edge.Request) bool {
 		maps.Equal(a.Headers, b.Headers) && maps.Equal(a.StageVariables, b.StageVariables)
 }
 
+// liveNetworks are the live network controls in force, as this process
+// read them last (ratelimit.NetworkControlCache: at most one HGETALL per
+// ratelimit.ControlPropagation, on the request that finds the list older;
+// the other requests read memory). A read that failed, or skipped
+// malformed records, is logged within its budget, and the last good list
+// stays in force (none before the first read succeeds: Redis then decides
+// nothing anyway, and each request meets its route's failure policy). A
+// failed read may have taken the whole Redis timeout: deadline is then
+// when the decision's own Redis calls must end, so that the request never
+// waits on Redis longer than one decision's budget; zero otherwise.
+func (rt *Runtime) liveNetworks(ctx context.Context) (list []ratelimit.NetworkControl, deadline time.Time) {
+	start := time.Now()
+	list, err := rt.networkControls.Get(ctx)
+	if err != nil {
+		rt.observer.NetworkControlsUnread(ctx, err)
+		if errors.Is(err, ratelimit.ErrUnavailable) {
+			deadline = start.Add(rt.redisTimeout())
+		}
+	}
+	return list, deadline
+}
+
+// redisTimeout is one decision's Redis budget (REDIS_TIMEOUT), as the
+// gates apply it.
+func (rt *Runtime) redisTimeout() time.Duration {
+	if t := rt.cfg.Redis.Timeout; t > 0 {
+		return t
+	}
+	return 100 * time.Millisecond
+}
+
 // outcome is the Outcome of the request before its decision: who is
 // counted, with the identity's keyed hash, and whether the route fails
 // closed.
@@ -194,6 +254,8 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.
 	out.Plan = req.Plan
 	// The Redis calls' trace subsegments carry the tier.
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
+	ctx, cancel := r.redisBudget(ctx)
+	defer cancel()
 	res, err := r.gate.gate.Decide(ctx, req.Cost, failurePolicy(out.FailClosed), req.Checks(out.Caller.Identity)...)
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)

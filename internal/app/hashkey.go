@@ -67,6 +67,7 @@ func (rt *Runtime) newGate(client redis.UniversalClient, key []byte) (*ratelimit
 		KeyPrefix:       rt.cfg.KeyPrefix,
 		Timeout:         rt.cfg.Redis.Timeout,
 		IdentityHashKey: key,
+		Controls:        true,
 	})
 	if err != nil {
 		return nil, err

@@ -102,8 +102,12 @@ type Runtime struct {
 	// missing; nil when no secret is configured.
 	hashKey  *pacedSecret
 	resolver *identity.Resolver
-	logger   *slog.Logger
-	observer *observe.Observer
+	// networkControls is the process's copy of the live network
+	// controls, read on the request path at most once per
+	// ratelimit.ControlPropagation (liveNetworks).
+	networkControls *ratelimit.NetworkControlCache
+	logger          *slog.Logger
+	observer        *observe.Observer
 	// unknownPlans logs each unconfigured plan a caller carries, once.
 	unknownPlans unknownPlans
 
@@ -216,11 +220,18 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		// today: see internal/tracing); a no-op without a trace.
 		tracing.Instrument(rt.client)
 	}
-	limiter, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout})
+	// Live controls are always read: a block, an exemption or a scale
+	// set by an operator applies from the next decision (identities) or
+	// within ratelimit.ControlPropagation (networks), with no switch that
+	// could leave an incident's block unread. Network controls are keyed
+	// by the prefix alone, so this limiter (no identity hash key) reads
+	// them even while the hash key is pending.
+	limiter, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout, Controls: true})
 	if err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
+	rt.networkControls = ratelimit.NewNetworkControlCache(limiter, ratelimit.ControlPropagation)
 	if err := rt.setUpHashKey(ctx, aws, loads); err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)

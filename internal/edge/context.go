@@ -49,6 +49,13 @@ const (
 	// CtxUnlimited is true when the source address is in an unlimited
 	// network: the request was admitted without a limit.
 	CtxUnlimited = "unlimited"
+	// CtxControl names the live control that changed the decision
+	// (ControlBlocked, ControlExempt or ControlScaled), only when one did;
+	// CtxControlUntil is when it ends (Unix seconds, rounded up) and
+	// CtxControlFactor a scale's factor.
+	CtxControl       = "control"
+	CtxControlUntil  = "controlUntil"
+	CtxControlFactor = "controlFactor"
 )
 
 // BlockedRetryAfter is the wait a REST API's 429 asks of a blocked
@@ -67,12 +74,26 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 }
 
 // AuthorizerContext is the authorizer context of an outcome, describing the
-// limit closest to denying. Values are strings, numbers and booleans only.
+// limit closest to denying, and the live control that changed it, if any.
+// Values are strings, numbers and booleans only.
+//
+// A blocked network's retryAfter is BlockedRetryAfter, or, when a live
+// network control alone blocks it, the time until that block ends.
 func AuthorizerContext(o Outcome) map[string]any {
 	ctx := map[string]any{CtxTier: o.Caller.Tier}
+	if name := o.Control(); name != "" {
+		ctx[CtxControl] = name
+		ctx[CtxControlUntil] = unixCeil(o.Result.Control.Until)
+		if o.Result.Control.Kind == ratelimit.ControlScale {
+			ctx[CtxControlFactor] = o.Result.Control.Factor
+		}
+	}
 	switch {
 	case o.Kind == Blocked:
 		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
+		if o.Result.Control.Kind == ratelimit.ControlBlock {
+			retry = ratelimit.RetryAfterSeconds(time.Until(o.Result.Control.Until))
+		}
 		ctx[CtxBlocked] = true
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
@@ -141,25 +162,72 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 	}
 	tier, _ := ctxString(ctx, CtxTier)
 	out := Outcome{Caller: identity.Caller{Tier: tier}}
+	control := controlFromContext(ctx)
 	switch {
 	case ctxTrue(ctx, CtxUnavailable):
 		out.Kind = Unavailable
 		return out, true
 	case ctxTrue(ctx, CtxBlocked):
-		out.Kind = Blocked
+		out.Kind, out.Result.Control = Blocked, control
 		return out, true
 	case ctxTrue(ctx, CtxUnlimited):
-		out.Kind, out.Result = Unlimited, ratelimit.Result{Allowed: true}
+		out.Kind, out.Result = Unlimited, ratelimit.Result{Allowed: true, Control: control}
 		return out, true
 	}
 	d, ok := decisionFromContext(ctx)
 	if !ok {
 		return Outcome{}, false
 	}
-	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}}
+	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
 	out.Kind = KindOf(out.Result, false, nil)
 	out.Policy = policyFromContext(ctx)
 	return out, true
+}
+
+// controlFromContext is the live control an authorizer context names
+// (CtxControl), the zero AppliedControl when it names none it knows. Its
+// end is CtxControlUntil's, its factor CtxControlFactor's (a scale's,
+// within the library's bounds, or none).
+func controlFromContext(ctx map[string]any) ratelimit.AppliedControl {
+	name, _ := ctxString(ctx, CtxControl)
+	var c ratelimit.AppliedControl
+	switch name {
+	case ControlBlocked:
+		c.Kind = ratelimit.ControlBlock
+	case ControlExempt:
+		c.Kind = ratelimit.ControlExempt
+	case ControlScaled:
+		c.Kind = ratelimit.ControlScale
+	default:
+		return ratelimit.AppliedControl{}
+	}
+	if until, ok := ctxInt(ctx, CtxControlUntil); ok && until > 0 && until < 1<<40 {
+		c.Until = time.Unix(until, 0)
+	}
+	if c.Kind == ratelimit.ControlScale {
+		if f, ok := ctxFloat(ctx, CtxControlFactor); ok && f >= ratelimit.MinScaleFactor && f <= ratelimit.MaxScaleFactor {
+			c.Factor = f
+		}
+	}
+	return c
+}
+
+// ctxFloat reads a number that may have a fraction.
+func ctxFloat(ctx map[string]any, key string) (float64, bool) {
+	switch v := ctx[key].(type) {
+	case float64:
+		return v, !math.IsNaN(v) && !math.IsInf(v, 0)
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return f, err == nil && !math.IsNaN(f) && !math.IsInf(f, 0)
+	}
+	if n, ok := ctxInt(ctx, key); ok {
+		return float64(n), true
+	}
+	return 0, false
 }
 
 // policyFromContext is the RateLimit-Policy value an authorizer context

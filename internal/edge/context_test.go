@@ -103,3 +103,85 @@ func TestKindString(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthorizerContextCarriesTheControl: the live control that changed a
+// decision reaches the API function through the authorizer's context, typed
+// or as strings; a blocked network's wait is its live block's when a live
+// block alone blocks it; an unknown control name reads as none.
+func TestAuthorizerContextCarriesTheControl(t *testing.T) {
+	until := time.Now().Add(10 * time.Minute).Truncate(time.Second)
+	anon := ratelimit.Limit{Name: identity.TierAnonymous, Count: 300, Window: time.Minute}
+	caller := identity.Caller{Tier: identity.TierAnonymous}
+	for _, tt := range []struct {
+		name string
+		out  Outcome
+		want string
+	}{
+		{"identity block", Outcome{Kind: Denied, Caller: caller, Result: ratelimit.Result{
+			Decisions: []ratelimit.Decision{{Limit: anon, RetryAfter: 10 * time.Minute, ResetAfter: 10 * time.Minute, At: time.Now()}},
+			Control:   ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}}, ControlBlocked},
+		{"scale", Outcome{Kind: Allowed, Caller: caller, Result: ratelimit.Result{Allowed: true,
+			Decisions: []ratelimit.Decision{{Limit: anon, Allowed: true, Remaining: 299, ResetAfter: time.Second, At: time.Now()}},
+			Control:   ratelimit.AppliedControl{Kind: ratelimit.ControlScale, Until: until, Factor: 10}}}, ControlScaled},
+		{"network block", Outcome{Kind: Blocked, Caller: caller, Result: ratelimit.Result{
+			Control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}}, ControlBlocked},
+		{"network exemption", Outcome{Kind: Unlimited, Caller: caller, Result: ratelimit.Result{Allowed: true,
+			Control: ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: until}}}, ControlExempt},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := AuthorizerContext(tt.out)
+			if ctx[CtxControl] != tt.want || ctx[CtxControlUntil] != until.Unix() {
+				t.Fatalf("context %v, want control %s until %d", ctx, tt.want, until.Unix())
+			}
+			if tt.out.Kind == Blocked {
+				if retry := ctx[CtxRetryAfter].(int64); retry < 599 || retry > 600 {
+					t.Errorf("a live network block's retryAfter %d, want its end (600 s)", retry)
+				}
+			}
+			strings := make(map[string]any, len(ctx))
+			for k, v := range ctx {
+				strings[k] = fmt.Sprint(v)
+			}
+			for _, c := range []map[string]any{ctx, strings} {
+				back, ok := FromAuthorizerContext(c)
+				if !ok || back.Kind != tt.out.Kind || back.Control() != tt.want || !back.Result.Control.Until.Equal(until) || back.Result.Control.Factor != tt.out.Result.Control.Factor {
+					t.Errorf("read back %+v %v, want %s with %s until %v", back, ok, tt.out.Kind, tt.want, until)
+				}
+			}
+		})
+	}
+	if out, ok := FromAuthorizerContext(map[string]any{CtxTier: "anonymous", CtxBlocked: true, CtxControl: "lifted-by-wishful-thinking"}); !ok || out.Kind != Blocked || out.Control() != "" {
+		t.Errorf("an unknown control: %+v %v, want Blocked with no control", out, ok)
+	}
+	// A static block keeps its hour.
+	if ctx := AuthorizerContext(Outcome{Kind: Blocked, Caller: caller}); ctx[CtxRetryAfter] != ratelimit.RetryAfterSeconds(BlockedRetryAfter) || ctx[CtxControl] != nil {
+		t.Errorf("static block: %v", ctx)
+	}
+}
+
+// FuzzFromAuthorizerContext: a context as a REST API hands it (every value
+// a string) never panics the reader, and a control it reads back is one it
+// knows, with a factor within the library's bounds.
+func FuzzFromAuthorizerContext(f *testing.F) {
+	f.Add("anonymous", "30", "29", "2", "60", "", "scaled", "1796185639", "10")
+	f.Add("org", "5", "0", "17", "60", "17", "blocked-by-control", "-1", "NaN")
+	f.Add("user", "x", "", "", "", "", "exempt", "99999999999999999999", "1e309")
+	f.Fuzz(func(t *testing.T, tier, limit, remaining, reset, window, retry, control, until, factor string) {
+		ctx := map[string]any{CtxTier: tier, CtxLimit: limit, CtxRemaining: remaining, CtxReset: reset, CtxWindow: window,
+			CtxControl: control, CtxControlUntil: until, CtxControlFactor: factor}
+		if retry != "" {
+			ctx[CtxRetryAfter] = retry
+		}
+		out, ok := FromAuthorizerContext(ctx)
+		if !ok {
+			return
+		}
+		c := out.Result.Control
+		if name := out.Control(); name != "" && name != control {
+			t.Fatalf("control %q read as %q", control, name)
+		}
+		if c.Factor != 0 && (c.Kind != ratelimit.ControlScale || c.Factor < ratelimit.MinScaleFactor || c.Factor > ratelimit.MaxScaleFactor) {
+			t.Fatalf("factor %v of a %s read from %q", c.Factor, c.Kind, factor)
+		}
+	})
+}

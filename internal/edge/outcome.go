@@ -44,12 +44,14 @@ const (
 	// it: admitted, and reported as such.
 	ShadowDenied
 	// Blocked: the source address is in a blocked network
-	// (RATE_LIMIT_NETWORKS): refused without a Redis call, whatever the
+	// (RATE_LIMIT_NETWORKS, or a live network block: Result.Control then
+	// says so): refused without a decision on Redis, whatever the
 	// request presented (REST: a Deny whose context says blocked; HTTP
 	// API and API function: 403).
 	Blocked
-	// Unlimited: the source address is in an unlimited network: admitted
-	// without a Redis call and without rate-limit headers.
+	// Unlimited: the source address is in an unlimited network (or under
+	// a live network exemption): admitted without a decision on Redis and
+	// without rate-limit headers.
 	Unlimited
 )
 
@@ -133,6 +135,38 @@ type Outcome struct {
 	// the closest decision.
 	Policy string
 }
+
+// The names of the live controls that change a decision, as the decision
+// log line, the metrics and the authorizer context (CtxControl) give them.
+const (
+	// ControlBlocked: a block on the caller's identity or its network
+	// denied the request.
+	ControlBlocked = "blocked-by-control"
+	// ControlExempt: an exemption on the caller's identity admitted the
+	// request without spending, or one on its network lifted its limits.
+	ControlExempt = "exempt"
+	// ControlScaled: the caller's limits were scaled.
+	ControlScaled = "scaled"
+)
+
+// ControlName is the name of the live control c (ControlBlocked,
+// ControlExempt, ControlScaled), "" for none.
+func ControlName(c ratelimit.AppliedControl) string {
+	switch c.Kind {
+	case ratelimit.ControlBlock:
+		return ControlBlocked
+	case ratelimit.ControlExempt:
+		return ControlExempt
+	case ratelimit.ControlScale:
+		return ControlScaled
+	}
+	return ""
+}
+
+// Control is the name of the live control that changed the outcome's
+// decision (ControlName of Result.Control), "" for none: a decision of
+// the local fallback knows no controls.
+func (o Outcome) Control() string { return ControlName(o.Result.Control) }
 
 // shadowDenied reports whether a shadow limit denied a request of res.
 func shadowDenied(res ratelimit.Result) bool {

@@ -36,6 +36,12 @@ const (
 	ReasonShadowDenied = "over a shadow limit only: admitted"
 	ReasonBlocked      = "blocked network"
 	ReasonUnlimited    = "unlimited network"
+	// ReasonControlBlocked: a live block on the caller's identity or its
+	// network refused the request.
+	ReasonControlBlocked = "blocked by a live control"
+	// ReasonControlExempt: a live exemption on the caller's network lifted
+	// its limits.
+	ReasonControlExempt = "network exempt by a live control"
 )
 
 // Observation is what is observed of one request's outcome, decided by
@@ -106,6 +112,8 @@ func (o *Observer) Observe(ctx context.Context, rec Observation) {
 		err = o.metrics.write(metricsRecord{
 			tier:            rec.Outcome.Caller.Tier,
 			outcome:         outcome,
+			control:         rec.Outcome.Control(),
+			malformed:       rec.Outcome.Result.Control.Malformed,
 			decisionLatency: rec.Latency,
 			redisLatency:    rec.Outcome.Result.RedisLatency,
 			requestID:       clip.Text(rec.Request.RequestID, maxRequestIDLen),
@@ -126,7 +134,53 @@ func (o *Observer) Observe(ctx context.Context, rec Observation) {
 			o.logger.LogAttrs(ctx, slog.LevelError, "write metrics failed", attrs...)
 		}
 	}
+	if rec.Outcome.Result.Control.Malformed {
+		o.malformedControl(ctx, rec)
+	}
 	o.logDecision(ctx, rec, outcome, state)
+}
+
+// malformedControl logs, at Warn and within its own budget, a decision
+// that found a live control record it could not read on the caller's
+// identity: the record was ignored and the decision made as without it
+// (never a block lifted into an unlimited caller: the caller's own limits
+// applied). The caller is named by its hashed identity only.
+func (o *Observer) malformedControl(ctx context.Context, rec Observation) {
+	ok, suppressed := o.budget.admit("malformed control")
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("tier", rec.Outcome.Caller.Tier),
+		slog.String("identity", identityHash(rec.Outcome)),
+		slog.String("route", edge.RouteName(rec.Request)),
+	}
+	if rec.Request.RequestID != "" {
+		attrs = append(attrs, slog.String("requestId", clip.Text(rec.Request.RequestID, maxRequestIDLen)))
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	o.logger.LogAttrs(ctx, slog.LevelWarn, MalformedControlMessage, attrs...)
+}
+
+// MalformedControlMessage is the message of the line that reports a live
+// control record a decision could not read and ignored.
+const MalformedControlMessage = "malformed live control record ignored; the caller's limits applied as without it (lift it or set it again with slidegate)"
+
+// NetworkControlsUnread logs, at Warn and within its own budget, a read
+// of the live network controls that failed or was not whole (err, from
+// ratelimit.NetworkControlCache.Get): the last list read stays in force.
+func (o *Observer) NetworkControlsUnread(ctx context.Context, err error) {
+	ok, suppressed := o.budget.admit("network controls")
+	if !ok {
+		return
+	}
+	attrs := []slog.Attr{slog.String("error", clip.Text(err.Error(), maxErrorLen))}
+	if suppressed > 0 {
+		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
+	}
+	o.logger.LogAttrs(ctx, slog.LevelWarn, "read live network controls: the last list read stays in force", attrs...)
 }
 
 // level is the level of a decision's log line: allowed Debug (not
@@ -148,10 +202,17 @@ func level(k edge.Kind) slog.Level {
 	}
 }
 
-// reason says why a decision's outcome is what it is. It also names the
-// log budget the line spends: each reason belongs to one outcome, so the
-// budgets are per outcome and reason.
-func reason(k edge.Kind) string {
+// reason says why a decision's outcome is what it is, with the live
+// control that changed it. It also names the log budget the line spends:
+// each reason belongs to one outcome, so the budgets are per outcome and
+// reason.
+func reason(k edge.Kind, c ratelimit.AppliedControl) string {
+	switch {
+	case (k == edge.Denied || k == edge.Blocked) && c.Kind == ratelimit.ControlBlock:
+		return ReasonControlBlocked
+	case k == edge.Unlimited && c.Kind == ratelimit.ControlExempt:
+		return ReasonControlExempt
+	}
 	switch k {
 	case edge.Unavailable:
 		return ReasonUnavailable
@@ -179,7 +240,7 @@ func reason(k edge.Kind) string {
 // that is not written. The line names the caller by tier and hashed
 // identity only: never a key, token, user id or IP.
 //
-// Its log budget is one per outcome and reason, a fixed set of six. Lines
+// Its log budget is one per outcome and reason, a fixed set. Lines
 // any caller can cause at will (a spray of unknown keys or forged tokens,
 // rejected at Warn) then never use up the budget of the lines an operator
 // must see (a fail-closed route Redis could not decide, rejected at
@@ -190,13 +251,13 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	if !o.logger.Enabled(ctx, lvl) {
 		return
 	}
-	why := reason(kind)
+	why := reason(kind, rec.Outcome.Result.Control)
 	ok, suppressed := o.budget.admit(why)
 	if !ok {
 		return
 	}
 	out, req := rec.Outcome, rec.Request
-	var buf [25]slog.Attr
+	var buf [28]slog.Attr
 	attrs := append(buf[:0],
 		slog.String("outcome", outcome),
 		slog.String("reason", why),
@@ -220,6 +281,13 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	}
 	if out.Plan != "" {
 		attrs = append(attrs, slog.String("plan", out.Plan))
+	}
+	if name := out.Control(); name != "" {
+		attrs = append(attrs, slog.String("control", name),
+			slog.String("controlUntil", out.Result.Control.Until.UTC().Format(time.RFC3339)))
+		if out.Result.Control.Kind == ratelimit.ControlScale {
+			attrs = append(attrs, slog.Float64("controlFactor", out.Result.Control.Factor))
+		}
 	}
 	if out.Kind == edge.ShadowDenied {
 		attrs = append(attrs, slog.String("shadowLimits", clip.Text(out.ShadowDenials(), maxReasonLen)))

@@ -406,3 +406,77 @@ func TestDecisionObserverConcurrentUse(t *testing.T) {
 		t.Fatalf("%d records, %d decision lines, %v changes; want %d, %d, %d", records, decisions, changes, workers*each, workers*each, workers)
 	}
 }
+
+// TestDecisionObserverNamesTheControl: a decision a live control changed
+// carries the control on its line and in its metrics record; a malformed
+// record is a Warn line of its own, per decision that found it, naming the
+// caller by its hash only, and counted.
+func TestDecisionObserverNamesTheControl(t *testing.T) {
+	until := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		edit     func(*Observation)
+		want     map[string]any
+		wantCtl  string
+		wantWarn bool
+	}{
+		{"an identity block", func(r *Observation) {
+			r.Outcome.Result.Control = ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}
+		}, map[string]any{"outcome": "denied", "reason": ReasonControlBlocked, "control": "blocked-by-control", "controlUntil": "2026-12-02T06:00:00Z"}, "blocked-by-control", false},
+		{"a scale", func(r *Observation) {
+			r.Outcome.Result.Control = ratelimit.AppliedControl{Kind: ratelimit.ControlScale, Until: until, Factor: 0.1}
+		}, map[string]any{"outcome": "denied", "reason": ReasonOverLimit, "control": "scaled", "controlFactor": 0.1}, "scaled", false},
+		{"a network block", func(r *Observation) {
+			r.Outcome.Kind, r.Outcome.Result = edge.Blocked, ratelimit.Result{Control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}
+		}, map[string]any{"outcome": "blocked", "reason": ReasonControlBlocked, "control": "blocked-by-control"}, "blocked-by-control", false},
+		{"a malformed record", func(r *Observation) {
+			r.Outcome.Result.Control = ratelimit.AppliedControl{Malformed: true}
+		}, map[string]any{"outcome": "denied", "reason": ReasonOverLimit}, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o, c := newCapturingObserver(slog.LevelInfo, LogSampling{})
+			rec := record("denied")
+			tc.edit(&rec)
+			for range 2 {
+				o.Observe(context.Background(), rec)
+			}
+			var decisions, warnings []map[string]any
+			for _, l := range c.lines(t, &c.logs) {
+				switch l["msg"] {
+				case DecisionMessage:
+					decisions = append(decisions, l)
+				case MalformedControlMessage:
+					warnings = append(warnings, l)
+				}
+			}
+			if len(decisions) != 2 {
+				t.Fatalf("%d decision lines, want 2", len(decisions))
+			}
+			for k, v := range tc.want {
+				if decisions[0][k] != v {
+					t.Errorf("line %s = %v, want %v", k, decisions[0][k], v)
+				}
+			}
+			if _, ok := decisions[0]["control"]; ok != (tc.wantCtl != "") {
+				t.Errorf("line %v: control present %v", decisions[0], ok)
+			}
+			if tc.wantWarn != (len(warnings) == 2) || (!tc.wantWarn && len(warnings) > 0) {
+				t.Fatalf("%d malformed-control warnings, want %v (one per decision)", len(warnings), tc.wantWarn)
+			}
+			if tc.wantWarn && (warnings[0]["level"] != "WARN" || warnings[0]["identity"] != identity.Hash(identity.KindIP+plantedIP)) {
+				t.Errorf("warning %v: want WARN naming the hashed identity", warnings[0])
+			}
+			metrics := c.lines(t, &c.metrics)
+			if tc.wantCtl != "" && (metrics[0]["control"] != tc.wantCtl || metrics[0]["ControlledDecisions"] != 1.0) {
+				t.Errorf("metrics %v, want control %s counted", metrics[0], tc.wantCtl)
+			}
+			if tc.wantWarn && metrics[0]["MalformedControls"] != 1.0 {
+				t.Errorf("metrics %v, want MalformedControls 1", metrics[0])
+			}
+			if all := c.logs.String() + c.metrics.String(); strings.Contains(all, plantedIP) || strings.Contains(all, plantedKey) {
+				t.Errorf("the caller's address or key in clear: %s", all)
+			}
+		})
+	}
+}

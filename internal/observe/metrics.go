@@ -37,6 +37,15 @@ const (
 	// the instance's previous record (Count), with no dimension; present
 	// only when there was one.
 	MetricBreakerStateChanges = "BreakerStateChanges"
+	// MetricControlledDecisions is 1 per decision a live control changed
+	// (Count), by control: blocked-by-control, exempt or scaled
+	// (edge.ControlName), three values whatever the number of controls;
+	// absent from the other decisions.
+	MetricControlledDecisions = "ControlledDecisions"
+	// MetricMalformedControls is 1 per decision that found a live control
+	// record it could not read and ignored (Count), with no dimension;
+	// absent from the other decisions.
+	MetricMalformedControls = "MalformedControls"
 )
 
 // Dimension and property names of the EMF records.
@@ -44,6 +53,7 @@ const (
 	emfTier            = "tier"
 	emfOutcome         = "outcome"
 	emfBreakerState    = "breakerState"
+	emfControl         = "control"
 	emfRequestID       = "requestId"
 	emfLambdaRequestID = "lambdaRequestId"
 )
@@ -57,6 +67,8 @@ const (
 // metricsRecord is what one decision publishes.
 type metricsRecord struct {
 	tier, outcome   string
+	control         string // edge.ControlName of the control that changed the decision, "" for none
+	malformed       bool   // a control record could not be read
 	decisionLatency time.Duration
 	redisLatency    time.Duration // zero when Redis was not asked
 	requestID       string
@@ -100,15 +112,19 @@ func (m *metricsWriter) write(r metricsRecord) error {
 // The constant parts of a record. The first directive holds the metrics
 // by tier and outcome and by outcome alone (template.yaml's
 // Decisions{outcome=denied} and Decisions{outcome=degraded} alarms); the
-// second those with no dimension (the RedisLatency p99 alarm).
+// second those with no dimension (the RedisLatency p99 alarm); a third,
+// only on a decision a live control changed, ControlledDecisions by
+// control.
 const (
 	emfHead      = `{"_aws":{"Timestamp":`
 	emfDecisions = `,"CloudWatchMetrics":[{"Namespace":"` + MetricsNamespace + `","Dimensions":[["` + emfTier + `","` + emfOutcome + `"],["` + emfOutcome + `"]],` +
 		`"Metrics":[{"Name":"` + MetricDecisions + `","Unit":"Count"},{"Name":"` + MetricDecisionLatency + `","Unit":"Milliseconds"}]},` +
 		`{"Namespace":"` + MetricsNamespace + `","Dimensions":[[]],"Metrics":[`
-	emfRedisDef   = `{"Name":"` + MetricRedisLatency + `","Unit":"Milliseconds"},`
-	emfBreakerDef = `{"Name":"` + MetricBreakerOpen + `","Unit":"None"}`
-	emfChangesDef = `,{"Name":"` + MetricBreakerStateChanges + `","Unit":"Count"}`
+	emfRedisDef     = `{"Name":"` + MetricRedisLatency + `","Unit":"Milliseconds"},`
+	emfBreakerDef   = `{"Name":"` + MetricBreakerOpen + `","Unit":"None"}`
+	emfChangesDef   = `,{"Name":"` + MetricBreakerStateChanges + `","Unit":"Count"}`
+	emfMalformedDef = `,{"Name":"` + MetricMalformedControls + `","Unit":"Count"}`
+	emfControlDef   = `,{"Namespace":"` + MetricsNamespace + `","Dimensions":[["` + emfControl + `"]],"Metrics":[{"Name":"` + MetricControlledDecisions + `","Unit":"Count"}]}`
 )
 
 // appendEMF appends r as one EMF JSON line. It is written by hand, not
@@ -125,7 +141,14 @@ func appendEMF(b []byte, r metricsRecord) []byte {
 	if r.breakerChanges > 0 {
 		b = append(b, emfChangesDef...)
 	}
-	b = append(b, `]}]}`...)
+	if r.malformed {
+		b = append(b, emfMalformedDef...)
+	}
+	b = append(b, `]}`...)
+	if r.control != "" {
+		b = append(b, emfControlDef...)
+	}
+	b = append(b, `]}`...)
 
 	b = appendStringMember(b, emfTier, nonEmpty(r.tier))
 	b = appendStringMember(b, emfOutcome, r.outcome)
@@ -143,6 +166,13 @@ func appendEMF(b []byte, r metricsRecord) []byte {
 	if r.breakerChanges > 0 {
 		b = append(b, `,"`+MetricBreakerStateChanges+`":`...)
 		b = strconv.AppendInt(b, r.breakerChanges, 10)
+	}
+	if r.malformed {
+		b = append(b, `,"`+MetricMalformedControls+`":1`...)
+	}
+	if r.control != "" {
+		b = appendStringMember(b, emfControl, r.control)
+		b = append(b, `,"`+MetricControlledDecisions+`":1`...)
 	}
 	b = appendStringMember(b, emfBreakerState, r.breakerState)
 	if r.requestID != "" {

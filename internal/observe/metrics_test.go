@@ -82,6 +82,18 @@ func TestAppendEMF(t *testing.T) {
 			[][]string{decisions, {"RedisLatency/Milliseconds", "BreakerOpen/None"}},
 			map[string]any{"tier": "anonymous", "outcome": "allowed", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
 				"BreakerOpen": 0.0, "breakerState": "closed", "requestId": "a\"b\\c\nd\x01e", "lambdaRequestId": "bad \ufffd utf-8 ✓"}},
+		{"denied by a live block: counted by control", func(r *metricsRecord) {
+			r.outcome, r.control, r.requestID, r.lambdaRequestID = "denied", "blocked-by-control", "", ""
+		},
+			[][]string{decisions, {"RedisLatency/Milliseconds", "BreakerOpen/None"}, {"ControlledDecisions/Count"}},
+			map[string]any{"tier": "anonymous", "outcome": "denied", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
+				"BreakerOpen": 0.0, "breakerState": "closed", "control": "blocked-by-control", "ControlledDecisions": 1.0}},
+		{"a malformed control record: counted, no control", func(r *metricsRecord) {
+			r.malformed, r.requestID, r.lambdaRequestID = true, "", ""
+		},
+			[][]string{decisions, {"RedisLatency/Milliseconds", "BreakerOpen/None", "MalformedControls/Count"}},
+			map[string]any{"tier": "anonymous", "outcome": "allowed", "Decisions": 1.0, "DecisionLatency": 1.234, "RedisLatency": 0.812,
+				"BreakerOpen": 0.0, "breakerState": "closed", "MalformedControls": 1.0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,6 +120,11 @@ func TestAppendEMF(t *testing.T) {
 			}
 			if got := doc.AWS.CloudWatchMetrics[1].Dimensions; !reflect.DeepEqual(got, [][]string{{}}) {
 				t.Errorf("second directive's dimensions %v, want one empty set", got)
+			}
+			if len(doc.AWS.CloudWatchMetrics) == 3 {
+				if got := doc.AWS.CloudWatchMetrics[2].Dimensions; !reflect.DeepEqual(got, [][]string{{"control"}}) {
+					t.Errorf("third directive's dimensions %v, want control", got)
+				}
 			}
 			if got := doc.metricSpec(); !reflect.DeepEqual(got, tc.wantSpec) {
 				t.Errorf("metrics %v, want %v", got, tc.wantSpec)

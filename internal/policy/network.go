@@ -1,6 +1,9 @@
 package policy
 
 import (
+	"net/netip"
+	"time"
+
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -18,12 +21,84 @@ import (
 //     every form;
 //   - "" when the forms disagree, none is under a network, or the address
 //     does not parse.
+//
+// It is NetworkVerdict without live network controls.
 func NetworkOf(networks config.Networks, sourceIP string) string {
-	if networks.Len() == 0 {
-		return ""
+	verdict, _ := NetworkVerdict(networks, nil, sourceIP)
+	return verdict
+}
+
+// NetworkVerdict is a source address's network verdict under both sources
+// of network rules: RATE_LIMIT_NETWORKS (static, read as NetworkOf reads
+// it) and the live network controls in force (ratelimit.NetworkControl, as
+// a NetworkControlCache reads them), under the strictest reading of the
+// two, every form of the address (identity.SourceForms) read against both:
+//
+//   - config.NetworkBlocked when any form is blocked by either source: by
+//     its most specific static network, or by any live block whose network
+//     holds it (a live block is not lifted by a narrower live exemption);
+//   - config.NetworkUnlimited when every form is under a live exemption
+//     and no form is blocked by either source: a live exemption lifts the
+//     limits as an unlimited network does (not authentication), and never
+//     lifts a block, static or live;
+//   - otherwise NetworkOf's static verdict.
+//
+// control is the live control that made the verdict when the static one
+// alone would have been another: a block (Until: the latest end of the
+// blocks that hold a form) or an exemption (Until: the earliest end among
+// the exemptions that hold the forms, when the first of them lapses). It
+// is the zero AppliedControl when the static verdict stands, a block of
+// both sources included (RATE_LIMIT_NETWORKS's block is the answer: it
+// does not end).
+func NetworkVerdict(networks config.Networks, live []ratelimit.NetworkControl, sourceIP string) (verdict string, control ratelimit.AppliedControl) {
+	if networks.Len() == 0 && len(live) == 0 {
+		return "", ratelimit.AppliedControl{}
 	}
 	forms, ok := identity.SourceForms(sourceIP)
 	if !ok {
+		return "", ratelimit.AppliedControl{}
+	}
+	static := staticVerdict(networks, forms)
+	if static == config.NetworkBlocked {
+		return static, ratelimit.AppliedControl{}
+	}
+	var blockEnd, exemptEnd time.Time
+	exempt := true
+	for _, a := range forms {
+		formExempt := time.Time{}
+		for _, nc := range live {
+			if !nc.Prefix.Contains(a) {
+				continue
+			}
+			switch nc.Control.Kind {
+			case ratelimit.ControlBlock:
+				if nc.Control.Until.After(blockEnd) {
+					blockEnd = nc.Control.Until
+				}
+			case ratelimit.ControlExempt:
+				if nc.Control.Until.After(formExempt) {
+					formExempt = nc.Control.Until
+				}
+			}
+		}
+		if formExempt.IsZero() {
+			exempt = false
+		} else if exemptEnd.IsZero() || formExempt.Before(exemptEnd) {
+			exemptEnd = formExempt
+		}
+	}
+	switch {
+	case !blockEnd.IsZero():
+		return config.NetworkBlocked, ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: blockEnd}
+	case exempt && static != config.NetworkUnlimited:
+		return config.NetworkUnlimited, ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: exemptEnd}
+	}
+	return static, ratelimit.AppliedControl{}
+}
+
+// staticVerdict is NetworkOf on parsed forms.
+func staticVerdict(networks config.Networks, forms []netip.Addr) string {
+	if networks.Len() == 0 {
 		return ""
 	}
 	blocked, shared := false, true
@@ -46,16 +121,18 @@ func NetworkOf(networks config.Networks, sourceIP string) string {
 // Redis call: a blocked network refuses the request whatever it presented
 // (Kind Blocked); an unlimited one admits it with no limit (Kind
 // Unlimited; a credential that does not verify is still answered as
-// unauthorized). ok is false when the network decides nothing.
+// unauthorized). The Result's Control is the live network control that
+// made the verdict (Caller.NetworkControl), if one did. ok is false when
+// the network decides nothing.
 func (c Caller) NetworkDecision(unauthorized bool) (kind edge.Kind, res ratelimit.Result, ok bool) {
 	switch c.Network {
 	case config.NetworkBlocked:
-		return edge.Blocked, ratelimit.Result{}, true
+		return edge.Blocked, ratelimit.Result{Control: c.NetworkControl}, true
 	case config.NetworkUnlimited:
 		if unauthorized {
-			return edge.Unauthorized, ratelimit.Result{Allowed: true}, true
+			return edge.Unauthorized, ratelimit.Result{Allowed: true, Control: c.NetworkControl}, true
 		}
-		return edge.Unlimited, ratelimit.Result{Allowed: true}, true
+		return edge.Unlimited, ratelimit.Result{Allowed: true, Control: c.NetworkControl}, true
 	}
 	return 0, ratelimit.Result{}, false
 }

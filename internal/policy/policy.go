@@ -18,7 +18,11 @@
 //     enforced beneath it;
 //   - a network exempts an address (unlimited, or a plan) only when every
 //     form of the address is under that same entry's verdict; a blocked
-//     network refuses it when any form is under it.
+//     network refuses it when any form is under it;
+//   - the live network controls (Stage.NetworkControls) join
+//     RATE_LIMIT_NETWORKS under the same rule (NetworkVerdict): blocked
+//     when either source blocks any form, a live exemption only when it
+//     holds every form and neither source blocks one.
 //
 // The functions (internal/app), make local and every slidegate command
 // call Stage.Resolve or Stage.Caller: there is no second copy.
@@ -40,6 +44,10 @@ type Stage struct {
 	Networks config.Networks
 	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
 	FailClosed []config.PathGlob
+	// NetworkControls are the live network controls in force, as the
+	// process last read them (ratelimit.NetworkControlCache); nil for
+	// none. They join Networks in the network verdict (NetworkVerdict).
+	NetworkControls []ratelimit.NetworkControl
 }
 
 // StageOf is the Stage of limits under cfg's networks and fail-closed
@@ -83,9 +91,13 @@ type Limit struct {
 // Caller is what a caller's rules are before any request: its network's
 // verdict, its plan and its own limits.
 type Caller struct {
-	// Network is the source network's verdict (see NetworkOf):
+	// Network is the source network's verdict (see NetworkVerdict):
 	// config.NetworkBlocked, config.NetworkUnlimited, a plan name or "".
 	Network string
+	// NetworkControl is the live network control that made Network what
+	// it is (a block, or an exemption read as unlimited); the zero
+	// AppliedControl when RATE_LIMIT_NETWORKS alone decided.
+	NetworkControl ratelimit.AppliedControl
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is
@@ -214,12 +226,13 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 	return out
 }
 
-// Caller resolves a caller's own rules: its source network's verdict,
-// its plan (its own, else its network's) when configured on the stage,
+// Caller resolves a caller's own rules: its source network's verdict
+// (NetworkVerdict, with the live network controls), its plan (its own, else its network's) when configured on the stage,
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
-	out := Caller{Network: NetworkOf(s.Networks, sourceIP)}
+	var out Caller
+	out.Network, out.NetworkControl = NetworkVerdict(s.Networks, s.NetworkControls, sourceIP)
 	plan := c.Plan
 	if plan == "" && out.Network != config.NetworkBlocked && out.Network != config.NetworkUnlimited {
 		plan = out.Network

@@ -59,6 +59,18 @@ type Result struct {
 	// exemption, a scale), read by the decision's own script when the
 	// Limiter reads controls (Options.Controls). Its Kind is ControlNone
 	// when no control applied.
+	//
+	// Under a block, every decision of the identity is denied with
+	// Remaining 0 and RetryAfter and ResetAfter the block's end minus now,
+	// and nothing is spent. Under an exemption, the request is Allowed and
+	// nothing is spent; each decision is Allowed with no RetryAfter and
+	// the identity's honest Remaining and ResetAfter. Under a scale, each
+	// decision's Limit has the scaled count it was decided with. A request
+	// checking several identities applies each identity's control to its
+	// own checks (a block of any denies the request) and reports here a
+	// block if any applied (the one ending last), else a scale (the
+	// smallest factor), else an exemption; Malformed is set when any
+	// identity's record could not be read (it was ignored).
 	Control AppliedControl
 }
 

@@ -19,12 +19,19 @@ import (
 // request: the cache denies until then and not a microsecond longer,
 // whatever the offset between the Redis clock and the local one.
 //
+// When the Limiter reads live controls, a denial is held at most maxHold
+// (ControlPropagation): a block lifted, an exemption set or a scale raised
+// changes what Redis answers without any traffic, so a warm instance asks
+// Redis again within that bound plus one request. The answer the cache
+// gives is still the denial's own, its waits shortened by the time passed.
+//
 // Entries are keyed by the cost and every check (identity, name, count,
 // window, algorithm): a different limit set or a smaller cost is asked of
 // Redis. The cache is bounded; when full, expired entries go first, then
 // the ones that expire soonest.
 type denyCache struct {
 	maxEntries int
+	maxHold    time.Duration // 0: a denial is held for its whole wait
 
 	mu      sync.Mutex
 	entries map[denyKey]denyEntry
@@ -41,8 +48,8 @@ type denyEntry struct {
 	res   Result
 }
 
-func newDenyCache(maxEntries int) *denyCache {
-	return &denyCache{maxEntries: max(maxEntries, 1), entries: make(map[denyKey]denyEntry)}
+func newDenyCache(maxEntries int, maxHold time.Duration) *denyCache {
+	return &denyCache{maxEntries: max(maxEntries, 1), maxHold: maxHold, entries: make(map[denyKey]denyEntry)}
 }
 
 func newDenyKey(cost int64, checks []Check) denyKey {
@@ -81,6 +88,9 @@ func (c *denyCache) remember(key denyKey, sent time.Time, res Result) {
 	if res.Allowed || res.Degraded || wait <= 0 {
 		return
 	}
+	if c.maxHold > 0 {
+		wait = min(wait, c.maxHold)
+	}
 	e := denyEntry{sent: sent, until: sent.Add(wait), res: res}
 	e.res.Decisions = slices.Clone(res.Decisions)
 	c.mu.Lock()
@@ -106,7 +116,7 @@ func (c *denyCache) lookup(key denyKey, now time.Time) (Result, bool) {
 		return Result{}, false
 	}
 	elapsed := max(now.Sub(e.sent), 0)
-	res := Result{Allowed: false, Decisions: make([]Decision, len(e.res.Decisions))}
+	res := Result{Allowed: false, Decisions: make([]Decision, len(e.res.Decisions)), Control: e.res.Control}
 	for i, d := range e.res.Decisions {
 		if !d.Allowed {
 			// Never below a microsecond: the denial still holds until
@@ -119,7 +129,8 @@ func (c *denyCache) lookup(key denyKey, now time.Time) (Result, bool) {
 		}
 		res.Decisions[i] = d
 	}
-	// The longest wait is now exactly what is left until e.until.
+	// Without maxHold, the longest wait is now exactly what is left until
+	// e.until; with it, the entry may end before the wait does.
 	return res, true
 }
 

@@ -75,6 +75,25 @@
 // denial's [Slot.RetryAfter] is a short hint (1s by default), not the
 // earliest lease end, which may be a whole lease away.
 //
+// # Live controls
+//
+// With [Options.Controls], every script call of an identity also reads
+// that identity's [Control] (a key in its own hash slot, written by the
+// operator's tools) and applies it in the same call: a block denies until
+// its end, spending nothing; an exemption admits without spending; a scale
+// decides every limit with its count multiplied, on the same keys.
+// [Result.Control] says which applied. A record that cannot be read is
+// ignored (and reported Malformed); a Gate then keeps no denial in its
+// deny cache longer than [ControlPropagation]. The in-memory fallback
+// knows no controls.
+//
+// The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
+// [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
+// [MaxControls] in force), [Limiter.SetNetworkControl],
+// [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
+// (at most [MaxNetworkControls]), which a process reads through one
+// [NetworkControlCache], at most once per [ControlPropagation].
+//
 // # When Redis cannot decide
 //
 // A Limiter returns ErrUnavailable. A Gate applies a [FailurePolicy]

@@ -80,7 +80,13 @@ type GateOptions struct {
 //
 // A caller Redis denied until T is denied again from memory, without a Redis
 // call, until T measured on the local clock from the moment the denied
-// request was sent: never later than Redis itself would admit it.
+// request was sent: never later than Redis itself would admit it. When the
+// Limiter reads live controls (Options.Controls), no denial is remembered
+// longer than ControlPropagation, so that a lifted block or a new
+// exemption reaches a warm instance within that bound plus one request.
+// The in-memory fallback knows no controls: while Redis is out of reach, a
+// blocked caller is limited by the fallback's limits like any other, an
+// exempt or scaled one by the configured limits.
 //
 // One decision takes at most the Limiter's Options.Timeout (100 ms when
 // zero) plus the time to notice it has passed; while the breaker is open it
@@ -149,7 +155,11 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 		if size <= 0 {
 			size = defaultDenyCacheEntries
 		}
-		g.denied = newDenyCache(size)
+		var hold time.Duration
+		if limiter != nil && limiter.controls {
+			hold = ControlPropagation
+		}
+		g.denied = newDenyCache(size, hold)
 	}
 	return g
 }

@@ -190,7 +190,7 @@ func TestDenyCacheAnchorsOnTheLocalSendTime(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newDenyCache(10)
+			c := newDenyCache(10, 0)
 			k := newDenyKey(1, []Check{{Identity: "x", Limit: denial.Decisions[0].Limit}})
 			c.remember(k, sent, denial)
 			res, ok := c.lookup(k, sent.Add(tc.at))
@@ -205,7 +205,7 @@ func TestDenyCacheAnchorsOnTheLocalSendTime(t *testing.T) {
 }
 
 func TestDenyCacheStaysBounded(t *testing.T) {
-	c := newDenyCache(100)
+	c := newDenyCache(100, 0)
 	now := time.Now()
 	for i := range 10000 {
 		k := newDenyKey(1, []Check{{Identity: string(rune(i)) + "x", Limit: Limit{Name: "a", Count: 1, Window: time.Hour}}})

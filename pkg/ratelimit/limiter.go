@@ -36,8 +36,10 @@ type Options struct {
 	// Controls makes every decision read the live control of each
 	// identity it checks (see Control), inside the same script call: a
 	// blocked identity is denied, an exempt one admitted without
-	// spending, a scaled one decided against its scaled limits. Without
-	// it, controls are neither read nor paid for.
+	// spending, a scaled one decided against its scaled limits (see
+	// Result.Control for the exact answers). Without it, controls are
+	// neither read nor paid for: every script call is the same as a
+	// Limiter's that never heard of them.
 	Controls bool
 }
 
@@ -67,6 +69,8 @@ type Limiter struct {
 	scripts scriptSet
 	timeout time.Duration
 	now     func() time.Time
+	// controls: every script call reads its identity's control key.
+	controls bool
 }
 
 // NewLimiter returns a Limiter deciding on client. It does not contact
@@ -84,11 +88,12 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("new limiter: %w: %w", ErrInvalid, err)
 	}
 	return &Limiter{
-		client:  client,
-		keys:    keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
-		scripts: newScriptSet(),
-		timeout: opts.Timeout,
-		now:     opts.Now,
+		client:   client,
+		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
+		scripts:  newScriptSet(opts.Controls),
+		timeout:  opts.Timeout,
+		now:      opts.Now,
+		controls: opts.Controls,
 	}, nil
 }
 
@@ -173,50 +178,53 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
 	if len(checks) == 1 {
 		// One limit: no grouping, and the tag goes straight into the key.
-		ok, err := l.runGroup(ctx, cost, spend, checks, group{algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: singleIndex}, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cost, spend, checks, group{algorithm: checks[0].Limit.Algorithm.orDefault(), indexes: singleIndex}, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
-		res.Allowed = ok
+		res.Allowed, res.Control = ok, ctl
 		return res, nil
 	}
 	groups := l.groupChecks(checks)
 	if len(groups) == 1 {
-		ok, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cost, spend, checks, groups[0], res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
-		res.Allowed = ok
+		res.Allowed, res.Control = ok, ctl
 		return res, nil
 	}
 
 	if sameTag(groups) {
 		// One identity, several algorithms: one call decides them all.
-		ok, err := l.runMixed(ctx, cost, spend, checks, groups, res.Decisions)
+		ok, ctl, err := l.runMixed(ctx, cost, spend, checks, groups, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
-		res.Allowed = ok
+		res.Allowed, res.Control = ok, ctl
 		return res, nil
 	}
 
 	// Several slots: peek at all of them first so that a denial spends
-	// nothing anywhere.
+	// nothing anywhere. Each identity's control applies to its own group;
+	// a block of any of them denies the request.
 	for _, g := range groups {
-		ok, err := l.runGroup(ctx, cost, false, checks, g, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cost, false, checks, g, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
 		res.Allowed = res.Allowed && ok
+		res.Control = strictestControl(res.Control, ctl)
 	}
 	if !res.Allowed || !spend {
 		return res, nil
 	}
 	for _, g := range groups {
-		ok, err := l.runGroup(ctx, cost, true, checks, g, res.Decisions)
+		ok, ctl, err := l.runGroup(ctx, cost, true, checks, g, res.Decisions)
 		if err != nil {
 			return Result{}, err
 		}
+		res.Control = strictestControl(res.Control, ctl)
 		if !ok {
 			res.Allowed = false
 			// Later groups are reported as peeked; they spend nothing.
@@ -290,23 +298,44 @@ func (l *Limiter) groupChecks(checks []Check) []group {
 // singleIndex is the indexes of a group of one check; never written.
 var singleIndex = []int{0}
 
-// runGroup makes one script call for a group and fills in its decisions.
-func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
+// runGroup makes one script call for a group and fills in its decisions;
+// it returns the group's answer and the control that applied to it.
+func (l *Limiter) runGroup(ctx context.Context, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
 	n := len(g.indexes)
+	script := l.scripts.forAlgorithm(g.algorithm)
+	keys := n
+	if l.controls {
+		if g.tag == "" {
+			g.tag = l.keys.identityTag(checks[g.indexes[0]].Identity)
+		}
+		script = l.scripts.controlledScript(mixedCode(g.algorithm))
+		keys++
+	}
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
-	cmd := make([]any, 0, 5+n*(1+limitArgs(g.algorithm)))
-	cmd = append(cmd, nil, nil, n)
+	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
+	cmd = append(cmd, nil, nil, keys)
 	cmd = l.appendKeys(cmd, checks, g)
+	if l.controls {
+		cmd = append(cmd, l.keys.controlKey(g.tag))
+	}
 	cmd = append(cmd, costArg(cost, spend))
 	cmd = l.appendLimitArgs(cmd, checks, g)
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
-	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, cmd)
+	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return groupDecisions(vals, cost, spend, checks, g, out)
+	if !l.controls {
+		ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
+		return ok, AppliedControl{}, err
+	}
+	body, ctl, err := splitControl(vals, groupReplyLen(g))
+	if err != nil {
+		return false, AppliedControl{}, err
+	}
+	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
 }
 
 // sameTag reports whether every group counts the same identity: one slot.
@@ -322,11 +351,20 @@ func sameTag(groups []group) bool {
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
-func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, error) {
-	cmd := make([]any, 0, 8+len(checks)*4+len(groups)*3)
-	cmd = append(cmd, nil, nil, len(checks))
+func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+	script := &l.scripts.mixed
+	keys := len(checks)
+	if l.controls {
+		script = l.scripts.controlledScript(0)
+		keys++
+	}
+	cmd := make([]any, 0, 9+len(checks)*4+len(groups)*3)
+	cmd = append(cmd, nil, nil, keys)
 	for _, g := range groups {
 		cmd = l.appendKeys(cmd, checks, g)
+	}
+	if l.controls {
+		cmd = append(cmd, l.keys.controlKey(groups[0].tag))
 	}
 	cmd = append(cmd, costArg(cost, spend), len(groups))
 	for _, g := range groups {
@@ -336,10 +374,25 @@ func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks [
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
-	vals, err := l.scripts.mixed.run(ctx, l.client, cmd)
+	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	if !l.controls {
+		ok, err := mixedDecisions(vals, cost, spend, checks, groups, 0, out)
+		return ok, AppliedControl{}, err
+	}
+	body, ctl, err := splitControl(vals, 2+len(groups))
+	if err != nil {
+		return false, AppliedControl{}, err
+	}
+	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
+}
+
+// mixedDecisions fills in the decisions of the mixed script's reply: its
+// answer, the Redis time, then each group's reply. milli is a scale
+// control's factor, 0 for none.
+func mixedDecisions(vals []any, cost int64, spend bool, checks []Check, groups []group, milli int64, out []Decision) (bool, error) {
 	if len(vals) != 2+len(groups) {
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(groups))
 	}
@@ -353,7 +406,7 @@ func (l *Limiter) runMixed(ctx context.Context, cost int64, spend bool, checks [
 			return false, fmt.Errorf("%w: script reply value %d is %T, want a group's reply", ErrUnavailable, 2+i, vals[2+i])
 		}
 		// A denied request's groups answered as peeks.
-		if _, err := groupDecisions(sub, cost, spend && allowed == 1, checks, g, out); err != nil {
+		if _, err := groupDecisions(sub, cost, spend && allowed == 1, checks, g, milli, out); err != nil {
 			return false, err
 		}
 	}
@@ -389,15 +442,17 @@ func (l *Limiter) appendLimitArgs(cmd []any, checks []Check, g group) []any {
 }
 
 // groupDecisions fills in the decisions of a group from its script's reply
-// and returns the group's answer.
-func groupDecisions(vals []any, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, error) {
+// and returns the group's answer. milli is the factor, in thousandths, of
+// the scale control the script applied, 0 for none: the limits were then
+// decided, and are reported, with their scaled counts (scaledLimit).
+func groupDecisions(vals []any, cost int64, spend bool, checks []Check, g group, milli int64, out []Decision) (bool, error) {
 	for i, v := range vals {
 		if _, ok := v.(int64); !ok {
 			return false, fmt.Errorf("%w: script reply value %d is %T, want an integer", ErrUnavailable, i, v)
 		}
 	}
 	if counterReply(g.algorithm) {
-		return counterDecisions(vals, cost, spend, checks, g.indexes, out)
+		return counterDecisions(vals, cost, spend, checks, g.indexes, milli, out)
 	}
 	n := len(g.indexes)
 	if len(vals) != 2+4*n {
@@ -407,7 +462,7 @@ func groupDecisions(vals []any, cost int64, spend bool, checks []Check, g group,
 	for i, ci := range g.indexes {
 		f := vals[2+4*i : 6+4*i]
 		out[ci] = Decision{
-			Limit:      checks[ci].Limit,
+			Limit:      scaledLimit(checks[ci].Limit, milli),
 			Allowed:    f[0].(int64) == 1,
 			Remaining:  f[1].(int64),
 			ResetAfter: time.Duration(f[2].(int64)) * time.Microsecond,
@@ -422,14 +477,14 @@ func groupDecisions(vals []any, cost int64, spend bool, checks []Check, g group,
 // counterDecisions fills in the decisions of a counter script's reply
 // (counters.go): the request's answer, the Redis time, then one value per
 // limit.
-func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexes []int, out []Decision) (bool, error) {
+func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexes []int, milli int64, out []Decision) (bool, error) {
 	if len(vals) != 2+len(indexes) {
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(indexes))
 	}
 	now := vals[1].(int64)
 	for i, ci := range indexes {
 		c := checks[ci]
-		out[ci] = counterDecision(c.Limit, vals[2+i].(int64), now, cost, spend)
+		out[ci] = counterDecision(scaledLimit(c.Limit, milli), vals[2+i].(int64), now, cost, spend)
 		out[ci].Shadow = c.Shadow
 	}
 	return vals[0].(int64) == 1, nil

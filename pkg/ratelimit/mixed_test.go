@@ -32,7 +32,7 @@ func TestMixedScriptReadsEverySpend(t *testing.T) {
 			return c
 		}},
 	}
-	mixed := newScriptSet().mixed
+	mixed := newScriptSet(false).mixed
 	now := time.Date(2026, 12, 1, 12, 0, 10, 0, time.UTC).UnixMicro()
 	window := time.Minute.Microseconds()
 	for _, topo := range topologies {

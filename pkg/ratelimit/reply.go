@@ -79,18 +79,24 @@ func body(cmd redis.Cmder) string {
 // decides (all but the concurrency release, which only frees a slot), which
 // is what an EVALSHA or an EVAL carries as its first argument, and whether
 // the script's reply is not four values per limit: the counters' (one value
-// per limit, counters.go), the mixed script's (one reply per group) and the
-// concurrency acquire's (acquired, now, then three values of the limit).
+// per limit, counters.go), the mixed script's (one reply per group), the
+// controlled scripts' (lua/control.lua) and the concurrency acquire's (acquired, now, then three values of the limit).
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
-	set := newScriptSet()
+	set := newScriptSet(true)
 	bodies := make(map[string]bool, 2*len(set.all()))
+	controlled := make(map[*script]bool, len(set.controlled))
+	for i := range set.controlled {
+		controlled[&set.controlled[i]] = true
+	}
 	for _, sc := range set.all() {
 		if sc == &set.release {
 			continue
 		}
-		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed || sc == &set.acquire
+		// A controlled script's reply may end in the control applied, or
+		// be a block's (lua/control.lua): its length says nothing.
+		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed || sc == &set.acquire || controlled[sc]
 		bodies[sc.sha] = short
 		bodies[sc.src] = short
 	}

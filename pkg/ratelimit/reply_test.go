@@ -45,7 +45,7 @@ func replyWord(cmd redis.Cmder) string {
 
 func TestDecisionReplyClassifiesCommands(t *testing.T) {
 	ctx := context.Background()
-	scripts := newScriptSet()
+	scripts := newScriptSet(false)
 	gcra := scripts.forAlgorithm(TokenBucket)
 	decision := func(allowed int64, limits int) []any {
 		reply := []any{allowed, int64(1_700_000_000_000_000)}

@@ -27,10 +27,16 @@ type script struct {
 // decides the limits of one identity that use several algorithms in one
 // call (lua/mixed.lua). acquire and release are the concurrency limits'
 // (concurrency.go).
+//
+// controlled holds, when the Limiter reads live controls, the same
+// decisions composed with lua/control.lua: each reads the identity's
+// control key (the last of KEYS) in the same call. It is indexed by
+// mixedCode, with mixed's at 0; nil when controls are not read.
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
 	mixed                                                        script
 	acquire, release                                             script
+	controlled                                                   []script
 }
 
 func mustReadScript(file string) string {
@@ -49,26 +55,82 @@ func newScript(name, src string) script {
 
 func mustLoadScript(file string) script { return newScript(file, mustReadScript(file)) }
 
-func newScriptSet() scriptSet {
+// sizedScript is a script whose state is sized by the count, after the
+// function that reads that state in the form a scale control leaves it in
+// (lua/stored_forms.lua).
+func sizedScript(file string) script {
+	return newScript(file, mustReadScript("stored_forms.lua")+mustReadScript(file))
+}
+
+// newScriptSet builds every script; the controlled ones only when
+// controls are read.
+func newScriptSet(controls bool) scriptSet {
 	s := scriptSet{
-		slidingWindow:  mustLoadScript("sliding_window.lua"),
+		slidingWindow:  sizedScript("sliding_window.lua"),
 		slidingLog:     mustLoadScript("sliding_log.lua"),
-		gcra:           mustLoadScript("gcra.lua"),
-		fixedWindow:    mustLoadScript("fixed_window.lua"),
+		gcra:           sizedScript("gcra.lua"),
+		fixedWindow:    sizedScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
 	}
-	// mixed.lua runs the algorithms' scripts as functions of their KEYS and
-	// ARGV, by their mixedCode.
+	s.mixed = newScript("mixed.lua", mustReadScript("stored_forms.lua")+algorithmTable()+mustReadScript("mixed.lua"))
+	if controls {
+		s.controlled = make([]script, maxMixedCode+1)
+		s.controlled[0] = newScript("mixed.lua+control.lua", composeControlled(algorithmTable()+
+			"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
+			algorithmTable()+mustReadScript("mixed.lua")))
+		for code := 1; code <= maxMixedCode; code++ {
+			file := mixedFiles[code]
+			src := mustReadScript(file)
+			s.controlled[code] = newScript(file+"+control.lua", composeControlled(
+				fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
+				src))
+		}
+	}
+	return s
+}
+
+// composeControlled is a controlled script (lua/control.lua): the control
+// read, then the record's path with the decision as a function (setup
+// defines decide, algorithms and single), then, for no record, the
+// decision inline, so that it costs what the plain script does.
+func composeControlled(setup, inline string) string {
+	var b strings.Builder
+	b.WriteString(mustReadScript("stored_forms.lua"))
+	b.WriteString(mustReadScript("control_read.lua"))
+	b.WriteString("if record then\n")
+	b.WriteString(setup)
+	b.WriteString(mustReadScript("control.lua"))
+	b.WriteString("\nend\n")
+	b.WriteString(inline)
+	return b.String()
+}
+
+// mixedFiles is the script of each mixedCode.
+var mixedFiles = [...]string{
+	1: "sliding_window.lua",
+	2: "sliding_log.lua",
+	3: "gcra.lua",
+	4: "fixed_window.lua",
+	5: "sliding_buckets.lua",
+	6: "gcra.lua",
+}
+
+const maxMixedCode = len(mixedFiles) - 1
+
+// algorithmTable is what mixed.lua runs: every algorithm's script, each
+// wrapped as a function of its KEYS and ARGV, in the table algorithms by
+// its mixedCode. stored_forms.lua must come before it.
+func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms = {}\n")
-	for code, sc := range []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets} {
-		fmt.Fprintf(&b, "-- %s\nalgorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", sc.name, code+1, sc.src)
+	for code := 1; code < maxMixedCode; code++ {
+		fmt.Fprintf(&b, "-- %s\nalgorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", mixedFiles[code], code, mustReadScript(mixedFiles[code]))
 	}
-	b.WriteString(mustReadScript("mixed.lua"))
-	s.mixed = newScript("mixed.lua", b.String())
-	return s
+	// The leaky bucket's code runs the GCRA script too (see mixedCode).
+	fmt.Fprintf(&b, "algorithms[%d] = algorithms[3]\n", maxMixedCode)
+	return b.String()
 }
 
 // mixedCode is an algorithm's code in mixed.lua.
@@ -76,15 +138,23 @@ func mixedCode(a Algorithm) int {
 	switch a.orDefault() {
 	case SlidingLog:
 		return 2
-	case TokenBucket, LeakyBucket:
+	case TokenBucket:
 		return 3
 	case FixedWindow:
 		return 4
 	case SlidingBuckets:
 		return 5
+	case LeakyBucket:
+		// The GCRA script again, told apart so that a scale control
+		// keeps its burst of 1.
+		return 6
 	}
 	return 1
 }
+
+// controlledScript is the controlled script of a group's algorithm, or of
+// mixed.lua for code 0.
+func (s *scriptSet) controlledScript(code int) *script { return &s.controlled[code] }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	switch a.orDefault() {
@@ -102,7 +172,11 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 }
 
 func (s *scriptSet) all() []*script {
-	return []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed, &s.acquire, &s.release}
+	all := []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed, &s.acquire, &s.release}
+	for i := range s.controlled {
+		all = append(all, &s.controlled[i])
+	}
+	return all
 }
 
 // loadOn loads every script into one node's script cache and checks that the

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -23,14 +25,22 @@ func TestEmbeddedRedisRunsEveryScript(t *testing.T) {
 		t.Fatalf("new client: %v", err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatalf("new limiter: %v", err)
-	}
 	ctx := context.Background()
-	if err := limiter.LoadScripts(ctx); err != nil {
-		t.Fatalf("SCRIPT LOAD on miniredis: %v", err)
+	// Without live controls, and with them (the functions' own setting),
+	// on keys of their own.
+	for _, controls := range []bool{false, true} {
+		limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second, Controls: controls, KeyPrefix: fmt.Sprintf("c%v", controls)})
+		if err != nil {
+			t.Fatalf("new limiter: %v", err)
+		}
+		if err := limiter.LoadScripts(ctx); err != nil {
+			t.Fatalf("SCRIPT LOAD on miniredis: %v", err)
+		}
+		t.Run(fmt.Sprintf("controls=%v", controls), func(t *testing.T) { runEveryScript(ctx, t, limiter) })
 	}
+}
+
+func runEveryScript(ctx context.Context, t *testing.T, limiter *ratelimit.Limiter) {
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			const count = 3
@@ -67,5 +77,87 @@ func TestEmbeddedRedisRunsEveryScript(t *testing.T) {
 				t.Errorf("route limit remaining %d, want %d: a denial spent", got, wantRemaining)
 			}
 		})
+	}
+}
+
+// TestEmbeddedRedisAppliesControls: the live controls `make local` shows
+// run on the embedded Redis as on redis-server: a block denies without
+// spending, an exemption admits without spending, a scale of 10 admits ten
+// times the count, and the network controls read back.
+func TestEmbeddedRedisAppliesControls(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second, Controls: true})
+	if err != nil {
+		t.Fatalf("new limiter: %v", err)
+	}
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour)
+	for _, alg := range ratelimit.Algorithms() {
+		t.Run(string(alg), func(t *testing.T) {
+			limit := ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute, Algorithm: alg}
+			check := func(id string) ratelimit.Check { return ratelimit.Check{Identity: id + string(alg), Limit: limit} }
+			set := func(id string, c ratelimit.Control) {
+				t.Helper()
+				c.Until, c.Reason = until, "embedded test"
+				if err := limiter.SetControl(ctx, id+string(alg), c); err != nil {
+					t.Fatalf("set %s control: %v", c.Kind, err)
+				}
+			}
+			set("ip:blocked-", ratelimit.Control{Kind: ratelimit.ControlBlock})
+			res, err := limiter.Decide(ctx, 1, check("ip:blocked-"))
+			if err != nil || res.Allowed || res.Control.Kind != ratelimit.ControlBlock || res.RetryAfter() < 59*time.Minute {
+				t.Fatalf("blocked: %+v %v, want denied until the block's end", res, err)
+			}
+			set("ip:exempt-", ratelimit.Control{Kind: ratelimit.ControlExempt})
+			for i := range 10 {
+				if res, err := limiter.Decide(ctx, 1, check("ip:exempt-")); err != nil || !res.Allowed || res.Control.Kind != ratelimit.ControlExempt {
+					t.Fatalf("exempt request %d: %+v %v", i+1, res, err)
+				}
+			}
+			set("ip:scaled-", ratelimit.Control{Kind: ratelimit.ControlScale, Factor: 10})
+			admitted := 0
+			for range 40 {
+				res, err := limiter.Decide(ctx, 1, check("ip:scaled-"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Allowed {
+					admitted++
+				}
+				if res.Decisions[0].Limit.Count != 30 {
+					t.Fatalf("scaled: limit %d reported, want 30", res.Decisions[0].Limit.Count)
+				}
+			}
+			want := 30
+			if alg == ratelimit.LeakyBucket {
+				want = 1
+			}
+			if admitted != want {
+				t.Errorf("scaled x10: %d admitted, want %d", admitted, want)
+			}
+			// Nothing was spent by the block or the exemption.
+			for _, id := range []string{"ip:blocked-", "ip:exempt-"} {
+				if _, _, err := limiter.LiftControl(ctx, id+string(alg)); err != nil {
+					t.Fatal(err)
+				}
+				res, err := limiter.Peek(ctx, 1, check(id))
+				if err != nil || res.Decisions[0].Remaining != limit.Burst() {
+					t.Errorf("%s after lifting: %+v %v, want nothing spent", id, res, err)
+				}
+			}
+		})
+	}
+	network := netip.MustParsePrefix("192.0.2.0/24")
+	if err := limiter.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: until, Reason: "embedded test"}); err != nil {
+		t.Fatalf("set network control: %v", err)
+	}
+	list, err := ratelimit.NewNetworkControlCache(limiter, 0).Get(ctx)
+	if err != nil || len(list) != 1 || list[0].Prefix != network || list[0].Control.Kind != ratelimit.ControlBlock {
+		t.Fatalf("network controls %+v %v, want the block of %s", list, err, network)
 	}
 }

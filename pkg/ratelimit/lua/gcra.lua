@@ -12,6 +12,11 @@
 -- A request of cost n is admitted when  TAT' - burst*T <= now, where
 -- TAT' = max(TAT, now) + n*T.
 --
+-- Scale controls (control.lua): a key last written under a scale of another
+-- count holds the x form of stored_forms.lua, which scripts.go puts before
+-- this script; where GET finds no "<us>:<fraction>", import_form reads it
+-- as the same units outstanding under this count and stores that back.
+--
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
@@ -59,6 +64,7 @@ for i = 1, n do
   local stored = redis.call('GET', KEYS[i])
   if stored then
     local su, sf = string.match(stored, '^(%d+):(%d+)$')
+    if not su then su, sf = import_form(3, stored, count, now, KEYS[i]) end
     if su then
       su = su + 0
       if su >= now then

@@ -59,7 +59,9 @@ for i = 1, #KEYS do
     -- The k-th oldest live unit must age out for cost units to fit.
     local k = count + cost - limit
     local hit = redis.call('ZRANGEBYSCORE', KEYS[i], oldest_live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-    retry = tonumber(hit[2]) + window - now
+    -- No such unit: the cost exceeds the count (a scale control's), and
+    -- never fits under it.
+    retry = hit[2] and tonumber(hit[2]) + window - now or window
     if not shadow then all_ok = false end
   end
 

@@ -31,6 +31,11 @@
 -- ":<count>:<window ms>", went one release after it shipped: a GET on every
 -- key this script created.)
 --
+-- Scale controls (control.lua): a key last written under a scale of another
+-- count holds the x form of stored_forms.lua, which scripts.go puts before
+-- this script; where INCRBY finds no integer, or a peek's GET no number,
+-- import_form reads it into this count's layout (a spend stores it back).
+--
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
@@ -99,6 +104,7 @@ if n == 1 and cost > 0 then
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  if type(s) ~= 'number' then s = import_form(1, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1]) end
   local current, previous = 0, 0
   if type(s) == 'number' then
     s = s - cost
@@ -159,13 +165,15 @@ for i = 1, n do
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
+    if type(s) ~= 'number' then s = import_form(1, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1]) end
     if type(s) == 'number' then
       s = s - cost
     else
       s = -1
     end
   else
-    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
+    local raw = redis.call('GET', KEYS[i]) or 0
+    s = tonumber(raw) or import_form(1, raw, limit, index) or -1
   end
 
   local current, previous, fresh = 0, 0, true

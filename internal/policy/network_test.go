@@ -1,0 +1,126 @@
+package policy_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// TestNetworkVerdictUnderLiveControls pins down how the live network
+// controls join RATE_LIMIT_NETWORKS: blocked when either source blocks any
+// form of the address, exempt (unlimited) only when a live exemption holds
+// every form and neither source blocks one; the control that changed the
+// verdict is reported, and none when the static verdict stands.
+func TestNetworkVerdictUnderLiveControls(t *testing.T) {
+	static, err := config.ParseNetworks("203.0.113.0/24=blocked,198.51.100.0/24=partner,10.0.0.0/8=unlimited")
+	if err != nil {
+		t.Fatal(err)
+	}
+	soon, later := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
+	ctl := func(cidr string, kind ratelimit.ControlKind, until time.Time) ratelimit.NetworkControl {
+		return ratelimit.NetworkControl{Prefix: netip.MustParsePrefix(cidr), Control: ratelimit.Control{Kind: kind, Until: until, Reason: "test"}}
+	}
+	block, exempt := ratelimit.ControlBlock, ratelimit.ControlExempt
+	cases := []struct {
+		name    string
+		live    []ratelimit.NetworkControl
+		ip      string
+		verdict string
+		control ratelimit.ControlKind
+		until   time.Time
+	}{
+		{"no control: the static verdict", nil, "198.51.100.7", "partner", ratelimit.ControlNone, time.Time{}},
+		{"a live block", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
+		{"a live block over a static plan", []ratelimit.NetworkControl{ctl("198.51.100.0/25", block, soon)}, "198.51.100.7", config.NetworkBlocked, block, soon},
+		{"a live block over a static unlimited network", []ratelimit.NetworkControl{ctl("10.1.0.0/16", block, soon)}, "10.1.2.3", config.NetworkBlocked, block, soon},
+		{"a narrower live exemption does not lift a live block",
+			[]ratelimit.NetworkControl{ctl("192.0.2.0/24", block, soon), ctl("192.0.2.0/28", exempt, later)}, "192.0.2.7", config.NetworkBlocked, block, soon},
+		{"two live blocks: the later end", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, soon), ctl("192.0.0.0/16", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
+		{"a live exemption of a static block: blocked, by RATE_LIMIT_NETWORKS",
+			[]ratelimit.NetworkControl{ctl("203.0.113.0/24", exempt, later)}, "203.0.113.9", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
+		{"a live block of a static block: RATE_LIMIT_NETWORKS's", []ratelimit.NetworkControl{ctl("203.0.113.0/24", block, later)}, "203.0.113.9", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
+		{"a live exemption", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "192.0.2.7", config.NetworkUnlimited, exempt, later},
+		{"a live exemption over a static plan", []ratelimit.NetworkControl{ctl("198.51.100.0/24", exempt, later)}, "198.51.100.7", config.NetworkUnlimited, exempt, later},
+		{"a live exemption of a static unlimited network changes nothing", []ratelimit.NetworkControl{ctl("10.0.0.0/8", exempt, later)}, "10.1.2.3", config.NetworkUnlimited, ratelimit.ControlNone, time.Time{}},
+		{"a live exemption elsewhere", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "192.0.3.7", "", ratelimit.ControlNone, time.Time{}},
+		// 2002:c000:0207::1 is the 6to4 address of 192.0.2.7.
+		{"6to4: a live block of the IPv4 form", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
+		{"6to4: a live block of the IPv6 form", []ratelimit.NetworkControl{ctl("2002::/16", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
+		{"6to4: an exemption of one form only", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "2002:c000:0207::1", "", ratelimit.ControlNone, time.Time{}},
+		{"6to4: exemptions of both forms, until the first ends",
+			[]ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later), ctl("2002::/16", exempt, soon)}, "2002:c000:0207::1", config.NetworkUnlimited, exempt, soon},
+		{"6to4: an exemption of one form, a block of the other",
+			[]ratelimit.NetworkControl{ctl("2002::/16", exempt, later), ctl("192.0.2.0/24", block, soon)}, "2002:c000:0207::1", config.NetworkBlocked, block, soon},
+		{"6to4: an exemption of both forms, one statically blocked", []ratelimit.NetworkControl{ctl("2002::/16", exempt, later), ctl("203.0.113.0/24", exempt, later)},
+			"2002:cb00:7107::1", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
+		{"mapped IPv4 is IPv4", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "::ffff:192.0.2.7", config.NetworkBlocked, block, later},
+		{"an address that does not parse", []ratelimit.NetworkControl{ctl("0.0.0.0/0", block, later)}, "test-invoke-source-ip", "", ratelimit.ControlNone, time.Time{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			verdict, got := policy.NetworkVerdict(static, c.live, c.ip)
+			if verdict != c.verdict || got.Kind != c.control || !got.Until.Equal(c.until) {
+				t.Errorf("NetworkVerdict(%s) = %q, %s until %v; want %q, %s until %v", c.ip, verdict, got.Kind, got.Until, c.verdict, c.control, c.until)
+			}
+			// The one place: Stage.Caller reads the same, and the
+			// network's answer carries the control.
+			s := policy.Stage{Limits: &config.Limits{}, Networks: static, NetworkControls: c.live}
+			caller := s.Caller(identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}, c.ip)
+			if caller.Network != c.verdict || caller.NetworkControl.Kind != c.control {
+				t.Errorf("Stage.Caller: network %q control %s, want %q %s", caller.Network, caller.NetworkControl.Kind, c.verdict, c.control)
+			}
+			kind, res, ok := caller.NetworkDecision(false)
+			switch c.verdict {
+			case config.NetworkBlocked:
+				if !ok || kind != edge.Blocked || res.Control.Kind != c.control {
+					t.Errorf("NetworkDecision: %v %+v %v, want Blocked with the control", kind, res, ok)
+				}
+			case config.NetworkUnlimited:
+				if !ok || kind != edge.Unlimited || !res.Allowed || res.Control.Kind != c.control {
+					t.Errorf("NetworkDecision: %v %+v %v, want Unlimited with the control", kind, res, ok)
+				}
+				if kind, _, _ := caller.NetworkDecision(true); kind != edge.Unauthorized {
+					t.Errorf("a bad credential under a live exemption: %v, want Unauthorized (an exemption is not authentication)", kind)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNetworkVerdict is the request path's cost of the live network
+// controls: the verdict on an address under none of them, with 0, 10 and
+// the most (ratelimit.MaxNetworkControls) in force, beside
+// RATE_LIMIT_NETWORKS's ten entries.
+//
+//	go test ./internal/policy/ -run '^$' -bench NetworkVerdict
+func BenchmarkNetworkVerdict(b *testing.B) {
+	static, err := config.ParseNetworks("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,198.51.100.0/24=partner,2001:db8::/32=unlimited,10.66.0.0/16=blocked,172.16.0.0/12=partner,100.64.0.0/10=blocked,2001:db8:bad::/48=blocked,203.0.113.128/25=blocked,198.18.0.0/15=unlimited")
+	if err != nil {
+		b.Fatal(err)
+	}
+	until := time.Now().Add(time.Hour)
+	for _, n := range []int{0, 10, ratelimit.MaxNetworkControls} {
+		live := make([]ratelimit.NetworkControl, n)
+		for i := range live {
+			kind := ratelimit.ControlBlock
+			if i%2 == 1 {
+				kind = ratelimit.ControlExempt
+			}
+			live[i] = ratelimit.NetworkControl{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24), Control: ratelimit.Control{Kind: kind, Until: until}}
+		}
+		b.Run(fmt.Sprintf("live=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if v, _ := policy.NetworkVerdict(static, live, "203.0.113.7"); v != "" {
+					b.Fatal(v)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,453 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Bounds of the live controls Redis may hold at once.
+const (
+	// MaxControls bounds the identity controls in force: SetControl
+	// refuses a new identity past it, so a flood of controls cannot grow
+	// the index, or a listing, without bound.
+	MaxControls = 10_000
+	// MaxNetworkControls bounds the network controls in force: every
+	// instance reads them all, and keeps at most this many.
+	MaxNetworkControls = 1_000
+)
+
+// ErrMalformedControl wraps the error for a control record that cannot be
+// read: not one the command or the operator function wrote. Decisions
+// ignore such a record; the admin calls report it.
+var ErrMalformedControl = errMalformedControl
+
+// ErrTooManyControls wraps a refusal to store a control past MaxControls or
+// MaxNetworkControls (with ErrInvalid), and a read of more network controls
+// than MaxNetworkControls (the list returned keeps the strictest).
+var ErrTooManyControls = errors.New("too many live controls")
+
+// The admin scripts: they touch the index and the network hash, never a
+// decision's keys, and are not preloaded (EVALSHA falls back to EVAL).
+var (
+	controlIndexSetScript   = mustLoadScript("control_index_set.lua")
+	controlIndexLiftScript  = mustLoadScript("control_index_lift.lua")
+	networkControlSetScript = mustLoadScript("network_controls_set.lua")
+)
+
+// ControlEntry is one identity control as ListControls reads it.
+type ControlEntry struct {
+	// Tag is the identity's hash tag (its keyed hash, as in its keys):
+	// identities are never stored in clear, so the list cannot name them.
+	Tag string
+	// Control is the control; zero when Malformed.
+	Control Control
+	// Malformed is true when the record could not be read. Decisions
+	// ignore it; LiftControl of the identity removes it.
+	Malformed bool
+}
+
+// NetworkControl is a control on every address of a network.
+type NetworkControl struct {
+	// Prefix is the network, with no host bits set.
+	Prefix netip.Prefix
+	// Control is a block or an exemption.
+	Control Control
+}
+
+// SetControl stores c as identity's live control, replacing any control
+// the identity had (one per identity). c is validated at Redis's time
+// (TIME; Options.Now when set) and SetAt is set to that time. The record
+// is written at the identity's control key, in its hash slot, expiring at
+// c.Until (PXAT, rounded up to the millisecond): Redis forgets it then,
+// with nobody cleaning up. The identity's tag is first added to the index
+// ListControls reads, scored by the end; entries whose end has passed are
+// pruned then, and a new identity is refused with ErrInvalid and
+// ErrTooManyControls when MaxControls controls are already in force.
+//
+// Redis expires the record on its own clock, whatever Options.Now says: a
+// stepped clock in the past sets records that are gone at once.
+//
+// A decision of a Limiter with Options.Controls applies the control from
+// its next script call on; a Gate's deny cache keeps a denial at most
+// ControlPropagation longer.
+//
+// The index is written before the record, so that a control in force is
+// always listed: a failure in between leaves an index entry without a
+// record, which ListControls skips.
+func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) error {
+	if identity == "" {
+		return fmt.Errorf("set control: %w: no identity", ErrInvalid)
+	}
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	now, err := l.adminNow(ctx)
+	if err != nil {
+		return fmt.Errorf("set control: %w", err)
+	}
+	if err := c.Validate(now); err != nil {
+		return fmt.Errorf("set control: %w", err)
+	}
+	c.SetAt = now
+	tag := l.keys.identityTag(identity)
+	endMs := ceilMilli(c.Until)
+	vals, err := controlIndexSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
+		strconv.FormatInt(now.UnixMilli(), 10), tag, strconv.FormatInt(endMs, 10), strconv.Itoa(MaxControls)})
+	if err != nil {
+		return fmt.Errorf("set control: index: %w: %w", ErrUnavailable, err)
+	}
+	if n, ok := firstInt(vals); !ok {
+		return fmt.Errorf("set control: %w: index script replied %v", ErrUnavailable, vals)
+	} else if n < 0 {
+		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
+	}
+	err = l.client.SetArgs(ctx, l.keys.controlKey(tag), formatControlRecord(c), redis.SetArgs{ExpireAt: time.UnixMilli(endMs)}).Err()
+	if err != nil {
+		return fmt.Errorf("set control: record: %w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// LiftControl deletes identity's control and returns it, with false when
+// the identity had none (or its control had ended). A malformed record is
+// deleted too, and returned as the zero Control with true. Decisions stop
+// applying the control from their next script call on.
+func (l *Limiter) LiftControl(ctx context.Context, identity string) (Control, bool, error) {
+	if identity == "" {
+		return Control{}, false, fmt.Errorf("lift control: %w: no identity", ErrInvalid)
+	}
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	tag := l.keys.identityTag(identity)
+	rec, err := l.client.GetDel(ctx, l.keys.controlKey(tag)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Control{}, false, nil
+	}
+	if err != nil {
+		return Control{}, false, fmt.Errorf("lift control: %w: %w", ErrUnavailable, err)
+	}
+	c, perr := parseControlRecord(rec)
+	if perr != nil {
+		// A malformed record has no end to compare: its index entry goes
+		// when its score passes, and the listing skips it meanwhile.
+		return Control{}, true, nil
+	}
+	_, err = controlIndexLiftScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
+		tag, strconv.FormatInt(ceilMilli(c.Until), 10)})
+	if err != nil {
+		return c, true, fmt.Errorf("lift control: the control is lifted, its index entry left: %w: %w", ErrUnavailable, err)
+	}
+	return c, true, nil
+}
+
+// GetControl returns identity's control in force, with false when it has
+// none. A record that cannot be read is an error wrapping
+// ErrMalformedControl (decisions ignore such a record).
+func (l *Limiter) GetControl(ctx context.Context, identity string) (Control, bool, error) {
+	if identity == "" {
+		return Control{}, false, fmt.Errorf("get control: %w: no identity", ErrInvalid)
+	}
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	rec, err := l.client.Get(ctx, l.keys.controlKey(l.keys.identityTag(identity))).Result()
+	if errors.Is(err, redis.Nil) {
+		return Control{}, false, nil
+	}
+	if err != nil {
+		return Control{}, false, fmt.Errorf("get control: %w: %w", ErrUnavailable, err)
+	}
+	c, err := parseControlRecord(rec)
+	if err != nil {
+		return Control{}, false, fmt.Errorf("get control: the identity's record is ignored by decisions: %w", err)
+	}
+	if l.now != nil && !c.Until.After(l.now()) {
+		// Redis expires the record on its own clock; a stepped clock
+		// may have passed the end first.
+		return Control{}, false, nil
+	}
+	return c, true, nil
+}
+
+// ListControls returns the identity controls in force, soonest end first
+// (ties by tag): it reads the index and then every listed record, one GET
+// each, pipelined (per node in a cluster, where records live in their
+// identities' slots). Index entries whose end has passed, or whose record
+// is gone (expired or lifted), are left out; a record that cannot be read
+// is listed as Malformed.
+func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	now, err := l.adminNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list controls: %w", err)
+	}
+	tags, err := l.client.ZRangeArgs(ctx, redis.ZRangeArgs{
+		Key: l.keys.controlIndexKey(), ByScore: true,
+		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf",
+		Count: MaxControls,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list controls: index: %w: %w", ErrUnavailable, err)
+	}
+	const batch = 500
+	entries := make([]ControlEntry, 0, len(tags))
+	for start := 0; start < len(tags); start += batch {
+		part := tags[start:min(start+batch, len(tags))]
+		cmds := make([]*redis.StringCmd, len(part))
+		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, tag := range part {
+				cmds[i] = p.Get(ctx, l.keys.controlKey(tag))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("list controls: records: %w: %w", ErrUnavailable, err)
+		}
+		for i, cmd := range cmds {
+			rec, err := cmd.Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("list controls: record: %w: %w", ErrUnavailable, err)
+			}
+			c, perr := parseControlRecord(rec)
+			if perr != nil {
+				entries = append(entries, ControlEntry{Tag: part[i], Malformed: true})
+				continue
+			}
+			if !c.Until.After(now) {
+				continue
+			}
+			entries = append(entries, ControlEntry{Tag: part[i], Control: c})
+		}
+	}
+	return entries, nil
+}
+
+// SetNetworkControl stores c, a block or an exemption, on every address of
+// network, replacing any control the network had. network must be a valid
+// IPv4 or IPv6 prefix with no host bits set (203.0.113.0/24, not
+// 203.0.113.7/24), and not an IPv4-mapped IPv6 prefix (addresses are
+// matched unmapped: write it as IPv4): a prefix that could be read as
+// several networks is refused, not guessed at. c is validated and SetAt set
+// as by SetControl. The record is a field of the one hash every instance
+// reads; fields whose control has ended are removed on each write, and a
+// new network is refused with ErrInvalid and ErrTooManyControls when
+// MaxNetworkControls are in force.
+//
+// Instances see the change at their next read, at most
+// ControlPropagation later (NetworkControlCache).
+func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c Control) error {
+	if err := checkNetwork(network); err != nil {
+		return fmt.Errorf("set network control: %w", err)
+	}
+	if c.Kind != ControlBlock && c.Kind != ControlExempt {
+		return fmt.Errorf("set network control: %w: a network takes a block or an exemption, not a %s", ErrInvalid, c.Kind)
+	}
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	now, err := l.adminNow(ctx)
+	if err != nil {
+		return fmt.Errorf("set network control: %w", err)
+	}
+	if err := c.Validate(now); err != nil {
+		return fmt.Errorf("set network control: %w", err)
+	}
+	c.SetAt = now
+	vals, err := networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
+		strconv.FormatInt(now.UnixMicro(), 10), network.String(), formatControlRecord(c),
+		strconv.FormatInt(ceilMilli(c.Until), 10), strconv.Itoa(MaxNetworkControls)})
+	if err != nil {
+		return fmt.Errorf("set network control: %w: %w", ErrUnavailable, err)
+	}
+	if n, ok := firstInt(vals); !ok {
+		return fmt.Errorf("set network control: %w: script replied %v", ErrUnavailable, vals)
+	} else if n < 0 {
+		return fmt.Errorf("set network control: %w: %w: %d network controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxNetworkControls)
+	}
+	return nil
+}
+
+// LiftNetworkControl deletes network's control and returns it, with false
+// when it had none in force (an ended one is deleted all the same). A
+// malformed record is deleted and returned as the zero Control with true.
+func (l *Limiter) LiftNetworkControl(ctx context.Context, network netip.Prefix) (Control, bool, error) {
+	if err := checkNetwork(network); err != nil {
+		return Control{}, false, fmt.Errorf("lift network control: %w", err)
+	}
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	now, err := l.adminNow(ctx)
+	if err != nil {
+		return Control{}, false, fmt.Errorf("lift network control: %w", err)
+	}
+	key, field := l.keys.networkControlsKey(), network.String()
+	var get *redis.StringCmd
+	_, err = l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.HGet(ctx, key, field)
+		p.HDel(ctx, key, field)
+		return nil
+	})
+	if errors.Is(err, redis.Nil) {
+		return Control{}, false, nil
+	}
+	if err != nil {
+		return Control{}, false, fmt.Errorf("lift network control: %w: %w", ErrUnavailable, err)
+	}
+	c, err := parseControlRecord(get.Val())
+	if err != nil {
+		return Control{}, true, nil
+	}
+	if !c.Until.After(now) {
+		return Control{}, false, nil
+	}
+	return c, true, nil
+}
+
+// NetworkControls reads every network control in force (one HGETALL, at
+// Redis's time or Options.Now): blocks first, then exemptions, each by
+// network. Fields that cannot be read (a network or a record not written
+// by SetNetworkControl) are skipped; when there were any, the list comes
+// with an error wrapping ErrMalformedControl that counts them. More than
+// MaxNetworkControls in force keeps the blocks first, and says so with an
+// error wrapping ErrTooManyControls. A failure to read is ErrUnavailable,
+// with no list.
+func (l *Limiter) NetworkControls(ctx context.Context) ([]NetworkControl, error) {
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	now, err := l.adminNow(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("network controls: %w", err)
+	}
+	return l.readNetworkControls(ctx, now)
+}
+
+// readNetworkControls is NetworkControls at now, without a deadline of
+// its own.
+func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]NetworkControl, error) {
+	fields, err := l.client.HGetAll(ctx, l.keys.networkControlsKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("network controls: %w: %w", ErrUnavailable, err)
+	}
+	list, malformed := parseNetworkControls(fields, now)
+	var problems []error
+	if malformed > 0 {
+		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", ErrMalformedControl, malformed))
+	}
+	if len(list) > MaxNetworkControls {
+		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", ErrTooManyControls, len(list), MaxNetworkControls))
+		list = list[:MaxNetworkControls:MaxNetworkControls]
+	}
+	return list, errors.Join(problems...)
+}
+
+// parseNetworkControls reads the hash of network controls at now: the
+// controls in force, strictest first (blocks, then exemptions; then by
+// network, for a deterministic order), and how many fields could not be
+// read.
+func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, int) {
+	list := make([]NetworkControl, 0, min(len(fields), MaxNetworkControls+1))
+	malformed := 0
+	for field, rec := range fields {
+		p, err := netip.ParsePrefix(field)
+		if err != nil || checkNetwork(p) != nil || p.String() != field {
+			malformed++
+			continue
+		}
+		c, err := parseControlRecord(rec)
+		if err != nil || (c.Kind != ControlBlock && c.Kind != ControlExempt) {
+			malformed++
+			continue
+		}
+		if c.Until.After(now) {
+			list = append(list, NetworkControl{Prefix: p, Control: c})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool {
+		a, b := list[i], list[j]
+		if a.Control.Kind != b.Control.Kind {
+			return a.Control.Kind == ControlBlock
+		}
+		if a.Prefix.Addr() != b.Prefix.Addr() {
+			return a.Prefix.Addr().Less(b.Prefix.Addr())
+		}
+		return a.Prefix.Bits() < b.Prefix.Bits()
+	})
+	return list, malformed
+}
+
+// checkNetwork refuses a prefix a network control cannot be set on.
+func checkNetwork(p netip.Prefix) error {
+	switch {
+	case !p.IsValid():
+		return fmt.Errorf("%w: not a network prefix", ErrInvalid)
+	case p.Addr().Zone() != "":
+		return fmt.Errorf("%w: network %s has a zone", ErrInvalid, p)
+	case p.Addr().Is4In6():
+		return fmt.Errorf("%w: network %s is IPv4-mapped IPv6; write it as IPv4 (addresses are matched unmapped)", ErrInvalid, p)
+	case p.Masked() != p:
+		return fmt.Errorf("%w: network %s has host bits set: it would be %s; write the network's first address (or the prefix length meant)", ErrInvalid, p, p.Masked())
+	}
+	return nil
+}
+
+// Tag is identity's hash tag, as its keys and ControlEntry carry it.
+func (l *Limiter) Tag(identity string) string { return l.keys.identityTag(identity) }
+
+// Time is the time the Limiter's admin calls and decisions work at:
+// Options.Now when set, else Redis's clock (TIME), which a control's end
+// is compared with. A caller computing a control's end from a duration
+// should start from it rather than from its own clock.
+func (l *Limiter) Time(ctx context.Context) (time.Time, error) {
+	ctx, cancel := l.adminContext(ctx)
+	defer cancel()
+	return l.adminNow(ctx)
+}
+
+// adminContext applies Options.Timeout to one admin call, as Reset does.
+func (l *Limiter) adminContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if l.timeout > 0 {
+		return context.WithTimeout(ctx, l.timeout)
+	}
+	return ctx, func() {}
+}
+
+// adminNow is the time an admin call works at: Options.Now, or Redis's
+// clock, which the decisions' scripts compare the ends with.
+func (l *Limiter) adminNow(ctx context.Context) (time.Time, error) {
+	if l.now != nil {
+		return l.now(), nil
+	}
+	t, err := l.client.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: redis time: %w", ErrUnavailable, err)
+	}
+	return t, nil
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a record expires no
+// earlier than its control ends.
+func ceilMilli(t time.Time) int64 {
+	us := t.UnixMicro()
+	ms := us / 1000
+	if us%1000 > 0 {
+		ms++
+	}
+	return ms
+}
+
+// firstInt is a script reply's first value.
+func firstInt(vals []any) (int64, bool) {
+	if len(vals) == 0 {
+		return 0, false
+	}
+	n, ok := vals[0].(int64)
+	return n, ok
+}

@@ -1,0 +1,210 @@
+-- control.lua: the live control of one identity (control.go), read by the
+-- identity's own decision script: one round trip, atomic with the decision,
+-- in the identity's hash slot.
+--
+-- scripts.go builds each controlled script as
+--     stored_forms.lua
+--     control_read.lua          the record, or nil, and KEYS without it
+--     if record then
+--       the decision as a function, decide, and this part
+--     end
+--     the decision inline: with no record, the script is exactly it
+-- where this part finds:
+--     record      the control key's value;
+--     nk          the number of KEYS the caller sent, the control key's too;
+--     decide      function(KEYS, ARGV): an algorithm's script, or mixed.lua
+--                 (whose algorithms it runs from the table algorithms);
+--     algorithms  nil, or mixed.lua's table: code -> function(KEYS, ARGV);
+--     single      the algorithm's code when decide is one algorithm (1
+--                 sliding window, 2 sliding log, 3 token bucket, 4 fixed
+--                 window, 5 sliding buckets, 6 leaky bucket), nil for mixed.
+--
+-- KEYS      the decision's keys, then the identity's control key, last.
+-- ARGV      the decision's, unchanged.
+--
+-- Returns, with no control record: exactly the decision's reply. With a
+-- record, that reply (or a block's) with one more value at its end, the
+-- control: { kind, until_us, factor in thousandths }:
+--   kind 0  the record could not be read (what parseControlRecord refuses):
+--           ignored, the reply is the decision's as with no record;
+--   kind 1  block, in force: the reply is { 0, now_us, control } and no
+--           algorithm ran;
+--   kind 2  exempt, in force: the decision ran as a peek (nothing spent),
+--           its first value set to 1;
+--   kind 3  scale, in force: the decision ran with every limit's count
+--           scaled (below).
+-- A record whose end is not after now is ignored: no extra value.
+--
+-- Scale: a limit of count c becomes s = floor(c * factor / 1000), at least
+-- 1, at most 1,000,000 and at most what keeps count x window exact for its
+-- algorithm (as Limit.Validate bounds it: count x window in ms below 2^50
+-- for the sliding window, in us for the others but the fixed window); a
+-- token bucket's burst is s, a leaky bucket's stays 1; a sliding-window
+-- limit whose s x window in us passes 2^50 is decided on the millisecond
+-- clock. The keys stay those of c. Keys whose state is sized by the count
+-- (the counters' integer layout, GCRA's time in 1/count us) are read into
+-- s's layout before the decision (stored_forms.lua: the same counts, or
+-- for GCRA the same units outstanding) and, once it wrote them, stored in
+-- the x form of s, keeping their TTL (GCRA's: long enough for the
+-- configured count too); a peek puts back what it read, so that it leaves
+-- every key as it was.
+--
+-- Complexity: one GET with no record (control_read.lua), and nothing
+-- else: the decision runs inline, as its own script would. With one, the decision's own, plus
+-- under a scale a GET per limit and, for the counters and GCRA, up to a
+-- SET before and a GET and a SET after each decision of their keys.
+
+-- Now, on the decision's clock: ARGV's after the limits (or the groups)
+-- when the caller sent it, else TIME, then sent on to the decision.
+local at
+if single then
+  at = 2 + (nk - 1) * ((single == 3 or single == 6) and 3 or 2)
+else
+  at = 3
+  for _ = 1, ARGV[2] + 0 do at = at + 3 + ARGV[at + 1] * ARGV[at + 2] end
+end
+local now = ARGV[at]
+if now then
+  now = now + 0
+else
+  local t = redis.call('TIME')
+  now = t[1] * 1000000 + t[2]
+  ARGV[at] = string.format('%d', now)
+end
+
+-- The record: v1 <b|e|s> <until us> <factor thousandths> <metadata JSON>,
+-- read as parseControlRecord reads it.
+local kind, until_s, milli_s, meta = string.match(record, '^v1 ([bes]) (%d+) (%d+) (.*)$')
+local valid = kind ~= nil and #until_s <= 16 and #milli_s <= 16
+local milli = valid and milli_s + 0
+if valid and kind == 's' and (milli < 1 or milli > 1000000) then valid = false end
+if valid then
+  local ok, m = pcall(cjson.decode, meta)
+  -- An object or null: cjson reads [] as {}, so look at the text.
+  if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
+    for _, f in ipairs({ 'reason', 'by' }) do
+      local v = m[f]
+      if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end
+    end
+    local a = m.at
+    if a ~= nil and a ~= cjson.null and (type(a) ~= 'number' or a ~= math.floor(a)) then ok = false end
+  elseif not (ok and m == cjson.null) then
+    ok = false
+  end
+  valid = ok
+end
+if not valid then
+  local reply = decide(KEYS, ARGV)
+  reply[#reply + 1] = { 0, 0, 0 }
+  return reply
+end
+local until_us = until_s + 0
+if until_us <= now then return decide(KEYS, ARGV) end
+
+if kind == 'b' then return { 0, now, { 1, until_us, 0 } } end
+
+if kind == 'e' then
+  if string.sub(ARGV[1], 1, 1) ~= '-' then ARGV[1] = '-' .. ARGV[1] end
+  local reply = decide(KEYS, ARGV)
+  reply[1] = 1
+  reply[#reply + 1] = { 2, until_us, 0 }
+  return reply
+end
+
+-- scaled returns the decision of one algorithm's group under the scale:
+-- run (that algorithm's function) on the same keys with scaled arguments.
+local function scaled(code, run)
+  local stride = (code == 3 or code == 6) and 3 or 2
+  local form = nil -- stored_forms.lua's kind of the keys, nil when unsized
+  if code == 1 then form = 1 elseif code == 4 then form = 2 elseif stride == 3 then form = 3 end
+  return function(keys, args)
+    local k = #keys
+    local peek = string.sub(args[1], 1, 1) == '-'
+    local now = args[2 + k * stride] + 0
+    local sargs = { args[1] }
+    for j = 2 + k * stride, #args do sargs[j] = args[j] end
+    local counts, configured, saved, ttls = {}, {}, {}, {}
+    for i = 1, k do
+      local a = 1 + (i - 1) * stride
+      local c, w = args[a + 1] + 0, args[a + 2] + 0
+      local shadow = c < 0
+      if shadow then c = -c end
+      local wus = w
+      if w < 0 then wus = -w * 1000 end
+      local s = math.floor(c * milli / 1000)
+      if s < 1 then s = 1 elseif s > 1000000 then s = 1000000 end
+      if code == 1 then
+        s = math.min(s, math.floor(1125899906842624 / (wus / 1000)))
+        if s > math.floor(1125899906842624 / wus) then w = -(wus / 1000) else w = wus end
+      elseif code ~= 4 then
+        s = math.min(s, math.floor(1125899906842624 / wus))
+      end
+      sargs[a + 1], sargs[a + 2] = shadow and -s or s, w
+      if stride == 3 then sargs[a + 3] = (code == 3) and s or args[a + 3] end
+      if form and s ~= c then
+        counts[i], configured[i] = s, c
+        local raw = redis.call('GET', keys[i])
+        if raw and peek then ttls[i] = redis.call('PTTL', keys[i]) end
+        if raw and form == 3 then
+          -- GCRA's own form is in 1/c: say so, for the decision's import.
+          if string.match(raw, '^%d+:%d+$') then
+            saved[i] = raw
+            redis.call('SET', keys[i], 'x' .. c .. ':' .. raw, 'KEEPTTL')
+          end
+        elseif raw then
+          local index = math.floor(now / wus)
+          local v
+          if tonumber(raw) then
+            v = import_form(form, 'x' .. c .. ':' .. raw, s, index)
+          else
+            v = import_form(form, raw, s, index)
+          end
+          if v then
+            saved[i] = raw
+            if v > 0 then
+              redis.call('SET', keys[i], v, 'KEEPTTL')
+            else
+              redis.call('DEL', keys[i])
+            end
+          end
+        end
+      end
+    end
+    local reply = run(keys, sargs)
+    for i = 1, k do
+      local s = counts[i]
+      if s and peek and saved[i] then
+        if ttls[i] > 0 then
+          redis.call('SET', keys[i], saved[i], 'PX', ttls[i])
+        else
+          redis.call('SET', keys[i], saved[i])
+        end
+      elseif s then
+        local v = redis.call('GET', keys[i])
+        if v and form == 3 then
+          local su, sf = string.match(v, '^(%d+):(%d+)$')
+          if su then
+            -- The units outstanding must outlive the scale: the key lives
+            -- as long as the configured count needs them (gcra.lua's TTL).
+            local b = (su - now) * s + sf
+            local whole = math.floor(b / configured[i])
+            local ttl = math.max(redis.call('PTTL', keys[i]), math.ceil((whole + 1) / 1000))
+            redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'PX', ttl)
+          end
+        elseif v and tonumber(v) then
+          redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'KEEPTTL')
+        end
+      end
+    end
+    return reply
+  end
+end
+
+if single then
+  decide = scaled(single, decide)
+else
+  for code, run in pairs(algorithms) do algorithms[code] = scaled(code, run) end
+end
+local reply = decide(KEYS, ARGV)
+reply[#reply + 1] = { 3, until_us, milli }
+return reply
