@@ -83,30 +83,30 @@ if [[ ${#templates[@]} -eq 0 ]]; then
 fi
 
 python=$(cfn_lint_python)
-# ${python} may be "python3 -E" and the like: word splitting is wanted.
-# shellcheck disable=SC2086
-if ! ${python} -c 'import cfnlint.decode, samtranslator' 2>/dev/null; then
-	not_run "found ${version} but not the Python that runs it (${python} cannot import cfnlint and samtranslator)"
-fi
 
-echo "== ${version} on ${templates[*]##*/} (SAM transform, then the SAM translation for IAM actions)"
 # --non-zero-exit-code warning: errors and warnings fail; informational
 # findings are printed but do not.
 lint=(cfn-lint --format parseable --non-zero-exit-code warning --)
 
-# One cfn-lint run for both passes: its start-up is most of its time.
+# One translation process for every template (it is also the check that
+# ${python} runs cfn-lint), and one cfn-lint run for both passes: their
+# start-up (Python importing cfnlint and samtranslator) is most of their
+# time.
 status=0
 translations=$(mktemp -d)
-translated=()
-for template in "${templates[@]}"; do
-	out=${translations}/$(basename "${template}" .yaml).sam.json
-	# shellcheck disable=SC2086
-	if ${python} "${root}/scripts/sam-translate.py" "${template}" >"${out}"; then
-		translated+=("${out}")
-	else
-		status=1
-	fi
-done
+trstatus=0
+# ${python} may be "python3 -E" and the like: word splitting is wanted.
+# shellcheck disable=SC2086
+${python} "${root}/scripts/sam-translate.py" "${translations}" "${templates[@]}" >"${translations}/list" || trstatus=$?
+if [[ ${trstatus} -eq 3 ]]; then
+	rm -rf "${translations}"
+	not_run "found ${version} but not the Python that runs it (${python} cannot import cfnlint and samtranslator)"
+elif [[ ${trstatus} -ne 0 ]]; then
+	status=1
+fi
+mapfile -t translated <"${translations}/list"
+
+echo "== ${version} on ${templates[*]##*/} (SAM transform, then the SAM translation for IAM actions)"
 "${lint[@]}" "${templates[@]}" "${translated[@]}" || status=1
 
 if [[ ${status} -ne 0 ]]; then

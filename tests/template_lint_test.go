@@ -24,6 +24,7 @@ var cfnLint = testkit.Tool{Name: "cfn-lint", Env: "CFN_LINT", Install: "pip inst
 // with the rule that names the mistake and the original to pass.
 func TestCfnLintFailsBrokenTemplates(t *testing.T) {
 	cfnLint.Require(t)
+	t.Parallel()
 	raw, err := os.ReadFile(tplPath)
 	if err != nil {
 		t.Fatalf("read template: %v", err)

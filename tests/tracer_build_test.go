@@ -32,6 +32,8 @@ func TestMakeBuildTracer(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed")
 	}
+	// Links only: no server, no port, no environment of its own.
+	t.Parallel()
 	cases := []struct {
 		tracer    string // "" for the default
 		wantTags  string

@@ -44,6 +44,9 @@ type Runtime interface {
 	// Acquire takes the request's in-flight slots (RATE_LIMIT_CONCURRENCY)
 	// before its handler runs; the Admission's Release gives them back.
 	Acquire(ctx context.Context, req edge.Request) (edge.Admission, error)
+	// RequestScope returns a context in which Decide and Acquire of one
+	// request resolve its caller once.
+	RequestScope(ctx context.Context) context.Context
 }
 
 // Options configure the handler. The zero value is ready for use.
@@ -87,7 +90,9 @@ const (
 //
 // Every route but GET /health and GET /v1/quota runs holding its caller's
 // in-flight slots (RATE_LIMIT_CONCURRENCY; Runtime.Acquire and
-// httplimit.Concurrency), taken after its rate limits admitted it.
+// httplimit.Concurrency), taken after its rate limits admitted it, for
+// the caller its rate decision resolved (Runtime.RequestScope): resolved
+// once per request.
 func New(rt Runtime, opts Options) http.Handler {
 	logger := opts.Logger
 	if logger == nil {
@@ -122,7 +127,7 @@ func New(rt Runtime, opts Options) http.Handler {
 	routes := http.NewServeMux()
 	routes.HandleFunc(RouteHealth, serveHealth)
 	routes.Handle(RouteQuota, report(http.HandlerFunc(serveQuota)))
-	routes.Handle("/", limit(hold(limited)))
+	routes.Handle("/", d.scoped(limit(hold(limited))))
 	return stripStage(cleanPathsOnly(routes, limit(http.HandlerFunc(serveNotFound))))
 }
 
@@ -201,6 +206,14 @@ func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(d.rt.Quota(r.Context(), req.Request))
+}
+
+// scoped serves each request in a Runtime.RequestScope of its own, so
+// that its rate decision and its in-flight slots resolve its caller once.
+func (d deciders) scoped(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(d.rt.RequestScope(r.Context())))
+	})
 }
 
 // acquire takes the request's in-flight slots, whether its rate limits were

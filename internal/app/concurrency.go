@@ -40,7 +40,8 @@ const (
 // rate decision does: a fail-open route counts in flight locally, per
 // instance (ratelimit.Gate.Acquire), a fail-closed one gets an error
 // wrapping ratelimit.ErrUnavailable. With no in-flight limit on the stage,
-// Acquire resolves nothing and calls nothing.
+// Acquire resolves nothing and calls nothing; within a RequestScope in
+// which Decide resolved the same request, it reuses that caller.
 func (rt *Runtime) Acquire(ctx context.Context, req edge.Request) (edge.Admission, error) {
 	if rt.stages.For(req.StageVariables).Concurrency.Empty() {
 		return edge.Admission{}, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
@@ -134,8 +136,18 @@ func (r resolvedRequest) redisBudget(ctx context.Context) (context.Context, cont
 // resolve resolves req's caller and its rules (policy.Stage.Resolve: the
 // request in every reading, the strictest taken). An anonymous caller
 // whose source address does not parse is logged (within its budget).
+// Within a RequestScope, the scope's request is resolved once: a second
+// resolve of it returns the first's caller and rules.
 func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedRequest {
 	start := time.Now()
+	scope, _ := ctx.Value(requestScopeKey{}).(*requestScope)
+	if scope != nil && scope.kept && sameRequest(scope.resolved.req, req) {
+		r := scope.resolved
+		// The network controls are not read again: no read spent this
+		// call's Redis budget.
+		r.req, r.start, r.redisDeadline = req, start, time.Time{}
+		return r
+	}
 	limits := rt.stages.For(req.StageVariables)
 	rt.awaitIdentity(ctx, req.Headers)
 	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
@@ -146,7 +158,42 @@ func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedReques
 	var deadline time.Time
 	stage.NetworkControls, deadline = rt.liveNetworks(ctx)
 	rules := stage.Resolve(policy.Read(req), who.Caller)
-	return resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start, redisDeadline: deadline}
+	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start, redisDeadline: deadline}
+	if scope != nil && !scope.kept {
+		scope.resolved, scope.kept = r, true
+	}
+	return r
+}
+
+// RequestScope returns a context derived from ctx that keeps what the
+// Runtime resolves of one request: its caller (identity.Resolution: an
+// API key looked up, a JWT verified, an unparseable source address logged)
+// and its rules. Decide, Quota and Acquire, given that request with this
+// context or one derived from it, resolve it once: the API function's
+// rate decision and its in-flight slots count the same caller, resolved
+// once. A scope is for one request, used by one goroutine at a time; a
+// different request given within it (another method, path, source
+// address, header, stage or API) is resolved on its own and not kept.
+func (rt *Runtime) RequestScope(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestScopeKey{}, &requestScope{})
+}
+
+type requestScopeKey struct{}
+
+// requestScope is the room a RequestScope keeps a resolution in.
+type requestScope struct {
+	resolved resolvedRequest
+	kept     bool
+}
+
+// sameRequest reports whether a and b are one request as far as
+// resolving its caller and its rules is concerned: every field they are
+// read from is equal.
+func sameRequest(a, b edge.Request) bool {
+	return a.Method == b.Method && a.Path == b.Path && a.SourceIP == b.SourceIP &&
+		a.APIID == b.APIID && a.Stage == b.Stage && a.RouteKey == b.RouteKey &&
+		slices.Equal(a.ServedPaths, b.ServedPaths) &&
+		maps.Equal(a.Headers, b.Headers) && maps.Equal(a.StageVariables, b.StageVariables)
 }
 
 // liveNetworks are the live network controls in force, as this process

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,9 @@ func (c Concurrency) Empty() bool { return len(c.Owners) == 0 && len(c.Routes) =
 // "POST:/v1/export" too, as stage variable values allow no spaces). N is from 1 to
 // MaxConcurrency. The empty string and "none" limit nothing. Any bad entry
 // rejects the whole value: a half-applied list would drop a limit the
-// operator asked for.
+// operator asked for. An owner or a route given twice ("GET /x" and
+// "get:/x", "ANY /x" and "* /x" are one route) is a bad entry, its error
+// wrapping ErrDuplicateEntry: which of the two was meant cannot be known.
 func ParseConcurrency(s string) (Concurrency, error) {
 	s = strings.TrimSpace(s)
 	if s == "" || strings.EqualFold(s, None) {
@@ -105,7 +108,13 @@ func ParseConcurrency(s string) (Concurrency, error) {
 			if err != nil {
 				return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
 			}
-			c.Routes = append(c.Routes, ConcurrencyRoute{Method: method, Path: glob, Max: n})
+			r := ConcurrencyRoute{Method: method, Path: glob, Max: n}
+			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
+				// One name is one Redis key: two entries would take two
+				// slots of it per request, halving either limit.
+				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, r.Name())
+			}
+			c.Routes = append(c.Routes, r)
 			continue
 		}
 		name, err := concurrencyOwner(owner)
@@ -113,7 +122,7 @@ func ParseConcurrency(s string) (Concurrency, error) {
 			return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
 		}
 		if _, dup := c.Owners[name]; dup {
-			return Concurrency{}, fmt.Errorf("entry %q: %s is given twice", clip.Text(entry, clip.QuotedLen), name)
+			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, name)
 		}
 		c.Owners[name] = n
 	}

@@ -40,7 +40,7 @@ const InvocationsPath = "/2015-03-31/functions/function/invocations"
 
 var (
 	buildMu sync.Mutex
-	built   = map[string]string{} // package and tags -> bootstrap path
+	built   = map[string]*bootstrapBuild{} // package and tags -> its build
 	rieOnce sync.Once
 	riePath string
 	rieErr  error
@@ -69,41 +69,61 @@ func BuildBootstrap(t testing.TB, pkg string) string {
 
 // BuildBootstrapTags is BuildBootstrap with build tags beyond lambda.norpc,
 // e.g. "noxray" for the build of `make build TRACER=none`. Each package and
-// set of tags is built once per test binary.
+// set of tags is built once per test binary; builds of different ones may
+// run at once (tests in parallel each waiting for their own), a second
+// caller of one waits for its build.
 func BuildBootstrapTags(t testing.TB, pkg string, tags ...string) string {
 	t.Helper()
-	buildMu.Lock()
-	defer buildMu.Unlock()
 	allTags := strings.Join(append([]string{"lambda.norpc"}, tags...), ",")
 	id := pkg + " " + allTags
-	if p, ok := built[id]; ok {
-		return p
+	buildMu.Lock()
+	b, ok := built[id]
+	if !ok {
+		if len(built) == 0 {
+			// The first build of this test binary: no build of it runs yet.
+			removeStaleBuilds(filepath.Join(os.TempDir(), "slidegate-lambdatest"))
+		}
+		b = &bootstrapBuild{}
+		built[id] = b
 	}
+	buildMu.Unlock()
+	b.once.Do(func() { b.path, b.err = buildBootstrap(pkg, allTags, tags) })
+	if b.err != nil {
+		t.Fatalf("build bootstrap %s (tags %s): %v", pkg, allTags, b.err)
+	}
+	return b.path
+}
+
+// bootstrapBuild is one package and set of tags, built once.
+type bootstrapBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildBootstrap builds pkg with allTags into a folder of this test
+// process's, named for pkg and tags.
+func buildBootstrap(pkg, allTags string, tags []string) (string, error) {
 	root, err := ModuleRoot()
 	if err != nil {
-		t.Fatalf("build bootstrap %s: %v", pkg, err)
-	}
-	parent := filepath.Join(os.TempDir(), "slidegate-lambdatest")
-	if len(built) == 0 {
-		removeStaleBuilds(parent)
+		return "", err
 	}
 	name := strings.NewReplacer("/", "_", ".", "_").Replace(pkg)
 	for _, tag := range tags {
 		name += "_" + strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(tag)
 	}
-	dir := filepath.Join(parent, name+"-"+strconv.Itoa(os.Getpid()))
+	dir := filepath.Join(os.TempDir(), "slidegate-lambdatest", name+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatalf("build bootstrap %s: %v", pkg, err)
+		return "", err
 	}
 	out := filepath.Join(dir, "bootstrap")
 	cmd := exec.Command("go", "build", "-tags", allTags, "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+runtime.GOOS, "GOARCH="+runtime.GOARCH)
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build bootstrap %s (tags %s): %v\n%s", pkg, allTags, err, msg)
+		return "", fmt.Errorf("%w\n%s", err, msg)
 	}
-	built[id] = out
-	return out
+	return out, nil
 }
 
 // removeStaleBuilds deletes the bootstraps of test processes that are gone
