@@ -182,7 +182,55 @@ func captureCases(ctx context.Context, b *bench, contenders []*contender) ([]ser
 			return nil, nil, err
 		}
 	}
+	if err := captureControlCases(ctx, b, capture); err != nil {
+		return nil, nil, err
+	}
 	return cases, cmds, nil
+}
+
+// Server-side names of the live-control cases.
+const (
+	nameControlsDefault = "live controls on: caller without a control (the default path)"
+	nameControlsWatched = "live controls on: watched caller, no record"
+)
+
+// captureControlCases captures the one-limit plan decided by a Limiter that
+// reads live controls (Options.Controls), twice: for a caller no control
+// names, which is the default path (its watch lists no tag, so it sends the
+// plain script), and for a caller the watch lists, which sends the
+// controlled script with the control key. Sent with random identities,
+// the second reads control keys that hold no record: the cost of being
+// watched, with no control applying.
+func captureControlCases(ctx context.Context, b *bench, capture func(name, group string, decide func() error) error) error {
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{Controls: true})
+	if err != nil {
+		return err
+	}
+	checks := planShapes()[0].checks(serverSideCapture)
+	decide := func() error { _, err := lim.Decide(ctx, 1, checks...); return err }
+	if err := capture(nameControlsDefault, "controls", decide); err != nil {
+		return err
+	}
+	now, err := lim.Time(ctx)
+	if err != nil {
+		return fmt.Errorf("controls: %w", err)
+	}
+	ctl := ratelimit.Control{Kind: ratelimit.ControlExempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
+	if err := lim.SetControl(ctx, serverSideCapture, ctl); err != nil {
+		return fmt.Errorf("controls: %w", err)
+	}
+	// The bench's own Redis, thrown away after the run: a failed lift
+	// changes no figure.
+	defer func() { _, _, _ = lim.LiftControl(context.WithoutCancel(ctx), serverSideCapture) }()
+	// The watch re-reads the controls at most once per ControlPropagation.
+	time.Sleep(ratelimit.ControlPropagation + 100*time.Millisecond)
+	if err := capture(nameControlsWatched, "controls", decide); err != nil {
+		return err
+	}
+	if w := lim.ControlWatch(); !w.Loaded || w.Identities == 0 {
+		return fmt.Errorf("controls: the watch lists no identity after %s (%+v)", ratelimit.ControlPropagation, w)
+	}
+	return nil
 }
 
 // templateCommand turns a captured command into redis-benchmark's
@@ -408,6 +456,19 @@ func serverTargets(s *serverSideInfo) []target {
 			Met: mixed.median() <= sum}
 		if !t.Met {
 			t.Why = fmt.Sprintf("%.2fx the sum", mixed.median()/sum)
+		}
+		out = append(out, t)
+	}
+	def1, watched := s.find(nameControlsDefault), s.find(nameControlsWatched)
+	if one != nil && def1 != nil && watched != nil && len(def1.Usec) > 0 {
+		r := def1.median() / one.median()
+		t := target{Name: "live controls: Redis time with no control set, redis-benchmark",
+			Want: "at most 1.1x the same decision without controls (one limit, medians)",
+			Measured: fmt.Sprintf("%.2fx: %s, %.2f commands, against %s; a caller the watch lists (a control in force, none read for it here) %s = %.2fx",
+				r, spread(def1), median(def1.Commands), spread(one), spread(watched), watched.median()/one.median()),
+			Met: r <= 1.1}
+		if !t.Met {
+			t.Why = fmt.Sprintf("%.2fx", r)
 		}
 		out = append(out, t)
 	}
