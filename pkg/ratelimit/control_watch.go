@@ -4,22 +4,34 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
 )
 
 // MaxWatchedControls bounds the identity controls one process keeps in
-// memory to pick the decisions that read a control key. Past it the
-// process watches none by tag: every decision reads its identity's control
-// key (ControlWatchState.Overflow), as if every identity held one: more
-// reads, never fewer than needed.
+// memory to pick the decisions that read a control key, and the identity
+// fields the network-controls hash holds (plus one, the overflow field).
+// Past it the process watches none by tag: every decision reads its
+// identity's control key (ControlWatchState.Overflow), as if every
+// identity held one: more reads, never fewer than needed. SetControl
+// writes a control that would pass it into the overflow field, which puts
+// every process reading it in overflow until the latest such control
+// ends.
 const MaxWatchedControls = 1_000
 
 // identityFieldPrefix starts the fields of the network-controls hash that
 // mirror identity controls: "i:<tag>" holds the control's end in Unix
 // microseconds. A network field is a CIDR, which never starts so.
 const identityFieldPrefix = "i:"
+
+// overflowField is the field of the network-controls hash that stands for
+// every identity control set while MaxWatchedControls identity fields were
+// live: it holds the latest of their ends, Unix µs. "*" is no tag (a tag
+// is 22 base64url characters). While it is live, every decision of a
+// process that read it reads its identity's control key.
+const overflowField = identityFieldPrefix + "*"
 
 // controlWatch is a Limiter's copy of the network-controls hash: the
 // network controls in force and the tags of the identities that hold a
@@ -46,8 +58,11 @@ type watchState struct {
 	// (maxInt64 for a field whose end could not be read); nil when
 	// overflow.
 	tags       map[string]int64
-	identities int  // identity fields in force when read
-	overflow   bool // more than MaxWatchedControls: every decision reads
+	identities int  // identity fields in force when read, the overflow field not counted
+	overflow   bool // more than MaxWatchedControls, or the overflow field live: every decision reads
+	// overflowUntil is the overflow field's end, Unix µs (maxInt64 when
+	// it could not be read); 0 when it was not live at the read.
+	overflowUntil int64
 	// networkProblems is what the read says of the network fields:
 	// skipped, or past MaxNetworkControls.
 	networkProblems error
@@ -64,10 +79,18 @@ type ControlWatchState struct {
 	ReadAt time.Time
 	// Identities is how many identity controls were in force at that read.
 	Identities int
-	// Overflow is true when Identities passed MaxWatchedControls: the
-	// process keeps no tag, and every decision reads its identity's
-	// control key.
+	// Overflow is true when Identities passed MaxWatchedControls, or the
+	// hash's overflow field was live (OverflowUntil): the process keeps no
+	// tag, and every decision reads its identity's control key until a
+	// read finds neither.
 	Overflow bool
+	// OverflowUntil is the end of the overflow field at that read: the
+	// latest end of the identity controls SetControl could not mirror by
+	// tag (MaxWatchedControls fields were live). Zero when it was not
+	// live. Lifting a control never brings it earlier: the process leaves
+	// overflow at the first read after it, when the fields left are
+	// within the bound.
+	OverflowUntil time.Time
 }
 
 // ControlWatch reports this process's copy of the controls in force, as
@@ -80,7 +103,11 @@ func (l *Limiter) ControlWatch() ControlWatchState {
 	if s == nil {
 		return ControlWatchState{}
 	}
-	return ControlWatchState{Loaded: true, ReadAt: s.readAt, Identities: s.identities, Overflow: s.overflow}
+	st := ControlWatchState{Loaded: true, ReadAt: s.readAt, Identities: s.identities, Overflow: s.overflow}
+	if s.overflowUntil > 0 {
+		st.OverflowUntil = time.UnixMicro(s.overflowUntil)
+	}
+	return st
 }
 
 // controlled reports whether a decision at now must read the control key
@@ -165,8 +192,8 @@ func (l *Limiter) readControlsHash(ctx context.Context, now time.Time) (*watchSt
 	if err != nil {
 		return nil, fmt.Errorf("network controls: %w: %w", ErrUnavailable, err)
 	}
-	list, tags, identities, malformed := parseNetworkControls(fields, now)
-	s := &watchState{readAt: now, identities: identities}
+	list, tags, identities, overflowUntil, malformed := parseNetworkControls(fields, now)
+	s := &watchState{readAt: now, identities: identities, overflowUntil: overflowUntil}
 	var problems []error
 	if malformed > 0 {
 		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", ErrMalformedControl, malformed))
@@ -176,13 +203,25 @@ func (l *Limiter) readControlsHash(ctx context.Context, now time.Time) (*watchSt
 		list = list[:MaxNetworkControls:MaxNetworkControls]
 	}
 	s.networks, s.networkProblems = list, errors.Join(problems...)
-	if identities > MaxWatchedControls {
+	switch {
+	case identities > MaxWatchedControls:
 		s.overflow = true
 		problems = append(problems, fmt.Errorf("identity controls: %w: %d in force, more than the %d watched: every decision reads its identity's control", ErrTooManyControls, identities, MaxWatchedControls))
-	} else {
+	case overflowUntil > 0:
+		s.overflow = true
+		problems = append(problems, fmt.Errorf("identity controls: %w: controls past the %d watched are in force until %s: every decision reads its identity's control", ErrTooManyControls, MaxWatchedControls, overflowEnd(overflowUntil)))
+	default:
 		s.tags = tags
 	}
 	return s, errors.Join(problems...)
+}
+
+// overflowEnd formats the overflow field's end for an error.
+func overflowEnd(us int64) string {
+	if us == math.MaxInt64 {
+		return "an end that cannot be read"
+	}
+	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
 }
 
 // identityField is the network-controls hash's field mirroring tag's

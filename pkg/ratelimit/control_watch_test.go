@@ -23,7 +23,10 @@ func TestParseNetworkControlsReadsIdentityFields(t *testing.T) {
 		"203.0.113.0/24": formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "r"}),
 		"not-a-network":  "v1 b 1 0 {}",
 	}
-	list, tags, identities, malformed := parseNetworkControls(fields, now)
+	list, tags, identities, overflowUntil, malformed := parseNetworkControls(fields, now)
+	if overflowUntil != 0 {
+		t.Fatalf("overflow until %d with no overflow field", overflowUntil)
+	}
 	if len(list) != 1 || list[0].Prefix.String() != "203.0.113.0/24" {
 		t.Fatalf("networks %+v", list)
 	}
@@ -61,8 +64,12 @@ func FuzzParseNetworkControls(f *testing.F) {
 	f.Add("i:", "")
 	f.Add("10.0.0.0/8", "v1 b 1900000000000000 0 {}")
 	f.Add("i:x", "99999999999999999")
+	f.Add("i:*", "1900000000000000")
 	f.Fuzz(func(t *testing.T, field, value string) {
-		list, tags, identities, malformed := parseNetworkControls(map[string]string{field: value}, controlsT0)
+		list, tags, identities, overflowUntil, malformed := parseNetworkControls(map[string]string{field: value}, controlsT0)
+		if overflowUntil != 0 && (field != overflowField || identities != 0 || len(list) != 0) {
+			t.Fatalf("%q=%q: overflow until %d", field, value, overflowUntil)
+		}
 		if len(list)+identities > 1 || len(list)+malformed > 1 || len(tags) != identities {
 			t.Fatalf("%q=%q: %d networks, %d identities (%d tags), %d malformed", field, value, len(list), identities, len(tags), malformed)
 		}
@@ -70,4 +77,28 @@ func FuzzParseNetworkControls(f *testing.F) {
 			t.Fatalf("%q read as an identity", field)
 		}
 	})
+}
+
+// TestParseNetworkControlsReadsTheOverflowField: "i:*" is no identity: a
+// live one is the overflow's end, an ended one nothing, one whose end
+// cannot be read is malformed and in force with no end (every control key
+// read); the watch state is in overflow for the first and the last.
+func TestParseNetworkControlsReadsTheOverflowField(t *testing.T) {
+	now := controlsT0
+	us := func(d time.Duration) string { return strconv.FormatInt(now.Add(d).UnixMicro(), 10) }
+	for _, tc := range []struct {
+		value     string
+		until     int64
+		malformed int
+	}{
+		{us(time.Hour), now.Add(time.Hour).UnixMicro(), 0},
+		{us(0), 0, 0},
+		{us(-time.Second), 0, 0},
+		{"later", math.MaxInt64, 1},
+	} {
+		_, tags, identities, until, malformed := parseNetworkControls(map[string]string{overflowField: tc.value, "i:live": us(time.Hour)}, now)
+		if until != tc.until || malformed != tc.malformed || identities != 1 || len(tags) != 1 || tags["live"] == 0 {
+			t.Errorf("%q: overflow until %d, %d malformed, %d identities, tags %v; want %d, %d, 1, [live]", tc.value, until, malformed, identities, tags, tc.until, tc.malformed)
+		}
+	}
 }

@@ -80,7 +80,13 @@ type NetworkControl struct {
 // network-controls hash (field "i:<tag>"), which every instance's control
 // watch reads at most once per ControlPropagation: a decision of a
 // Limiter with Options.Controls reads the control key only of identities
-// its watch lists. A new control therefore applies from the first
+// its watch lists. The hash holds at most MaxWatchedControls such fields:
+// when they are all live and the identity has none, the control's end
+// extends the one overflow field instead (to the later of the two ends;
+// lifting never brings it earlier), and every instance that reads it
+// reads every identity's control key until that end, so no control is
+// missed and each read of the hash stays small. A new control therefore
+// applies from the first
 // decision after each instance's next read of the hash, at most
 // ControlPropagation (plus one read) after SetControl returns; a control
 // replaced on an identity already listed applies from the next decision.
@@ -118,14 +124,14 @@ func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) er
 	}
 	vals, err = networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
 		strconv.FormatInt(now.UnixMicro(), 10), identityField(tag), strconv.FormatInt(c.Until.UnixMicro(), 10),
-		strconv.FormatInt(endMs, 10), strconv.Itoa(MaxControls)})
+		strconv.FormatInt(endMs, 10), strconv.Itoa(MaxWatchedControls), overflowField})
 	if err != nil {
 		return fmt.Errorf("set control: watch: %w: %w", ErrUnavailable, err)
 	}
-	if n, ok := firstInt(vals); !ok {
+	if n, ok := firstInt(vals); !ok || n < 0 {
+		// The script never refuses an identity: past the bound it
+		// writes the overflow field.
 		return fmt.Errorf("set control: %w: watch script replied %v", ErrUnavailable, vals)
-	} else if n < 0 {
-		return fmt.Errorf("set control: %w: %w: %d identity controls are watched, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
 	}
 	err = l.client.SetArgs(ctx, l.keys.controlKey(tag), formatControlRecord(c), redis.SetArgs{ExpireAt: time.UnixMilli(endMs)}).Err()
 	if err != nil {
@@ -289,7 +295,7 @@ func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c
 	c.SetAt = now
 	vals, err := networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
 		strconv.FormatInt(now.UnixMicro(), 10), network.String(), formatControlRecord(c),
-		strconv.FormatInt(ceilMilli(c.Until), 10), strconv.Itoa(MaxNetworkControls)})
+		strconv.FormatInt(ceilMilli(c.Until), 10), strconv.Itoa(MaxNetworkControls), overflowField})
 	if err != nil {
 		return fmt.Errorf("set network control: %w: %w", ErrUnavailable, err)
 	}
@@ -370,14 +376,18 @@ func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]Net
 // network, for a deterministic order), the identity controls it mirrors
 // (fields "i:<tag>", each holding the control's end in Unix µs: the tags
 // in force, with their ends, at most MaxWatchedControls+1 of them), how
-// many identity fields are in force, and how many fields could not be
-// read. An identity field whose end cannot
-// be read is counted as malformed and kept with no end (its identity's
-// control key is read: the strictest reading).
-func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, map[string]int64, int, int) {
+// many identity fields are in force, the end of the overflow field
+// ("i:*", Unix µs) when it is in force (0 otherwise), and how many fields
+// could not be read. An identity field whose end cannot be read is
+// counted as malformed and kept with no end (its identity's control key
+// is read: the strictest reading); an overflow field whose end cannot be
+// read is counted as malformed and in force with no end (every control
+// key is read).
+func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, map[string]int64, int, int64, int) {
 	list := make([]NetworkControl, 0, min(len(fields), MaxNetworkControls+1))
 	var tags map[string]int64
 	identities, malformed := 0, 0
+	var overflowUntil int64
 	nowUs := now.UnixMicro()
 	for field, rec := range fields {
 		if tag, ok := isIdentityField(field); ok {
@@ -390,6 +400,10 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 				malformed++
 				end = math.MaxInt64
 			} else if end <= nowUs {
+				continue
+			}
+			if field == overflowField {
+				overflowUntil = end
 				continue
 			}
 			identities++
@@ -425,7 +439,7 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 		}
 		return a.Prefix.Bits() < b.Prefix.Bits()
 	})
-	return list, tags, identities, malformed
+	return list, tags, identities, overflowUntil, malformed
 }
 
 // checkNetwork refuses a prefix a network control cannot be set on.
