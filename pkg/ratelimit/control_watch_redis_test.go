@@ -439,3 +439,158 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 		f.expect(t, fmt.Sprint("round ", round), 50, 0, 1)
 	}
 }
+
+// TestControlWatchOverflowField: SetControl past MaxWatchedControls live
+// identity fields writes the one overflow field instead of a field per
+// identity, so the hash holds at most MaxWatchedControls+1 identity
+// fields; every instance reading it is in overflow and applies a control
+// set past the bound; the field keeps the latest end (a lift, or an
+// earlier end, never brings it back); a freed place takes a new control
+// by tag; past the field's end, with the fields left within the bound, an
+// instance leaves overflow and still applies the mirrored controls.
+func TestControlWatchOverflowField(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
+			f := newWatchFixture(t, client, "watch-ovf")
+			other := loadedLimiter(t, topo.NewClient(t), Options{KeyPrefix: "watch-ovf", Now: f.clock.Now, Controls: true, Timeout: 5 * time.Second})
+			hash := f.l.keys.networkControlsKey()
+			t0 := f.clock.Now()
+			set := func(id string, end time.Time) {
+				t.Helper()
+				if err := f.l.SetControl(f.ctx, id, block(end)); err != nil {
+					t.Fatalf("set %s: %v", id, err)
+				}
+			}
+			overflowValue := func() string {
+				t.Helper()
+				v, err := client.HGet(f.ctx, hash, overflowField).Result()
+				if err != nil {
+					t.Fatalf("overflow field: %v", err)
+				}
+				return v
+			}
+			hlen := func(want int) {
+				t.Helper()
+				if n, err := client.HLen(f.ctx, hash).Result(); err != nil || n != int64(want) {
+					t.Fatalf("the hash holds %d fields (%v), want %d", n, err, want)
+				}
+			}
+			us := func(at time.Time) string { return strconv.FormatInt(at.UnixMicro(), 10) }
+
+			// MaxWatchedControls mirrored by tag: 10 end in 30 minutes,
+			// the others in 2 hours.
+			short, long := t0.Add(30*time.Minute), t0.Add(2*time.Hour)
+			for i := range MaxWatchedControls {
+				end := long
+				if i < 10 {
+					end = short
+				}
+				set(fmt.Sprintf("tagged-%04d", i), end)
+			}
+			hlen(MaxWatchedControls)
+			// 50 more past the bound, each ending a second before the
+			// last: the overflow field holds the first's end.
+			overflowEnd := t0.Add(time.Hour)
+			for i := range 50 {
+				set(fmt.Sprintf("over-%02d", i), overflowEnd.Add(-time.Duration(i)*time.Second))
+			}
+			hlen(MaxWatchedControls + 1)
+			if v := overflowValue(); v != us(overflowEnd) {
+				t.Fatalf("overflow field %s, want the latest end %s", v, us(overflowEnd))
+			}
+			for i := range 50 {
+				if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag(fmt.Sprintf("over-%02d", i)))).Result(); ok {
+					t.Fatalf("over-%02d has a field of its own", i)
+				}
+			}
+			// A later end extends the field; an earlier one leaves it.
+			overflowEnd = t0.Add(90 * time.Minute)
+			set("over-late", overflowEnd)
+			set("over-early", t0.Add(10*time.Minute))
+			hlen(MaxWatchedControls + 1)
+			if v := overflowValue(); v != us(overflowEnd) {
+				t.Fatalf("overflow field %s, want the later end %s", v, us(overflowEnd))
+			}
+
+			// Every instance is in overflow: a control set past the bound
+			// applies, and a caller with none reads its control key.
+			f.hook.counts()
+			for name, l := range map[string]*Limiter{"this": f.l, "other": other} {
+				for _, id := range []string{"over-49", "over-early", "nobody"} {
+					res, err := l.Decide(f.ctx, 1, Check{Identity: id, Limit: watchLimit})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if want := id != "nobody"; res.Allowed == want || (res.Control.Kind == ControlBlock) != want {
+						t.Fatalf("%s instance, %s in overflow: %+v", name, id, res)
+					}
+				}
+				st := l.ControlWatch()
+				if !st.Overflow || st.Identities != MaxWatchedControls || !st.OverflowUntil.Equal(overflowEnd) {
+					t.Fatalf("%s instance: watch state %+v, want overflow until %v with %d identities", name, st, overflowEnd, MaxWatchedControls)
+				}
+			}
+			f.expect(t, "this instance in overflow", 3, 0, 1)
+
+			// Lifting never shortens the overflow field: over-late's end
+			// stays in it.
+			if _, ok, err := f.l.LiftControl(f.ctx, "over-late"); !ok || err != nil {
+				t.Fatalf("lift over-late: %v, %v", ok, err)
+			}
+			if v := overflowValue(); v != us(overflowEnd) {
+				t.Fatalf("overflow field after a lift %s, want %s", v, us(overflowEnd))
+			}
+			// A lifted tagged control frees a place: a new control takes
+			// it by tag, the overflow field unchanged.
+			if _, ok, err := f.l.LiftControl(f.ctx, "tagged-0999"); !ok || err != nil {
+				t.Fatalf("lift tagged-0999: %v, %v", ok, err)
+			}
+			hlen(MaxWatchedControls)
+			set("late", long)
+			hlen(MaxWatchedControls + 1)
+			if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag("late"))).Result(); !ok {
+				t.Fatal("a control set with a free place has no field of its own")
+			}
+			if v := overflowValue(); v != us(overflowEnd) {
+				t.Fatalf("overflow field after a set by tag %s, want %s", v, us(overflowEnd))
+			}
+
+			// An interval before the overflow field's end: still in
+			// overflow.
+			f.clock.Set(overflowEnd.Add(-ControlPropagation))
+			f.hook.counts()
+			f.decide(t, "nobody")
+			f.expect(t, "just before the overflow's end", 1, 0, 1)
+			if st := f.l.ControlWatch(); !st.Overflow {
+				t.Fatalf("watch state %+v before the overflow's end", st)
+			}
+			// At its end (the next read), 990 tagged fields and late's in force (10 ended,
+			// one lifted): out of overflow, the mirrored controls applied.
+			f.clock.Set(overflowEnd)
+			inForce := MaxWatchedControls - 10 - 1 + 1
+			for name, l := range map[string]*Limiter{"this": f.l, "other": other} {
+				for id, blocked := range map[string]bool{"tagged-0500": true, "late": true, "tagged-0000": false, "over-49": false, "nobody": false} {
+					res, err := l.Decide(f.ctx, 1, Check{Identity: id, Limit: watchLimit})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Allowed == blocked || (res.Control.Kind == ControlBlock) != blocked {
+						t.Fatalf("%s instance, %s past the overflow's end: %+v, want blocked %v", name, id, res, blocked)
+					}
+				}
+				if st := l.ControlWatch(); st.Overflow || st.Identities != inForce || !st.OverflowUntil.IsZero() {
+					t.Fatalf("%s instance past the overflow's end: watch state %+v, want %d identities, no overflow", name, st, inForce)
+				}
+			}
+			f.expect(t, "this instance past the overflow's end", 2, 3, 1)
+			// The next write prunes the ended fields, the overflow field
+			// among them.
+			set("after", long)
+			hlen(inForce + 1)
+			if ok, _ := client.HExists(f.ctx, hash, overflowField).Result(); ok {
+				t.Fatal("the ended overflow field outlived a write")
+			}
+		})
+	}
+}

@@ -333,8 +333,10 @@ func TestControlsBounds(t *testing.T) {
 			}
 
 			// The hash bounds the identity fields on its own too, pruning
-			// the ended ones: a new identity past MaxControls is refused
-			// even when the index has room.
+			// the ended ones: a hash already past MaxWatchedControls (as
+			// written before the overflow field) takes a new identity's
+			// end in the overflow field, not in a field of its own, and
+			// grows by that one field at most.
 			for _, k := range []string{index, hash} {
 				if err := client.Del(ctx, k).Err(); err != nil {
 					t.Fatal(err)
@@ -347,21 +349,26 @@ func TestControlsBounds(t *testing.T) {
 			if err := client.HSet(ctx, hash, ids...).Err(); err != nil {
 				t.Fatal(err)
 			}
-			err = l.SetControl(ctx, "key:third", c)
-			if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrTooManyControls) {
+			if err := l.SetControl(ctx, "key:third", c); err != nil {
 				t.Fatalf("identity past the hash's bound: %v", err)
 			}
-			if _, ok, _ := l.GetControl(ctx, "key:third"); ok {
-				t.Fatal("a control refused by the hash was written")
+			if _, ok, _ := l.GetControl(ctx, "key:third"); !ok {
+				t.Fatal("a control mirrored in the overflow field was not written")
+			}
+			if got, err := client.HGet(ctx, hash, overflowField).Result(); err != nil || got != strconv.FormatInt(c.Until.UnixMicro(), 10) {
+				t.Fatalf("overflow field = %q, %v; want the control's end %d", got, err, c.Until.UnixMicro())
+			}
+			if n, _ := client.HExists(ctx, hash, identityField(l.keys.identityTag("key:third"))).Result(); n {
+				t.Fatal("an identity past the bound got a field of its own")
 			}
 			if err := client.HSet(ctx, hash, "i:fake-00000", strconv.FormatInt(now.Add(-time.Second).UnixMicro(), 10)).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.SetControl(ctx, "key:third", c); err != nil {
+			if err := l.SetControl(ctx, "key:fourth", c); err != nil {
 				t.Fatalf("identity once a watched one ended: %v", err)
 			}
 			if n, _ := client.HLen(ctx, hash).Result(); n != MaxControls {
-				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned)", n, MaxControls)
+				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned, the overflow field added)", n, MaxControls)
 			}
 		})
 	}
