@@ -594,3 +594,70 @@ func TestControlWatchOverflowField(t *testing.T) {
 		})
 	}
 }
+
+// TestControlWatchOverflowFieldConcurrent: concurrent SetControls across
+// the bound (the hash's script is atomic) leave at most
+// MaxWatchedControls+1 identity fields, and every control is either in a
+// field of its own or within the overflow field's end: none is missed.
+func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
+	for _, topo := range redistest.StartTopologies(t) {
+		t.Run(topo.Name, func(t *testing.T) {
+			client := topo.NewClient(t)
+			f := newWatchFixture(t, client, "watch-ovfc")
+			hash := f.l.keys.networkControlsKey()
+			t0 := f.clock.Now()
+			const before, writers = MaxWatchedControls - 10, 40
+			fields := make([]any, 0, 2*before)
+			for i := range before {
+				fields = append(fields, fmt.Sprintf("i:fake-%04d", i), strconv.FormatInt(t0.Add(time.Hour).UnixMicro(), 10))
+			}
+			if err := client.HSet(f.ctx, hash, fields...).Err(); err != nil {
+				t.Fatal(err)
+			}
+			ends := make([]time.Time, writers)
+			errs := make([]error, writers)
+			var wg sync.WaitGroup
+			for i := range writers {
+				ends[i] = t0.Add(time.Hour + time.Duration(i)*time.Second)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = f.l.SetControl(f.ctx, fmt.Sprintf("conc-%02d", i), block(ends[i]))
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			all, err := client.HGetAll(f.ctx, hash).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(all) != MaxWatchedControls+1 {
+				t.Fatalf("the hash holds %d fields, want %d", len(all), MaxWatchedControls+1)
+			}
+			over, err := strconv.ParseInt(all[overflowField], 10, 64)
+			if err != nil {
+				t.Fatalf("overflow field %q: %v", all[overflowField], err)
+			}
+			tagged, latest := 0, int64(0)
+			for i := range writers {
+				end := ends[i].UnixMicro()
+				if v, ok := all[identityField(f.l.Tag(fmt.Sprintf("conc-%02d", i)))]; ok {
+					tagged++
+					if v != strconv.FormatInt(end, 10) {
+						t.Fatalf("conc-%02d's field %s, want %d", i, v, end)
+					}
+				} else {
+					latest = max(latest, end)
+				}
+			}
+			if over != latest {
+				t.Fatalf("overflow field %d, want the latest end of the controls without a field, %d", over, latest)
+			}
+			if tagged != MaxWatchedControls-before {
+				t.Fatalf("%d controls took a field of their own, want %d", tagged, MaxWatchedControls-before)
+			}
+		})
+	}
+}
