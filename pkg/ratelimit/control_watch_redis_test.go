@@ -598,7 +598,8 @@ func TestControlWatchOverflowField(t *testing.T) {
 // TestControlWatchOverflowFieldConcurrent: concurrent SetControls across
 // the bound (the hash's script is atomic) leave at most
 // MaxWatchedControls+1 identity fields, and every control is either in a
-// field of its own or within the overflow field's end: none is missed.
+// field of its own or within the overflow field's end, which is the latest
+// of theirs: none is missed.
 func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
