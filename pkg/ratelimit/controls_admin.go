@@ -17,7 +17,9 @@ import (
 const (
 	// MaxControls bounds the identity controls in force: SetControl
 	// refuses a new identity past it, so a flood of controls cannot grow
-	// the index, or a listing, without bound.
+	// the index, or a listing, without bound. (The hash every instance
+	// reads holds at most MaxWatchedControls of them by tag, and one
+	// overflow field for the rest.)
 	MaxControls = 10_000
 	// MaxNetworkControls bounds the network controls in force: every
 	// instance reads them all, and keeps at most this many.

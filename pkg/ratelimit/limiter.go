@@ -51,8 +51,10 @@ type Options struct {
 	// read, within ControlPropagation (plus one request) on a warm
 	// instance; a lift, or a change of a watched identity's control,
 	// from the next decision. Before the first good read, or when more
-	// than MaxWatchedControls identities hold a control, every decision
-	// reads its identity's control key (ControlWatch says which).
+	// than MaxWatchedControls identities hold a control (until the latest
+	// control set past them ends: SetControl mirrors those in one overflow
+	// field), every decision reads its identity's control key
+	// (ControlWatch says which).
 	// Without Controls, controls are neither read nor paid for.
 	Controls bool
 }

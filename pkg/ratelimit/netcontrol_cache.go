@@ -65,7 +65,8 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 // interval later, so an outage costs one timeout per interval, not one per
 // request. A read that skipped malformed fields, kept only
 // MaxNetworkControls, or found more identity controls than
-// MaxWatchedControls, returns its list with an error saying so (wrapping
+// MaxWatchedControls (or the overflow field in force: ControlWatchState),
+// returns its list with an error saying so (wrapping
 // ErrMalformedControl or ErrTooManyControls). Only the Get that made a
 // read returns its error; a read a decision of the Limiter made serves
 // the cache too, and its error is not returned.

@@ -4,6 +4,11 @@
 -- meanwhile wrote its own end, and its field stays: a control in force is
 -- never dropped from the instances' watch.
 --
+-- A control mirrored in the overflow field "i:*" (network_controls_set.lua)
+-- has no field of its own, and nothing is removed: lifting never shortens
+-- the overflow field, whose end is the latest of every control it stands
+-- for, none of which is listed there.
+--
 -- KEYS[1]  the hash.
 -- ARGV[1]  the field, "i:<tag>".
 -- ARGV[2]  the lifted control's end, Unix µs.
