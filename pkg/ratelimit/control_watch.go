@@ -86,10 +86,11 @@ type ControlWatchState struct {
 	Overflow bool
 	// OverflowUntil is the end of the overflow field at that read: the
 	// latest end of the identity controls SetControl could not mirror by
-	// tag (MaxWatchedControls fields were live). Zero when it was not
-	// live. Lifting a control never brings it earlier: the process leaves
-	// overflow at the first read after it, when the fields left are
-	// within the bound.
+	// tag (MaxWatchedControls fields were live); the largest time
+	// UnixMicro gives when its end could not be read (the strictest
+	// reading). Zero when it was not live. Lifting a control never
+	// brings it earlier: the process leaves overflow at its first read
+	// after it, when the fields left are within the bound.
 	OverflowUntil time.Time
 }
 
