@@ -182,7 +182,119 @@ func captureCases(ctx context.Context, b *bench, contenders []*contender) ([]ser
 			return nil, nil, err
 		}
 	}
+	if err := captureControlCases(ctx, b, capture); err != nil {
+		return nil, nil, err
+	}
+	if err := captureInFlightCases(ctx, b, capture); err != nil {
+		return nil, nil, err
+	}
+	// The slot token is the last argument of both in-flight scripts (no
+	// now is sent: Redis TIME), random per acquire: made one fixed token.
+	for i := range cases {
+		if cases[i].Name == nameAcquire || cases[i].Name == nameRelease {
+			cmds[i][len(cmds[i])-1] = inFlightToken
+			shown := strings.Fields(cases[i].Command)
+			shown[len(shown)-1] = inFlightToken
+			cases[i].Command = strings.Join(shown, " ")
+		}
+	}
 	return cases, cmds, nil
+}
+
+// Server-side names of the in-flight cases.
+const (
+	nameAcquire = "in-flight: acquire"
+	nameRelease = "in-flight: release"
+)
+
+// inFlightToken replaces the random slot token of the captured in-flight
+// commands: redis-benchmark draws a new one per call (the acquire script
+// refuses a token that already holds a slot).
+const inFlightToken = "slot-__rand_int__"
+
+// captureInFlightCases captures an in-flight limit's acquire and release
+// (concurrency_acquire.lua, concurrency_release.lua) as the API function
+// sends them around a request; captureCases then puts a random token
+// (inFlightToken) in place of the captured one. The acquire is admitted
+// (a limit of 1,000,000 in flight is never reached), and with a lease of
+// 5 ms the slots it leaves are cleared by the identity's next acquires, as
+// a crashed holder's would be: its set stays a handful of members. The
+// release's random token holds no slot, so it removes nothing: a release
+// that frees a slot removes one member more of that small set.
+func captureInFlightCases(ctx context.Context, b *bench, capture func(name, group string, decide func() error) error) error {
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{})
+	if err != nil {
+		return err
+	}
+	limit := ratelimit.ConcurrencyLimit{Name: "pro", Max: ratelimit.MaxCount, Lease: 5 * time.Millisecond}
+	var slot ratelimit.Slot
+	acquire := func() error {
+		var err error
+		slot, err = lim.Acquire(ctx, serverSideCapture, limit)
+		if err == nil && !slot.Acquired {
+			err = fmt.Errorf("acquire denied: %d held", slot.Held)
+		}
+		return err
+	}
+	if err := capture(nameAcquire, "in-flight", acquire); err != nil {
+		return err
+	}
+	release := func() error {
+		if !slot.Acquired {
+			if err := acquire(); err != nil {
+				return err
+			}
+		}
+		_, err := lim.Release(ctx, slot)
+		slot = ratelimit.Slot{}
+		return err
+	}
+	return capture(nameRelease, "in-flight", release)
+}
+
+// Server-side names of the live-control cases.
+const (
+	nameControlsDefault = "live controls on: caller without a control (the default path)"
+	nameControlsWatched = "live controls on: watched caller, no record"
+)
+
+// captureControlCases captures the one-limit plan decided by a Limiter that
+// reads live controls (Options.Controls), twice: for a caller no control
+// names, which is the default path (its watch lists no tag, so it sends the
+// plain script), and for a caller the watch lists, which sends the
+// controlled script with the control key. Sent with random identities,
+// the second reads control keys that hold no record: the cost of being
+// watched, with no control applying.
+func captureControlCases(ctx context.Context, b *bench, capture func(name, group string, decide func() error) error) error {
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{Controls: true})
+	if err != nil {
+		return err
+	}
+	checks := planShapes()[0].checks(serverSideCapture)
+	decide := func() error { _, err := lim.Decide(ctx, 1, checks...); return err }
+	if err := capture(nameControlsDefault, "controls", decide); err != nil {
+		return err
+	}
+	now, err := lim.Time(ctx)
+	if err != nil {
+		return fmt.Errorf("controls: %w", err)
+	}
+	ctl := ratelimit.Control{Kind: ratelimit.ControlExempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
+	if err := lim.SetControl(ctx, serverSideCapture, ctl); err != nil {
+		return fmt.Errorf("controls: %w", err)
+	}
+	// The bench's own Redis, thrown away after the run: a failed lift
+	// changes no figure.
+	defer func() { _, _, _ = lim.LiftControl(context.WithoutCancel(ctx), serverSideCapture) }()
+	// The watch re-reads the controls at most once per ControlPropagation.
+	time.Sleep(ratelimit.ControlPropagation + 100*time.Millisecond)
+	if err := capture(nameControlsWatched, "controls", decide); err != nil {
+		return err
+	}
+	if w := lim.ControlWatch(); !w.Loaded || w.Identities == 0 {
+		return fmt.Errorf("controls: the watch lists no identity after %s (%+v)", ratelimit.ControlPropagation, w)
+	}
+	return nil
 }
 
 // templateCommand turns a captured command into redis-benchmark's
@@ -330,6 +442,14 @@ func serverSideSection(res *results) string {
 		w("What server time protects: every Lambda instance decides on Redis's one clock, so instances whose clocks are skewed still agree on the window, the Retry-After and the reset; ")
 		w("a client clock (the two-key baseline, INCR+PEXPIRE) lets a skewed instance count in a window the others have left. It stays the default.\n\n")
 	}
+	acq, rel, lone := s.find(nameAcquire), s.find(nameRelease), s.find(serverPlanPrefix+"one limit")
+	if acq != nil && rel != nil && lone != nil && len(acq.Usec) > 0 && len(rel.Usec) > 0 && len(lone.Usec) > 0 {
+		sum := acq.median() + rel.median()
+		w("**What an in-flight limit costs Redis.** A request under an in-flight limit (`RATE_LIMIT_CONCURRENCY`) pays an acquire before its handler and a release after it, ")
+		w("beside its rate decision: %.2f + %.2f = %.2f us (%.2f + %.2f commands), %.2fx one rate decision's %.2f us (the one-limit plan). ",
+			acq.median(), rel.median(), sum, median(acq.Commands), median(rel.Commands), sum/lone.median(), lone.median())
+		w("The acquire measured is an admitted one (a limit never reached; a 5 ms lease, so each identity's set stays a handful of members, its ended slots cleared by the next acquire); the release's random token holds no slot, so it removes nothing, where a real release removes one member of that small set.\n\n")
+	}
 	b.WriteString(clientBias(res))
 	return b.String()
 }
@@ -408,6 +528,19 @@ func serverTargets(s *serverSideInfo) []target {
 			Met: mixed.median() <= sum}
 		if !t.Met {
 			t.Why = fmt.Sprintf("%.2fx the sum", mixed.median()/sum)
+		}
+		out = append(out, t)
+	}
+	def1, watched := s.find(nameControlsDefault), s.find(nameControlsWatched)
+	if one != nil && def1 != nil && watched != nil && len(def1.Usec) > 0 {
+		r := def1.median() / one.median()
+		t := target{Name: "live controls: Redis time with no control set, redis-benchmark",
+			Want: "at most 1.1x the same decision without controls (one limit, medians)",
+			Measured: fmt.Sprintf("%.2fx: %s, %.2f commands, against %s; a caller the watch lists (a control in force, none read for it here) %s = %.2fx",
+				r, spread(def1), median(def1.Commands), spread(one), spread(watched), watched.median()/one.median()),
+			Met: r <= 1.1}
+		if !t.Met {
+			t.Why = fmt.Sprintf("%.2fx", r)
 		}
 		out = append(out, t)
 	}
