@@ -90,16 +90,33 @@ func untilAnswer(t *testing.T, rie *lambdatest.RIE, r azRequest, within time.Dur
 	}
 }
 
+// watchWait is how long after setting a NEW control on a caller a test
+// waits before the warm instance's next request must apply it: the
+// instance's control watch re-reads the controls at most every
+// ratelimit.ControlPropagation, on its first request past that, and the
+// read comes before that request's decision; so once ControlPropagation
+// has passed since the control was set (measured on the same machine's
+// clock), the next request applies it. The margin covers the test's own
+// steps, not the instance's speed.
+const watchWait = ratelimit.ControlPropagation + 500*time.Millisecond
+
+// awaitWatch waits watchWait after a new control was set.
+func awaitWatch() { time.Sleep(watchWait) }
+
 // propagationBound is the documented staleness of a change of control at
 // a warm instance (ratelimit.ControlPropagation, plus one request), with a
 // generous margin for a loaded machine.
 const propagationBound = ratelimit.ControlPropagation + 4*time.Second
 
 // TestControlsThroughTheAuthorizer: live controls written with the library
-// change the warm authorizer's answers on a single node and on a cluster:
-// a block is denied from the next request on, spending nothing, with
-// Retry-After at its end, and admitted after it expires; an exempt IP
-// spends nothing; scale x10 admits ten times the limit and the context
+// change the warm authorizer's answers on a single node and on a cluster.
+// A new control on a caller reaches a warm instance at its first request
+// after its control watch's next read (within ControlPropagation of the
+// set, plus one request), so each subtest that sets one waits that long
+// first, and no request is made meanwhile: a block is denied from the
+// first request after that wait, spending nothing, with Retry-After at its
+// end, and admitted after it expires; an exempt IP spends nothing; scale
+// x10 admits ten times the limit and the context
 // shows the scaled limit, and lifted it leaves the caller where its counts
 // say; a lifted block and a new exemption are seen within the bound despite
 // the deny cache; a network block set while warm reaches the instance
@@ -122,20 +139,23 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				t.Fatalf("warm-up: %+v", a)
 			}
 
-			t.Run("block: denied from the next request, nothing spent, admitted after its end", func(t *testing.T) {
+			t.Run("block: denied within the watch's bound plus one request, nothing spent, admitted after its end", func(t *testing.T) {
 				r := azRequest{ip: ip(1)}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, 3*time.Second)
+				// Long enough to outlast the wait by 3 s.
+				const block = watchWait + 3*time.Second
+				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, block)
+				awaitWatch()
 				for i := range 5 {
 					a := azInvoke(t, rie, azRESTEvent(t, r))
 					retry, _ := a.ctxInt("retryAfter")
-					if !a.denied() || a.ctlName() != "blocked-by-control" || retry < 1 || retry > 3 {
-						t.Fatalf("blocked request %d: %+v, want a Deny naming the control with retryAfter at the block's end (1..3)", i+1, a)
+					if !a.denied() || a.ctlName() != "blocked-by-control" || retry < 1 || retry > int64(block/time.Second)+1 {
+						t.Fatalf("blocked request %d: %+v, want a Deny naming the control with retryAfter at the block's end (1..%d)", i+1, a, int64(block/time.Second)+1)
 					}
 					if limit, _ := a.ctxInt("limit"); limit != 3 || a.resp.Context["name"] != "anonymous" {
 						t.Fatalf("blocked request %d: context %v, want the anonymous limit's headers", i+1, a.resp.Context)
 					}
 				}
-				a, took, ok := untilAnswer(t, rie, r, 3*time.Second+propagationBound, azAnswer.allowed)
+				a, took, ok := untilAnswer(t, rie, r, block+propagationBound, azAnswer.allowed)
 				if !ok {
 					t.Fatalf("still refused %s after the block's end: %+v", took, a)
 				}
@@ -149,6 +169,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 			t.Run("exempt: admitted without spending", func(t *testing.T) {
 				r := azRequest{ip: ip(2)}
 				setControl(t, op, "ip:"+r.ip, ratelimit.ControlExempt, 0, time.Hour)
+				awaitWatch()
 				for i := range 10 {
 					if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.allowed() || a.ctlName() != "exempt" {
 						t.Fatalf("exempt request %d: %+v", i+1, a)
@@ -163,6 +184,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 			t.Run("scale x10: ten times the limit, shown; lifted, the counts stand", func(t *testing.T) {
 				r := azRequest{ip: ip(3)}
 				setControl(t, op, "ip:"+r.ip, ratelimit.ControlScale, 10, time.Hour)
+				awaitWatch()
 				a := azInvoke(t, rie, azRESTEvent(t, r))
 				if limit, _ := a.ctxInt("limit"); !a.allowed() || limit != 30 || a.ctlName() != "scaled" || !strings.Contains(fmt.Sprint(a.resp.Context["policy"]), "q=30") {
 					t.Fatalf("scaled: context %v, want limit 30 and policy q=30, control scaled", a.resp.Context)
@@ -193,6 +215,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 			t.Run("a lifted block is seen within the bound despite the deny cache", func(t *testing.T) {
 				r := azRequest{ip: ip(4)}
 				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, time.Hour)
+				awaitWatch()
 				if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.denied() {
 					t.Fatalf("blocked: %+v", a)
 				}
@@ -262,6 +285,10 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				r := azRequest{ip: ip(6)}
 				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, time.Hour)
 				corruptControls(t, topo.operator)
+				// The watch lists the caller (its field is not the record)
+				// from its next read: from then on every decision reads
+				// the malformed record.
+				awaitWatch()
 				from := len(rie.Logs())
 				n, last := admittedInARow(t, rie, r, 5)
 				if n != 3 || last.ctlName() != "" {
@@ -330,8 +357,10 @@ func corruptControls(t testing.TB, client redis.UniversalClient) {
 // answers a blocked caller 429 with Retry-After at the block's end and the
 // headers of its limit, a live-blocked network 403, a scaled caller with
 // its scaled limits in the headers and in GET /v1/quota (with the control
-// in force), and an exempt caller's quota with its counts untouched; behind
-// a REST authorizer, the control in the context reaches the answer.
+// in force), and an exempt caller's quota with its counts untouched, each
+// from the first request after the warm function's control watch has read
+// the new control (ControlPropagation); behind a REST authorizer, the
+// control in the context reaches the answer.
 func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
@@ -358,6 +387,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	setControl(t, op, "ip:203.0.113.61", ratelimit.ControlBlock, 0, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
 	resp := call(t, "203.0.113.61", "/v1/items")
 	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 	if resp.StatusCode != http.StatusTooManyRequests || retry < 595 || retry > 600 ||
@@ -369,6 +399,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	setControl(t, op, "ip:203.0.113.62", ratelimit.ControlScale, 10, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
 	resp = call(t, "203.0.113.62", "/v1/items")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("RateLimit-Policy"), `"anonymous";q=30;w=60`) || resp.Header.Get("X-RateLimit-Limit") != "30" {
 		t.Fatalf("scaled: %d %v, want the scaled limit 30 in the headers", resp.StatusCode, resp.Header)
@@ -380,6 +411,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	setControl(t, op, "ip:203.0.113.63", ratelimit.ControlExempt, 0, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
 	for range 5 {
 		if resp := call(t, "203.0.113.63", "/v1/items"); resp.StatusCode != http.StatusOK {
 			t.Fatalf("exempt: %d", resp.StatusCode)

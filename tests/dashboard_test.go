@@ -131,7 +131,8 @@ func dashRealRun(t *testing.T) dashRun {
 	t.Helper()
 	srv := redistest.StartServer(t)
 	// Live controls, set before the functions start so that their first
-	// read of the network controls holds them: a blocked, an exempt, a
+	// read of the controls (the network controls and the watched callers)
+	// holds them, with no wait for a warm instance's watch: a blocked, an exempt, a
 	// scaled caller and one whose record is malformed; a blocked and an
 	// exempt network.
 	op := controlLimiter(t, srv.Client(t))

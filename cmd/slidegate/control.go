@@ -292,7 +292,11 @@ func printControlReply(w io.Writer, r operator.ControlReply, target string) {
 		}
 		fmt.Fprintf(w, "lifted the %s of %s (set by %s at %s, to end %s: %s)\n", r.Control.Kind, target,
 			orDash(r.Control.SetBy), stamp(r.Control.SetAt), stamp(r.Control.Until), r.Control.Reason)
-		fmt.Fprintf(w, "Decisions stop applying it from the next request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation)
+		if r.Control.Network != "" {
+			fmt.Fprintf(w, "Every warm instance stops applying it within %s (it reads network controls at most that often).\n", ratelimit.ControlPropagation)
+		} else {
+			fmt.Fprintf(w, "Decisions stop applying it from the caller's next request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation)
+		}
 	default:
 		v := r.Control
 		what := map[string]string{"block": "blocked", "exempt": "exempted", "scale": "scaled"}[v.Kind]

@@ -83,7 +83,12 @@ func runEveryScript(ctx context.Context, t *testing.T, limiter *ratelimit.Limite
 // TestEmbeddedRedisAppliesControls: the live controls `make local` shows
 // run on the embedded Redis as on redis-server: a block denies without
 // spending, an exemption admits without spending, a scale of 10 admits ten
-// times the count, and the network controls read back.
+// times the count, and the network controls read back. As with `make
+// local`, the controls are set by another Limiter (the slidegate command's)
+// while the deciding one is warm: its control watch (one HGETALL, which
+// the embedded Redis answers too) picks the new controls up within
+// ControlPropagation, so the test sets them all, waits that long once, and
+// then expects each from its first decision.
 func TestEmbeddedRedisAppliesControls(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
@@ -95,31 +100,49 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new limiter: %v", err)
 	}
+	op, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("new operator limiter: %v", err)
+	}
 	ctx := context.Background()
+	// Warm: the deciding Limiter has read the controls (none yet).
+	if res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: "ip:warm", Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}}); err != nil || !res.Allowed {
+		t.Fatalf("warm-up: %+v %v", res, err)
+	}
+	if w := limiter.ControlWatch(); !w.Loaded || w.Identities != 0 {
+		t.Fatalf("warm-up: control watch %+v, want loaded with none", w)
+	}
 	until := time.Now().Add(time.Hour)
+	set := func(id string, c ratelimit.Control) {
+		t.Helper()
+		c.Until, c.Reason = until, "embedded test"
+		if err := op.SetControl(ctx, id, c); err != nil {
+			t.Fatalf("set %s control on %s: %v", c.Kind, id, err)
+		}
+	}
+	for _, alg := range ratelimit.Algorithms() {
+		set("ip:blocked-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlBlock})
+		set("ip:exempt-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlExempt})
+		set("ip:scaled-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlScale, Factor: 10})
+	}
+	network := netip.MustParsePrefix("192.0.2.0/24")
+	if err := op.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: until, Reason: "embedded test"}); err != nil {
+		t.Fatalf("set network control: %v", err)
+	}
+	time.Sleep(ratelimit.ControlPropagation + 500*time.Millisecond)
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			limit := ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute, Algorithm: alg}
 			check := func(id string) ratelimit.Check { return ratelimit.Check{Identity: id + string(alg), Limit: limit} }
-			set := func(id string, c ratelimit.Control) {
-				t.Helper()
-				c.Until, c.Reason = until, "embedded test"
-				if err := limiter.SetControl(ctx, id+string(alg), c); err != nil {
-					t.Fatalf("set %s control: %v", c.Kind, err)
-				}
-			}
-			set("ip:blocked-", ratelimit.Control{Kind: ratelimit.ControlBlock})
 			res, err := limiter.Decide(ctx, 1, check("ip:blocked-"))
 			if err != nil || res.Allowed || res.Control.Kind != ratelimit.ControlBlock || res.RetryAfter() < 59*time.Minute {
 				t.Fatalf("blocked: %+v %v, want denied until the block's end", res, err)
 			}
-			set("ip:exempt-", ratelimit.Control{Kind: ratelimit.ControlExempt})
 			for i := range 10 {
 				if res, err := limiter.Decide(ctx, 1, check("ip:exempt-")); err != nil || !res.Allowed || res.Control.Kind != ratelimit.ControlExempt {
 					t.Fatalf("exempt request %d: %+v %v", i+1, res, err)
 				}
 			}
-			set("ip:scaled-", ratelimit.Control{Kind: ratelimit.ControlScale, Factor: 10})
 			admitted := 0
 			for range 40 {
 				res, err := limiter.Decide(ctx, 1, check("ip:scaled-"))
@@ -142,7 +165,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 			}
 			// Nothing was spent by the block or the exemption.
 			for _, id := range []string{"ip:blocked-", "ip:exempt-"} {
-				if _, _, err := limiter.LiftControl(ctx, id+string(alg)); err != nil {
+				if _, _, err := op.LiftControl(ctx, id+string(alg)); err != nil {
 					t.Fatal(err)
 				}
 				res, err := limiter.Peek(ctx, 1, check(id))
@@ -151,10 +174,6 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 				}
 			}
 		})
-	}
-	network := netip.MustParsePrefix("192.0.2.0/24")
-	if err := limiter.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: until, Reason: "embedded test"}); err != nil {
-		t.Fatalf("set network control: %v", err)
 	}
 	list, err := ratelimit.NewNetworkControlCache(limiter, 0).Get(ctx)
 	if err != nil || len(list) != 1 || list[0].Prefix != network || list[0].Control.Kind != ratelimit.ControlBlock {
