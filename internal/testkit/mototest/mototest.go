@@ -159,6 +159,15 @@ func (s *Server) Account(t testing.TB) *Account {
 	return newAccount(region, s.url)
 }
 
+// freshConnections is the HTTP client of every test account: a new
+// loopback connection per call. A fixture's CreateUsagePlan once failed
+// reading the body of moto_server's 201 on a reused connection ("use of
+// closed network connection"), and with RetryMaxAttempts 1 (so that a test
+// sees every call exactly once) nothing retried it. Reusing no connection
+// takes that race away; a loopback dial per call costs the tests nothing
+// they measure.
+var freshConnections = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func newAccount(region, endpoint string) *Account {
 	return &Account{
 		Region:   region,
@@ -168,6 +177,7 @@ func newAccount(region, endpoint string) *Account {
 			BaseEndpoint:     aws.String(endpoint),
 			Credentials:      credentials.NewStaticCredentialsProvider("AKIDMOTOTEST", "moto-test-secret", ""),
 			RetryMaxAttempts: 1,
+			HTTPClient:       freshConnections,
 		},
 	}
 }
