@@ -474,7 +474,10 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const timeout = time.Second
+	// Three seconds, so that the shared budget (about one timeout) and two
+	// budgets one after the other (two timeouts) stay seconds apart on a
+	// loaded machine: the bound below leaves 2.1 s for everything else.
+	const timeout = 3 * time.Second
 	rie := azStart(t, azEnv(proxy.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
 	blocked := func(a azAnswer) bool { b, _ := a.resp.Context["blocked"].(bool); return a.denied() && b }
 	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.5"})); !blocked(a) {
