@@ -45,51 +45,7 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:{*}:* and %%R~%s:netcontrols", access, config.DefaultKeyPrefix, config.DefaultKeyPrefix)
 	}
 
-	const userName, password = "slidegate-fn-test", "iam-token-stand-in"
-	setUser := func(t *testing.T, admin *redis.Client) {
-		t.Helper()
-		args := []any{"ACL", "SETUSER", userName, "reset"}
-		for _, r := range rules {
-			args = append(args, r)
-		}
-		args = append(args, ">"+password)
-		if err := admin.Do(context.Background(), args...).Err(); err != nil {
-			t.Fatalf("ACL SETUSER with the template's access string %q: %v", access, err)
-		}
-	}
-
-	t.Run("single node", func(t *testing.T) {
-		srv := redistest.StartServer(t)
-		setUser(t, srv.Client(t))
-		u := fmt.Sprintf("redis://%s:%s@%s", userName, password, srv.Addr())
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: u, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatalf("NewClient: %v", err)
-		}
-		t.Cleanup(func() { _ = client.Close() })
-		aclDecideEveryAlgorithm(t, client)
-		aclRefused(t, client)
-		aclControlsReadOnly(t, client)
-	})
-
-	t.Run("cluster", func(t *testing.T) {
-		cluster := redistest.StartCluster(t, 3, 0)
-		addrs := cluster.Addrs()
-		for _, addr := range addrs {
-			admin := redis.NewClient(&redis.Options{Addr: addr})
-			setUser(t, admin)
-			_ = admin.Close()
-		}
-		q := url.Values{}
-		for _, a := range addrs[1:] {
-			q.Add("addr", a)
-		}
-		u := fmt.Sprintf("redis://%s:%s@%s?%s", userName, password, addrs[0], q.Encode())
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: u, Cluster: true, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatalf("NewClient: %v", err)
-		}
-		t.Cleanup(func() { _ = client.Close() })
+	aclOnEveryTopology(t, "slidegate-fn-test", "CacheIamUser", rules, func(t *testing.T, client redis.UniversalClient) {
 		aclDecideEveryAlgorithm(t, client)
 		aclRefused(t, client)
 		aclControlsReadOnly(t, client)
@@ -150,18 +106,6 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 	if !strings.HasPrefix(access, "on ") {
 		t.Fatalf("CacheOperatorUser AccessString %q: want an enabled user", access)
 	}
-	const userName, password = "slidegate-op-test", "iam-token-stand-in"
-	setUser := func(t *testing.T, admin *redis.Client) {
-		t.Helper()
-		args := []any{"ACL", "SETUSER", userName, "reset"}
-		for _, r := range rules {
-			args = append(args, r)
-		}
-		args = append(args, ">"+password)
-		if err := admin.Do(context.Background(), args...).Err(); err != nil {
-			t.Fatalf("ACL SETUSER with the operator's access string %q: %v", access, err)
-		}
-	}
 	check := func(t *testing.T, client redis.UniversalClient) {
 		ctx := context.Background()
 		l, err := ratelimit.NewLimiter(client, ratelimit.Options{Timeout: 2 * time.Second})
@@ -202,15 +146,39 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 			}
 		}
 	}
+	aclOnEveryTopology(t, "slidegate-op-test", "CacheOperatorUser", rules, check)
+}
+
+// aclOnEveryTopology creates the user name with the access string's rules
+// on a single redis-server and on every node of a 3-node cluster, and runs
+// check through a client that authenticates as it on each.
+func aclOnEveryTopology(t *testing.T, userName, resource string, rules []string, check func(t *testing.T, client redis.UniversalClient)) {
+	t.Helper()
+	const password = "iam-token-stand-in"
+	setUser := func(t *testing.T, admin *redis.Client) {
+		t.Helper()
+		args := []any{"ACL", "SETUSER", userName, "reset"}
+		for _, r := range rules {
+			args = append(args, r)
+		}
+		args = append(args, ">"+password)
+		if err := admin.Do(context.Background(), args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER with %s's access string %q: %v", resource, strings.Join(rules, " "), err)
+		}
+	}
+	connect := func(t *testing.T, u string, cluster bool) redis.UniversalClient {
+		t.Helper()
+		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: u, Cluster: cluster, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("NewClient: %v", err)
+		}
+		t.Cleanup(func() { _ = client.Close() })
+		return client
+	}
 	t.Run("single node", func(t *testing.T) {
 		srv := redistest.StartServer(t)
 		setUser(t, srv.Client(t))
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: fmt.Sprintf("redis://%s:%s@%s", userName, password, srv.Addr()), Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = client.Close() })
-		check(t, client)
+		check(t, connect(t, fmt.Sprintf("redis://%s:%s@%s", userName, password, srv.Addr()), false))
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cluster := redistest.StartCluster(t, 3, 0)
@@ -224,12 +192,7 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 		for _, a := range addrs[1:] {
 			q.Add("addr", a)
 		}
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: fmt.Sprintf("redis://%s:%s@%s?%s", userName, password, addrs[0], q.Encode()), Cluster: true, Timeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = client.Close() })
-		check(t, client)
+		check(t, connect(t, fmt.Sprintf("redis://%s:%s@%s?%s", userName, password, addrs[0], q.Encode()), true))
 	})
 }
 
