@@ -865,6 +865,12 @@ func obsEmulatorLine(line string) bool {
 			return true
 		}
 	}
+	// aws-lambda-go's own line when the emulator's runtime API is gone (the
+	// test stopping the emulator while the function polls for its next
+	// invocation): the emulator's shutdown, not the function's output.
+	if strings.Contains(line, " failed to get the next invoke: ") && strings.Contains(line, "/2018-06-01/runtime/invocation/next") {
+		return true
+	}
 	// The emulator's log lines: "29 Nov 2026 21:00:00,000 [INFO] (rapid) ...".
 	return strings.Contains(line, "] (rapid) ") || strings.Contains(line, "[ERROR] (rapid)") || strings.Contains(line, "[WARNING] (rapid)")
 }
