@@ -104,28 +104,30 @@ if n == 1 and cost > 0 then
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  if type(s) ~= 'number' then s = import_form(1, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1]) end
+  -- One type test on the steady path: an integer, or an x form to import
+  -- (its reply is INCRBY's), or a value not ours (replaced below: s - cost
+  -- is then -1).
+  if type(s) ~= 'number' then
+    s = import_form(1, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1])
+    if type(s) ~= 'number' then s = cost - 1 end
+  end
+  s = s - cost
   local current, previous = 0, 0
-  if type(s) == 'number' then
-    s = s - cost
-    if s > 0 then
-      local v = s - base
-      if v >= 0 and v < pm then
-        -- The key holds this window: the INCRBY was the whole write.
-        current = v % m
-        if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
-          return { 1, now, v }
-        end
-        redis.call('DECRBY', KEYS[1], ARGV[1])
-        return { shadow and 1 or 0, now, -1 - v }
+  if s > 0 then
+    local v = s - base
+    if v >= 0 and v < pm then
+      -- The key holds this window: the INCRBY was the whole write.
+      current = v % m
+      if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
+        return { 1, now, v }
       end
-      -- The key holds an older window: the count of the window just before
-      -- this one becomes the previous count.
-      local old = s % pm
-      if (index - (s - old) / pm) % period == 1 then previous = old % m end
+      redis.call('DECRBY', KEYS[1], ARGV[1])
+      return { shadow and 1 or 0, now, -1 - v }
     end
-  else
-    s = -1 -- not an integer: not ours, replaced below
+    -- The key holds an older window: the count of the window just before
+    -- this one becomes the previous count.
+    local old = s % pm
+    if (index - (s - old) / pm) % period == 1 then previous = old % m end
   end
   -- The key must be rewritten for this window, or put back.
   local v = previous * m + current
@@ -168,12 +170,11 @@ for i = 1, n do
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    if type(s) ~= 'number' then s = import_form(1, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1]) end
-    if type(s) == 'number' then
-      s = s - cost
-    else
-      s = -1
+    if type(s) ~= 'number' then
+      s = import_form(1, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1])
+      if type(s) ~= 'number' then s = cost - 1 end
     end
+    s = s - cost
   else
     local raw = redis.call('GET', KEYS[i]) or 0
     s = tonumber(raw) or import_form(1, raw, limit, index) or -1
