@@ -182,6 +182,9 @@ func captureCases(ctx context.Context, b *bench, contenders []*contender) ([]ser
 			return nil, nil, err
 		}
 	}
+	if err := captureFloorCases(ctx, b, capture); err != nil {
+		return nil, nil, err
+	}
 	if err := captureControlCases(ctx, b, capture); err != nil {
 		return nil, nil, err
 	}
@@ -199,6 +202,37 @@ func captureCases(ctx context.Context, b *bench, contenders []*contender) ([]ser
 		}
 	}
 	return cases, cmds, nil
+}
+
+// Server-side names of the floor cases: the one-key-per-limit layout's
+// commands and reply with nothing else (bench/lua/incrby_floor.lua).
+const (
+	nameFloorOne   = "floor: TIME + 1 INCRBY"
+	nameFloorThree = "floor: TIME + 3 INCRBY"
+)
+
+// captureFloorCases captures incrby_floor.lua on one key and on three, the
+// keys named like the plan shapes' (one hash tag, the identity's), so that
+// the three-limit target can show how much of its ratio the layout itself
+// costs before any arithmetic.
+func captureFloorCases(ctx context.Context, b *bench, capture func(name, group string, decide func() error) error) error {
+	src, err := baselineLua.ReadFile("lua/incrby_floor.lua")
+	if err != nil {
+		return fmt.Errorf("read incrby_floor.lua: %w", err)
+	}
+	floor := redis.NewScript(string(src))
+	tag := "{" + identityTag(serverSideCapture) + "}"
+	one := []string{"fl:" + tag + ":600/1m"}
+	three := []string{"fl:" + tag + ":20/1s", "fl:" + tag + ":600/1m", "fl:" + tag + ":10000/24h"}
+	for _, c := range []struct {
+		name string
+		keys []string
+	}{{nameFloorOne, one}, {nameFloorThree, three}} {
+		if err := capture(c.name, "floor", func() error { return floor.Run(ctx, b.client, c.keys, 1).Err() }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Server-side names of the in-flight cases.
@@ -402,6 +436,7 @@ func serverSideSection(res *results) string {
 	w("Median over the rounds, and the least and most of any round. *commands/call* counts every command Redis ran per call, those inside the script included. ")
 	w("Contenders that take the time from the client (the baselines and the INCR+PEXPIRE ceiling) are sent the timestamp of the capture, so they stay in one window; ")
 	w("the zset log baseline is sent one member suffix, so it re-adds one member instead of growing. ")
+	w("The two floor cases (`bench/lua/incrby_floor.lua`) run `TIME`, one `INCRBY` per key and return the decision's reply, nothing else, on one key and on three keys named like the plan shapes': what a layout with one integer key per limit, as the sliding window keeps, cannot go below. ")
 	w("The last columns are the same decision's Redis time measured through the Go client (the throughput rounds at concurrency %d, or the several-limits rounds), and the ratio of the two. ", plansConcurrency)
 	if s.MeasuredAlone {
 		w("This section was measured alone, by `go run . -only server`, on %s", s.Date)
@@ -513,6 +548,11 @@ func serverTargets(s *serverSideInfo) []target {
 			Measured: fmt.Sprintf("%.2fx: three limits %s, %.2f commands; one limit %s, %.2f commands",
 				r, spread(three), median(three.Commands), spread(one), median(one.Commands)),
 			Met: r <= 1.5}
+		f1, f3 := s.find(nameFloorOne), s.find(nameFloorThree)
+		if f1 != nil && f3 != nil && len(f1.Usec) > 0 && len(f3.Usec) > 0 {
+			t.Measured += fmt.Sprintf("; the layout's floor (TIME, one INCRBY per key and the reply, nothing else) %s = %.2fx one limit, %.2fx its own one-key floor %s",
+				spread(f3), f3.median()/one.median(), f3.median()/f1.median(), spread(f1))
+		}
 		if !t.Met {
 			t.Why = fmt.Sprintf("%.2fx", r)
 		}
