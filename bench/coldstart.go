@@ -77,6 +77,11 @@ type coldStartInfo struct {
 	// XRayInit is what the X-Ray SDK's packages cost the default build's
 	// package initialisation, from the same init traces.
 	XRayInit *xrayInitCost `json:"xray_init,omitempty"`
+	// NoneAWSSDKInitMs is, per init run of the TRACER=none build, the
+	// clock times of its AWS SDK for Go v2 packages (aws-sdk-go-v2 and
+	// smithy-go) summed: the Secrets Manager and API Gateway clients and
+	// the default configuration loader.
+	NoneAWSSDKInitMs []float64 `json:"none_aws_sdk_init_ms,omitempty"`
 }
 
 // xrayInitCost is the package initialisation the X-Ray SDK brings into the
@@ -178,6 +183,16 @@ func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string,
 		}
 		xray.Ms = append(xray.Ms, sum)
 	}
+	var sdkInit []float64
+	for _, pkgs := range runs[2] {
+		sum := 0.0
+		for name, ms := range pkgs {
+			if strings.HasPrefix(name, "github.com/aws/aws-sdk-go-v2") || strings.HasPrefix(name, "github.com/aws/smithy-go") {
+				sum += ms
+			}
+		}
+		sdkInit = append(sdkInit, sum)
+	}
 
 	for r := range rounds {
 		first := make([]float64, len(builds))
@@ -213,7 +228,7 @@ func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string,
 			b.AfterMinimalMs = append(b.AfterMinimalMs, first[i]-first[0])
 		}
 	}
-	return &coldStartInfo{Rounds: rounds, Builds: builds, XRayInit: xray}, nil
+	return &coldStartInfo{Rounds: rounds, Builds: builds, XRayInit: xray, NoneAWSSDKInitMs: sdkInit}, nil
 }
 
 // packageSet is every package initialised in any of runs.
