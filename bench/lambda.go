@@ -254,18 +254,37 @@ type rieInstance struct {
 	addr string
 	cmd  *exec.Cmd
 	logs *bytes.Buffer
+	// exited is closed when the emulator has exited and been waited for.
+	exited chan struct{}
 }
 
 // startRIE starts the emulator on free ports; the emulator starts the
-// bootstrap on the first invocation, as Lambda does on a cold start.
+// bootstrap on the first invocation, as Lambda does on a cold start. A
+// port found free can be taken by another process before the emulator
+// binds it (the machine is shared): an emulator that exits before it
+// listens is started again on other ports, three times at most.
 func startRIE(rie, bootstrap string, env []string) (*rieInstance, error) {
+	var err error
+	for range 3 {
+		var inst *rieInstance
+		var exited bool
+		if inst, exited, err = startRIEOnce(rie, bootstrap, env); !exited {
+			return inst, err
+		}
+	}
+	return nil, err
+}
+
+// startRIEOnce starts the emulator once, and reports whether it exited
+// before listening.
+func startRIEOnce(rie, bootstrap string, env []string) (*rieInstance, bool, error) {
 	port, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	apiPort, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	inst := &rieInstance{addr: "127.0.0.1:" + strconv.Itoa(port), logs: &bytes.Buffer{}}
 	inst.cmd = exec.Command(rie,
@@ -278,18 +297,30 @@ func startRIE(rie, bootstrap string, env []string) (*rieInstance, error) {
 	// Its own process group, so that stop ends the bootstrap it starts too.
 	inst.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := inst.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the emulator: %w", err)
+		return nil, false, fmt.Errorf("start the emulator: %w", err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		// Only this goroutine waits for the process; stop waits on exited.
+		_ = inst.cmd.Wait()
+		close(exited)
+	}()
+	inst.exited = exited
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		resp, err := http.Get("http://" + inst.addr + "/")
 		if err == nil {
 			resp.Body.Close()
-			return inst, nil
+			return inst, false, nil
+		}
+		select {
+		case <-exited:
+			return nil, true, fmt.Errorf("the emulator exited before listening on %s: %.300s", inst.addr, inst.logs.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			inst.stop()
-			return nil, fmt.Errorf("the emulator did not listen on %s: %w", inst.addr, err)
+			return nil, false, fmt.Errorf("the emulator did not listen on %s: %w", inst.addr, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -321,6 +352,6 @@ func (r *rieInstance) invoke(ctx context.Context, event []byte) ([]byte, error) 
 func (r *rieInstance) stop() {
 	if r.cmd.Process != nil {
 		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
-		_ = r.cmd.Wait()
+		<-r.exited
 	}
 }

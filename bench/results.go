@@ -167,6 +167,9 @@ type target struct {
 	Measured string `json:"measured"`
 	Met      bool   `json:"met"`
 	Why      string `json:"why,omitempty"`
+	// NoMark is a row reported as measured, with no bound to meet (Met
+	// is then true).
+	NoMark bool `json:"no_mark,omitempty"`
 }
 
 func find(res *results, name string) *contenderResult {

@@ -99,12 +99,13 @@ func (l *coldStartLoads) pending() []string {
 }
 
 // WaitLoaded waits until nothing the runtime loads in the background is in
-// flight (the cold-start loads that outlived the cold-start budget, API key
-// listings, JWKS fetches), or until ctx is done. Decisions never wait for
+// flight (the cold-start loads that outlived the cold-start budget, the
+// first connection to Redis, the script preload, API key listings, JWKS
+// fetches), or until ctx is done. Decisions never wait for
 // these loads; this is for tests and tools that need a settled runtime.
 // The error is ctx's, or that of the last listing or fetch waited for.
 func (rt *Runtime) WaitLoaded(ctx context.Context) error {
-	for _, loaded := range []chan struct{}{rt.coldStartLoaded, rt.identityLoaded, rt.scriptsLoaded} {
+	for _, loaded := range []chan struct{}{rt.dialled, rt.coldStartLoaded, rt.identityLoaded, rt.scriptsLoaded} {
 		select {
 		case <-loaded:
 		case <-ctx.Done():

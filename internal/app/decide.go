@@ -155,10 +155,11 @@ func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedReques
 		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
 	stage := policy.StageOf(rt.cfg, limits)
+	gate := rt.currentGate(ctx)
 	var deadline time.Time
-	stage.NetworkControls, deadline = rt.liveNetworks(ctx)
+	stage.NetworkControls, deadline = rt.liveNetworks(ctx, gate)
 	rules := stage.Resolve(policy.Read(req), who.Caller)
-	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: rt.currentGate(ctx), who: who, start: start, redisDeadline: deadline}
+	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: gate, who: who, start: start, redisDeadline: deadline}
 	if scope != nil && !scope.kept {
 		scope.resolved, scope.kept = r, true
 	}
@@ -199,16 +200,22 @@ func sameRequest(a, b edge.Request) bool {
 // liveNetworks are the live network controls in force, as this process
 // read them last (ratelimit.NetworkControlCache: at most one HGETALL per
 // ratelimit.ControlPropagation, on the request that finds the list older;
-// the other requests read memory). A read that failed, or skipped
+// the other requests read memory): gate's, whose read also serves its
+// decisions' identity controls, or, while gate is not ready, the
+// runtime's. A read that failed, or skipped
 // malformed records, is logged within its budget, and the last good list
 // stays in force (none before the first read succeeds: Redis then decides
 // nothing anyway, and each request meets its route's failure policy). A
 // failed read may have taken the whole Redis timeout: deadline is then
 // when the decision's own Redis calls must end, so that the request never
 // waits on Redis longer than one decision's budget; zero otherwise.
-func (rt *Runtime) liveNetworks(ctx context.Context) (list []ratelimit.NetworkControl, deadline time.Time) {
+func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []ratelimit.NetworkControl, deadline time.Time) {
 	start := time.Now()
-	list, err := rt.networkControls.Get(ctx)
+	cache := rt.networkControls
+	if gate.controls != nil {
+		cache = gate.controls
+	}
+	list, err := cache.Get(ctx)
 	if err != nil {
 		rt.observer.NetworkControlsUnread(ctx, err)
 		if errors.Is(err, ratelimit.ErrUnavailable) {

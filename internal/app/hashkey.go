@@ -28,6 +28,12 @@ type hashedGate struct {
 	// ready is false while a configured key has not been read: gate then
 	// decides as if Redis were unavailable and hasher is not used.
 	ready bool
+	// controls is the live network controls as gate's Limiter reads them:
+	// one read of the network-controls hash serves the network controls
+	// and the identity controls the decisions watch (the Limiter's control
+	// watch), instead of one read each. Nil for a gate that is not ready,
+	// whose Limiter has no Redis: Runtime.networkControls serves then.
+	controls *ratelimit.NetworkControlCache
 }
 
 // hashOf is the identity's hash for logs and principal ids, or
@@ -60,9 +66,9 @@ func (rt *Runtime) hashKeySecret(arn string, read func(context.Context, string) 
 	}
 }
 
-// newGate is the gate deciding on the runtime's Redis client with
-// identities hashed with key (none: plain SHA-256).
-func (rt *Runtime) newGate(client redis.UniversalClient, key []byte) (*ratelimit.Gate, error) {
+// newGate is the gate deciding on client with identities hashed with
+// key (none: plain SHA-256), and its Limiter.
+func (rt *Runtime) newGate(client redis.UniversalClient, key []byte) (*ratelimit.Gate, *ratelimit.Limiter, error) {
 	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{
 		KeyPrefix:       rt.cfg.KeyPrefix,
 		Timeout:         rt.cfg.Redis.Timeout,
@@ -70,12 +76,23 @@ func (rt *Runtime) newGate(client redis.UniversalClient, key []byte) (*ratelimit
 		Controls:        true,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return ratelimit.NewGate(limiter, ratelimit.GateOptions{
 		FallbackInstances:    rt.cfg.FallbackInstances,
 		OnBreakerStateChange: rt.observer.BreakerChanged,
-	}), nil
+	}), limiter, nil
+}
+
+// readyGate is the gate deciding on the runtime's Redis client with
+// identities hashed with hasher's key (a zero hasher: plain SHA-256).
+func (rt *Runtime) readyGate(hasher identity.Hasher) (*hashedGate, error) {
+	gate, limiter, err := rt.newGate(rt.client, hasher.Key())
+	if err != nil {
+		return nil, err
+	}
+	return &hashedGate{gate: gate, hasher: hasher, ready: true,
+		controls: ratelimit.NewNetworkControlCache(limiter, ratelimit.ControlPropagation)}, nil
 }
 
 // installKey makes decisions use key, on the runtime's Redis client.
@@ -84,11 +101,11 @@ func (rt *Runtime) installKey(key []byte) error {
 	if err != nil {
 		return err
 	}
-	gate, err := rt.newGate(rt.client, hasher.Key())
+	g, err := rt.readyGate(hasher)
 	if err != nil {
 		return err
 	}
-	rt.hashed.Store(&hashedGate{gate: gate, hasher: hasher, ready: true})
+	rt.hashed.Store(g)
 	return nil
 }
 
@@ -102,7 +119,7 @@ func (rt *Runtime) pendingGate() (*hashedGate, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("random fallback hash key: %w", err)
 	}
-	gate, err := rt.newGate(failingClient("identity-hash-key-unavailable:0", errHashKeyUnavailable), key)
+	gate, _, err := rt.newGate(failingClient("identity-hash-key-unavailable:0", errHashKeyUnavailable), key)
 	if err != nil {
 		return nil, err
 	}
@@ -127,11 +144,11 @@ func (rt *Runtime) currentGate(ctx context.Context) *hashedGate {
 func (rt *Runtime) setUpHashKey(ctx context.Context, aws *awsclients.Clients, loads *coldStartLoads) error {
 	hk := rt.cfg.HashKey
 	if !hk.Configured() {
-		gate, err := rt.newGate(rt.client, nil)
+		g, err := rt.readyGate(identity.Hasher{})
 		if err != nil {
 			return err
 		}
-		rt.hashed.Store(&hashedGate{gate: gate, ready: true})
+		rt.hashed.Store(g)
 		rt.logger.LogAttrs(ctx, slog.LevelWarn, "no identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN or RATE_LIMIT_HASH_KEY): identities are hashed with plain SHA-256, and hashed IP addresses in logs, principal ids and Redis keys can be reversed by hashing the address space")
 		return nil
 	}

@@ -68,6 +68,24 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsclients.Clients) red
 	return client
 }
 
+// dial opens the first connection to Redis in the background, by the
+// cold-start deadline at the latest, so that the first decision finds one
+// open (its dial, its TLS handshake and its authentication done, and a
+// cluster's slot map loaded) instead of opening it itself, within its own
+// budget. It is a PING, which Redis answers without touching a key; a
+// failure is left for the first decision to meet, and report, as it would
+// have without this: the decision dials again.
+func (rt *Runtime) dial(ctx context.Context, deadline time.Time) {
+	if !rt.ownsClient || rt.cfg.Redis.URL == "" {
+		// A client given in Options is the caller's, already warm or
+		// not; an unconfigured one has nothing to dial.
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	_ = rt.client.Ping(ctx).Err()
+}
+
 // withIAMAuth returns cc set up to authenticate every new connection with
 // an ElastiCache IAM authentication token signed with the default AWS
 // configuration's credentials (the Lambda role's) for its region. It

@@ -103,8 +103,10 @@ type Runtime struct {
 	hashKey  *pacedSecret
 	resolver *identity.Resolver
 	// networkControls is the process's copy of the live network
-	// controls, read on the request path at most once per
-	// ratelimit.ControlPropagation (liveNetworks).
+	// controls while the gate is not ready (its identity hash key not
+	// read), read on the request path at most once per
+	// ratelimit.ControlPropagation (liveNetworks); a ready gate's own
+	// (hashedGate.controls) serves once it is installed.
 	networkControls *ratelimit.NetworkControlCache
 	logger          *slog.Logger
 	observer        *observe.Observer
@@ -133,6 +135,9 @@ type Runtime struct {
 	// scriptsLoaded is closed when the script preload, which runs in the
 	// background, has ended.
 	scriptsLoaded chan struct{}
+	// dialled is closed when the connection NewRuntime opens in the
+	// background has been dialled, or has failed to be.
+	dialled chan struct{}
 	// secretRetryInterval paces re-reads of a secret that could not be read
 	// at cold start (Options.SecretRetryInterval).
 	secretRetryInterval time.Duration
@@ -220,12 +225,18 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		// today: see internal/tracing); a no-op without a trace.
 		tracing.Instrument(rt.client)
 	}
+	rt.dialled = make(chan struct{})
+	go func() {
+		defer close(rt.dialled)
+		rt.dial(ctx, deadline)
+	}()
 	// Live controls are always read: a block, an exemption or a scale
 	// set by an operator applies from the next decision (identities) or
 	// within ratelimit.ControlPropagation (networks), with no switch that
 	// could leave an incident's block unread. Network controls are keyed
 	// by the prefix alone, so this limiter (no identity hash key) reads
-	// them even while the hash key is pending.
+	// them while the hash key is pending; once a gate is ready, the
+	// gate's Limiter reads them (hashedGate.controls).
 	limiter, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout, Controls: true})
 	if err != nil {
 		rt.Close()
@@ -239,7 +250,18 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	rt.coldStartLoaded = loads.finished()
 	// The first decision does not need the scripts preloaded (EVALSHA falls
 	// back to EVAL on NOSCRIPT, which loads the script), so the preload
-	// runs in the background, within the cold-start budget.
+	// runs in the background, within the cold-start budget. It loads the
+	// decisions' scripts, not the controlled ones (a Limiter without
+	// controls has none): only a decision for an identity holding a live
+	// control runs those, and it loads its script itself, once per node;
+	// composing and hashing them (about three quarters of the scripts'
+	// bytes) and sending them would compete with the first decision for
+	// the CPU of a small function.
+	preload, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout})
+	if err != nil {
+		rt.Close()
+		return nil, fmt.Errorf("new runtime: %w", err)
+	}
 	rt.scriptsLoaded = make(chan struct{})
 	go func() {
 		defer close(rt.scriptsLoaded)
@@ -249,7 +271,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		}
 		loadCtx, cancelLoad := context.WithDeadline(context.WithoutCancel(ctx), loadDeadline)
 		defer cancelLoad()
-		if err := limiter.LoadScripts(loadCtx); err != nil {
+		if err := preload.LoadScripts(loadCtx); err != nil {
 			logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
 				slog.String("error", err.Error()))
 		}

@@ -111,7 +111,7 @@ func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
 	l := &Limiter{
 		client:   client,
 		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
-		scripts:  newScriptSet(opts.Controls),
+		scripts:  scriptSetFor(opts.Controls),
 		timeout:  opts.Timeout,
 		now:      opts.Now,
 		controls: opts.Controls,

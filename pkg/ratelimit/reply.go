@@ -84,11 +84,12 @@ func body(cmd redis.Cmder) string {
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
-	set := newScriptSet(true)
+	set := scriptSetFor(true)
 	bodies := make(map[string]bool, 2*len(set.all()))
-	controlled := make(map[*script]bool, len(set.controlled))
-	for i := range set.controlled {
-		controlled[&set.controlled[i]] = true
+	cs := set.controlled()
+	controlled := make(map[*script]bool, len(cs))
+	for i := range cs {
+		controlled[&cs[i]] = true
 	}
 	for _, sc := range set.all() {
 		if sc == &set.release {

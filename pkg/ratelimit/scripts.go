@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -28,15 +29,38 @@ type script struct {
 // call (lua/mixed.lua). acquire and release are the concurrency limits'
 // (concurrency.go).
 //
-// controlled holds, when the Limiter reads live controls, the same
+// controlled returns, when the Limiter reads live controls, the same
 // decisions composed with lua/control.lua: each reads the identity's
-// control key (the last of KEYS) in the same call. It is indexed by
-// mixedCode, with mixed's at 0; nil when controls are not read.
+// control key (the last of KEYS) in the same call. They are indexed by
+// mixedCode, with mixed's at 0, and built on the first call: they are
+// about three quarters of the scripts' bytes, and only a decision for an
+// identity that may hold a control, or the script preload, needs them.
+// nil when controls are not read.
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
 	mixed                                                        script
 	acquire, release                                             script
-	controlled                                                   []script
+	controlled                                                   func() []script
+}
+
+// The process's scripts, built on first use and shared by every Limiter
+// and by DecisionReply: they are embedded and never change, and composing
+// and hashing them is the costliest part of NewLimiter, which a
+// function's runtime calls two or three times at cold start. Nothing
+// writes to them once built.
+var (
+	sharedScripts    = sync.OnceValue(func() scriptSet { return newScriptSet(false) })
+	sharedControlled = sync.OnceValue(controlledScripts)
+)
+
+// scriptSetFor is the process's script set, with the controlled scripts
+// when controls are read.
+func scriptSetFor(controls bool) scriptSet {
+	s := sharedScripts()
+	if controls {
+		s.controlled = sharedControlled
+	}
+	return s
 }
 
 func mustReadScript(file string) string {
@@ -62,8 +86,9 @@ func sizedScript(file string) script {
 	return newScript(file, mustReadScript("stored_forms.lua")+mustReadScript(file))
 }
 
-// newScriptSet builds every script; the controlled ones only when
-// controls are read.
+// newScriptSet builds every script but the controlled ones, which it
+// builds on first use when controls are read. A Limiter uses the shared
+// set instead (scriptSetFor).
 func newScriptSet(controls bool) scriptSet {
 	s := scriptSet{
 		slidingWindow:  sizedScript("sliding_window.lua"),
@@ -76,19 +101,25 @@ func newScriptSet(controls bool) scriptSet {
 	}
 	s.mixed = newScript("mixed.lua", mustReadScript("stored_forms.lua")+algorithmTable()+mustReadScript("mixed.lua"))
 	if controls {
-		s.controlled = make([]script, maxMixedCode+1)
-		s.controlled[0] = newScript("mixed.lua+control.lua", composeControlled(algorithmTable()+
-			"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
-			algorithmTable()+mustReadScript("mixed.lua")))
-		for code := 1; code <= maxMixedCode; code++ {
-			file := mixedFiles[code]
-			src := mustReadScript(file)
-			s.controlled[code] = newScript(file+"+control.lua", composeControlled(
-				fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
-				src))
-		}
+		s.controlled = sync.OnceValue(controlledScripts)
 	}
 	return s
+}
+
+// controlledScripts builds the controlled scripts (scriptSet.controlled).
+func controlledScripts() []script {
+	c := make([]script, maxMixedCode+1)
+	c[0] = newScript("mixed.lua+control.lua", composeControlled(algorithmTable()+
+		"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
+		algorithmTable()+mustReadScript("mixed.lua")))
+	for code := 1; code <= maxMixedCode; code++ {
+		file := mixedFiles[code]
+		src := mustReadScript(file)
+		c[code] = newScript(file+"+control.lua", composeControlled(
+			fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
+			src))
+	}
+	return c
 }
 
 // composeControlled is a controlled script (lua/control.lua): the control
@@ -154,7 +185,7 @@ func mixedCode(a Algorithm) int {
 
 // controlledScript is the controlled script of a group's algorithm, or of
 // mixed.lua for code 0.
-func (s *scriptSet) controlledScript(code int) *script { return &s.controlled[code] }
+func (s *scriptSet) controlledScript(code int) *script { return &s.controlled()[code] }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	switch a.orDefault() {
@@ -173,8 +204,11 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 
 func (s *scriptSet) all() []*script {
 	all := []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed, &s.acquire, &s.release}
-	for i := range s.controlled {
-		all = append(all, &s.controlled[i])
+	if s.controlled != nil {
+		c := s.controlled()
+		for i := range c {
+			all = append(all, &c[i])
+		}
 	}
 	return all
 }
