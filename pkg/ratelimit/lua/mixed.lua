@@ -1,18 +1,49 @@
 -- mixed.lua: one call for the limits of one identity that use different
 -- algorithms (a login route's sliding log under a sliding-window tier).
--- Before this part, scripts.go puts every algorithm's script, each wrapped as
---     algorithms[code] = function(KEYS, ARGV) <the script> end
--- with code 1 sliding window, 2 sliding log, 3 GCRA, 4 fixed window, 5
--- sliding buckets. This part runs them, all at one now and in one script,
--- so that no other request comes in between: every group but the last as a
--- peek; when they all admit, the last group as a spend (a group's script
--- spends only when it admits); when that admits too, the other groups as
--- spends. A denial by any group thus spends nothing on any other, and only
--- the groups before the last run twice. Every spend's answer is read: the
--- request is admitted only when every group's spend admitted. (A spend can
--- deny after its peek admitted only if two groups shared a key, which the
--- caller refuses; should it happen, the answer is a denial, and what the
--- earlier spends took stays spent: the stricter side.)
+-- Before this part, scripts.go puts
+--     local redis = redis
+-- (every part after it calls Redis through that local), stored_forms.lua,
+-- and the function run_code(code, KEYS, ARGV), which runs the script of
+-- algorithm code (a string: '1' sliding window, '2' sliding log, '3' GCRA,
+-- '4' fixed window, '5' sliding buckets, '6' GCRA again for the leaky
+-- bucket) on those KEYS and ARGV: every algorithm's script inline in its
+-- branch, or (the controlled script's record path, control.lua) the
+-- function of the table algorithms by that code.
+--
+-- This part runs the groups, all at one now and in one script, so that no
+-- other request comes in between, and so that a denial by any group spends
+-- nothing on any other (a group's script spends only when it admits):
+--   1. The groups of the counters (sliding and fixed window) are spent
+--      first, each under a journal (below) that can put back exactly what
+--      it wrote. A counter's reply is the same for a spend as for a peek
+--      (its counts before the request), so a spend that is undone has
+--      answered as its peek would.
+--   2. Then the other groups as before: every one but the last as a peek;
+--      when they all admit, the last as a spend; when that admits too, the
+--      others as spends.
+--   3. On a denial in 1 or 2, the journal is played back (every spend of 1
+--      undone), and every group that has not run yet runs as a peek.
+-- The last group to run needs no journal: should it deny, it spent
+-- nothing, and nothing runs after it. So a tier with a route runs each
+-- group once: the tier's INCRBY, then the route's spend, as the two
+-- scripts alone would; only the non-counter groups but the last of them
+-- run twice. Every spend's answer is read: the request is admitted only
+-- when every group's spend admitted. (A spend in 2 can deny after its peek
+-- admitted only if two groups shared a key, which the caller refuses;
+-- should it happen, the answer is a denial, and what the earlier spends
+-- took stays spent: the stricter side.)
+--
+-- The journal: while a group of 1 runs, redis is a stand-in whose call and
+-- pcall record, before a key is first written, how to put it back, then
+-- run the command. INCRBY and DECRBY by n are put back by the opposite
+-- (DEL when they made the key: a counter never stores 0, so a result of
+-- n is a new key); any other write (the window-change SET, a scale's
+-- import) first reads the key (GET, PEXPIRETIME: two calls, off the hot
+-- path) to put it back with SET ... PXAT. A key already put back whole is
+-- not recorded again. Reads (GET, TIME, PTTL and the like) pass through.
+-- A key whose value is no string makes that GET fail: the script fails,
+-- as the peek that ran first always did. A group that denies restored its
+-- own keys: its part of the journal is dropped.
 --
 -- KEYS      the keys of every group, group after group; one hash tag.
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -27,67 +58,235 @@
 -- allowed: every enforced limit of every group admits the cost. When the
 -- request is denied, every group's reply is one that spent nothing.
 --
--- Complexity: that of every group's script, once more for every group but
--- the last on a spend.
+-- Complexity: that of every group's script, once more for every
+-- non-counter group but the last on a spend; on a denial, the undo of the
+-- counters' spends.
 
+local real = redis
 local cost = ARGV[1]
-local g = ARGV[2] + 0
-local groups = {}
-local at, first = 3, 1
+-- The common counts and codes are recognised without a conversion.
+local g = ARGV[2]
+if g == '2' then g = 2 elseif g == '1' then g = 1 else g = g + 0 end
+-- groups: three slots a group, its code, KEYS and ARGV. The last group
+-- runs on KEYS and ARGV themselves, its part moved to their start (no
+-- table made for it); the others on tables of their own, made first.
+-- (Tables are made whole by a constructor where their size is known:
+-- growing one slot by slot costs a rehash at every power of two.)
+local groups
+if g == 2 then groups = { false, false, false, false, false, false } else groups = {} end
+local at, first, now = 3, 1, nil
 for i = 1, g do
-  local code, k, a = ARGV[at] + 0, ARGV[at + 1] + 0, ARGV[at + 2] + 0
-  local keys, args = {}, { cost }
-  for j = 1, k do keys[j] = KEYS[first + j - 1] end
-  for j = 1, k * a do args[j + 1] = ARGV[at + 2 + j] end
-  groups[i] = { algorithms[code], keys, args }
+  local code, k, a = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  if k == '1' then k = 1 else k = k + 0 end
+  if a == '2' then a = 2 elseif a == '3' then a = 3 else a = a + 0 end
+  local n = k * a
+  local keys, args
+  if i < g then
+    if k == 1 then keys = { KEYS[first] } else keys = { unpack(KEYS, first, first + k - 1) } end
+    -- The last slot, now's, is filled below.
+    if n == 2 then
+      args = { cost, ARGV[at + 3], ARGV[at + 4], false }
+    else
+      args = { cost, unpack(ARGV, at + 3, at + 3 + n) }
+      args[n + 2] = false
+    end
+  else
+    keys, args = KEYS, ARGV
+    now = ARGV[at + 3 + n]
+    if first > 1 then
+      for j = 1, k do KEYS[j] = KEYS[first + j - 1] end
+      for j = k + 1, first + k - 1 do KEYS[j] = nil end
+    end
+    for j = 2, n + 1 do ARGV[j] = ARGV[at + 1 + j] end
+    ARGV[n + 2] = false
+    for j = n + 3, at + 3 + n do ARGV[j] = nil end
+  end
+  groups[3 * i - 2], groups[3 * i - 1], groups[3 * i] = code, keys, args
   first = first + k
-  at = at + 3 + k * a
+  at = at + 3 + n
 end
 -- now goes to every group as a number: each script reads its now as
 -- ARGV's now + 0, which is then arithmetic, not a conversion per group.
-local now = ARGV[at]
 if now then
   now = now + 0
 else
-  local t = redis.call('TIME')
+  local t = real.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+for i = 3, 3 * g, 3 do
+  local args = groups[i]
+  args[#args] = now
+end
+
+-- reply[i + 2] stays false until group i has run.
+local reply
+if g == 2 then
+  reply = { 1, now, false, false }
+elseif g == 1 then
+  reply = { 1, now, false }
+else
+  reply = { 1, now }
+  for i = 3, g + 2 do reply[i] = false end
+end
+if cost ~= '1' and cost + 0 <= 0 then
+  -- A peek: every group as one.
+  for i = 1, g do
+    local r = run_code(groups[3 * i - 2], groups[3 * i - 1], groups[3 * i])
+    reply[i + 2] = r
+    if r[1] ~= 1 then reply[1] = 0 end
+  end
+  return reply
+end
+if g == 1 then
+  local r = run_code(groups[1], KEYS, ARGV)
+  reply[1], reply[3] = r[1], r
+  return reply
+end
+-- last: the non-counter group spent last (the last in ARGV), 0 for none;
+-- then group g, a counter, is spent last, with no journal.
+local last = 0
+for i = g, 1, -1 do
+  local code = groups[3 * i - 2]
+  if code ~= '1' and code ~= '4' then
+    last = i
+    break
+  end
+end
+
+-- journal: four slots a step, played back last first: the command ('DEL',
+-- 'DECRBY', 'INCRBY' or 'SET'), the key, then n, or the value and its
+-- PEXPIRETIME (-1: none). A key with a DEL or SET step is put back whole.
+local journal, steps, proxy = nil, 0, nil
+local denied = false
+for i = 1, last == 0 and g - 1 or g do
+  local code = groups[3 * i - 2]
+  if code == '1' or code == '4' then
+    if not proxy then
+      journal = { false, false, false, false, false, false, false, false }
+      -- journaled runs a command (through f, real's call or pcall) for
+      -- a journaled group, recording first how to put its key back.
+      local function journaled(f, cmd, key, ...)
+        local counter = cmd == 'INCRBY' or cmd == 'DECRBY'
+        if not counter and (cmd == 'GET' or cmd == 'TIME' or cmd == 'PTTL' or cmd == 'PEXPIRETIME'
+            or cmd == 'TTL' or cmd == 'EXISTS') then
+          return f(cmd, key, ...)
+        end
+        for s = 2, steps, 4 do
+          if journal[s] == key then
+            local c = journal[s - 1]
+            if c == 'DEL' or c == 'SET' then return f(cmd, key, ...) end
+          end
+        end
+        if counter then
+          local r = f(cmd, key, ...)
+          if type(r) == 'number' then
+            local n = ...
+            local d
+            if n == '1' then d = 1 else d = n + 0 end
+            if cmd == 'DECRBY' then d = -d end
+            if r == d then
+              journal[steps + 1], journal[steps + 2] = 'DEL', key
+            else
+              journal[steps + 1], journal[steps + 2], journal[steps + 3] =
+                cmd == 'INCRBY' and 'DECRBY' or 'INCRBY', key, n
+            end
+            steps = steps + 4
+          end
+          return r
+        end
+        local v = real.call('GET', key)
+        if v then
+          journal[steps + 1], journal[steps + 2], journal[steps + 3], journal[steps + 4] =
+            'SET', key, v, real.call('PEXPIRETIME', key)
+        else
+          journal[steps + 1], journal[steps + 2] = 'DEL', key
+        end
+        steps = steps + 4
+        return f(cmd, key, ...)
+      end
+      -- Its own metatable: what it does not define is real's.
+      proxy = {
+        call = function(...) return journaled(real.call, ...) end,
+        pcall = function(...) return journaled(real.pcall, ...) end,
+        __index = real,
+      }
+      setmetatable(proxy, proxy)
+    end
+    local mark = steps
+    redis = proxy
+    local r = run_code(code, groups[3 * i - 1], groups[3 * i])
+    redis = real
+    reply[i + 2] = r
+    if r[1] ~= 1 then
+      -- It put back its own keys.
+      steps = mark
+      denied = true
+      break
+    end
+  end
+end
+
+local peek = nil
+if not denied and last == 0 then
+  local r = run_code(groups[3 * g - 2], groups[3 * g - 1], groups[3 * g])
+  reply[g + 2] = r
+  if r[1] == 1 then return reply end
+elseif not denied then
+  -- The other non-counter groups, before last: peek them.
+  for i = 1, last - 1 do
+    local code = groups[3 * i - 2]
+    if code ~= '1' and code ~= '4' then
+      if not peek then peek = '-' .. cost end
+      local args = groups[3 * i]
+      args[1] = peek
+      local r = run_code(code, groups[3 * i - 1], args)
+      reply[i + 2] = r
+      if r[1] ~= 1 then denied = true end
+    end
+  end
+  if not denied then
+    local r = run_code(groups[3 * last - 2], groups[3 * last - 1], groups[3 * last])
+    reply[last + 2] = r
+    if r[1] == 1 then
+      for i = 1, last - 1 do
+        local code = groups[3 * i - 2]
+        if code ~= '1' and code ~= '4' then
+          local args = groups[3 * i]
+          args[1] = cost
+          r = run_code(code, groups[3 * i - 1], args)
+          reply[i + 2] = r
+          if r[1] ~= 1 then reply[1] = 0 end
+        end
+      end
+      return reply
+    end
+  end
+end
+
+-- Denied: put back every spend of the journaled groups, then every group
+-- that has not run answers as a peek.
+reply[1] = 0
+for s = steps - 3, 1, -4 do
+  local cmd, key = journal[s], journal[s + 1]
+  if cmd == 'DEL' then
+    real.call('DEL', key)
+  elseif cmd == 'SET' then
+    local expiry = journal[s + 3]
+    if expiry > 0 then
+      real.call('SET', key, journal[s + 2], 'PXAT', expiry)
+    else
+      real.call('SET', key, journal[s + 2])
+    end
+  else
+    real.call(cmd, key, journal[s + 2])
+  end
+end
+if not peek then peek = '-' .. cost end
 for i = 1, g do
-  local args = groups[i][3]
-  args[#args + 1] = now
-end
-
--- run calls group i's script with cost c (a string).
-local function run(i, c)
-  local grp = groups[i]
-  grp[3][1] = c
-  return grp[1](grp[2], grp[3])
-end
-
-local spend = cost + 0 > 0
-local peek = cost
-if spend then peek = '-' .. cost end
-local reply = { 1, now }
-local last = spend and g or g + 1
-for i = 1, last - 1 do
-  local r = run(i, peek)
-  reply[i + 2] = r
-  if r[1] ~= 1 then reply[1] = 0 end
-end
-if last > g then return reply end
-if reply[1] ~= 1 then
-  reply[g + 2] = run(g, peek)
-  return reply
-end
-local r = run(g, cost)
-reply[g + 2] = r
-if r[1] ~= 1 then
-  reply[1] = 0
-  return reply
-end
-for i = 1, g - 1 do
-  r = run(i, cost)
-  reply[i + 2] = r
-  if r[1] ~= 1 then reply[1] = 0 end
+  if not reply[i + 2] then
+    local args = groups[3 * i]
+    args[1] = peek
+    reply[i + 2] = run_code(groups[3 * i - 2], groups[3 * i - 1], args)
+  end
 end
 return reply
