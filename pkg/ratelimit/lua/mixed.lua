@@ -54,9 +54,13 @@
 -- ARGV[last] (optional, after the groups) now in microseconds; absent:
 --           Redis TIME (production).
 --
--- Returns { allowed (1|0), now_us, then per group the reply of its script }.
--- allowed: every enforced limit of every group admits the cost. When the
--- request is denied, every group's reply is one that spent nothing.
+-- Returns { allowed (1|0), now_us, then the reply of every group's script,
+-- group after group, each whole, flat in the one array }: a reply's length
+-- is known from its algorithm and its number of limits (2 + k for the
+-- counters, 2 + 4k for the others). allowed: every enforced limit of every
+-- group admits the cost. When the request is denied, every group's reply
+-- is one that spent nothing. (Flat because Redis pays for every array in
+-- a reply, a nested one as much as a second call's.)
 --
 -- Complexity: that of every group's script, once more for every
 -- non-counter group but the last on a spend; on a denial, the undo of the
@@ -64,49 +68,36 @@
 
 local real = redis
 local cost = ARGV[1]
--- The common counts and codes are recognised without a conversion.
+-- The common counts and codes are recognised without a conversion, and
+-- tables are made whole by a constructor where their size is known (one
+-- grown slot by slot is rehashed at every power of two).
 local g = ARGV[2]
 if g == '2' then g = 2 elseif g == '1' then g = 1 else g = g + 0 end
--- groups: three slots a group, its code, KEYS and ARGV. The last group
--- runs on KEYS and ARGV themselves, its part moved to their start (no
--- table made for it); the others on tables of their own, made first.
--- (Tables are made whole by a constructor where their size is known:
--- growing one slot by slot costs a rehash at every power of two.)
+-- groups: three slots a group, its code, KEYS and ARGV, the last slot of
+-- ARGV (now's) filled below.
 local groups
 if g == 2 then groups = { false, false, false, false, false, false } else groups = {} end
-local at, first, now = 3, 1, nil
-for i = 1, g do
-  local code, k, a = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+local at, first = 3, 1
+for i = 1, 3 * g, 3 do
+  local k, a = ARGV[at + 1], ARGV[at + 2]
   if k == '1' then k = 1 else k = k + 0 end
-  if a == '2' then a = 2 elseif a == '3' then a = 3 else a = a + 0 end
+  if a == '2' then a = 2 else a = a + 0 end
   local n = k * a
   local keys, args
-  if i < g then
-    if k == 1 then keys = { KEYS[first] } else keys = { unpack(KEYS, first, first + k - 1) } end
-    -- The last slot, now's, is filled below.
-    if n == 2 then
-      args = { cost, ARGV[at + 3], ARGV[at + 4], false }
-    else
-      args = { cost, unpack(ARGV, at + 3, at + 3 + n) }
-      args[n + 2] = false
-    end
+  if k == 1 then keys = { KEYS[first] } else keys = { unpack(KEYS, first, first + k - 1) } end
+  if n == 2 then
+    args = { cost, ARGV[at + 3], ARGV[at + 4], false }
   else
-    keys, args = KEYS, ARGV
-    now = ARGV[at + 3 + n]
-    if first > 1 then
-      for j = 1, k do KEYS[j] = KEYS[first + j - 1] end
-      for j = k + 1, first + k - 1 do KEYS[j] = nil end
-    end
-    for j = 2, n + 1 do ARGV[j] = ARGV[at + 1 + j] end
-    ARGV[n + 2] = false
-    for j = n + 3, at + 3 + n do ARGV[j] = nil end
+    args = { cost, unpack(ARGV, at + 3, at + 2 + n) }
+    args[n + 2] = false
   end
-  groups[3 * i - 2], groups[3 * i - 1], groups[3 * i] = code, keys, args
+  groups[i], groups[i + 1], groups[i + 2] = ARGV[at], keys, args
   first = first + k
   at = at + 3 + n
 end
 -- now goes to every group as a number: each script reads its now as
 -- ARGV's now + 0, which is then arithmetic, not a conversion per group.
+local now = ARGV[at]
 if now then
   now = now + 0
 else
@@ -118,30 +109,48 @@ for i = 3, 3 * g, 3 do
   args[#args] = now
 end
 
--- reply[i + 2] stays false until group i has run.
+if g == 1 then
+  local r = run_code(groups[1], groups[2], groups[3])
+  return { r[1], now, unpack(r) }
+end
+
+-- reply[i] is group i's reply, false until it has run; flat() makes the
+-- script's reply of them.
 local reply
 if g == 2 then
-  reply = { 1, now, false, false }
-elseif g == 1 then
-  reply = { 1, now, false }
+  reply = { false, false }
 else
-  reply = { 1, now }
-  for i = 3, g + 2 do reply[i] = false end
+  reply = {}
+  for i = 1, g do reply[i] = false end
 end
+local allowed = 1
+local function flat()
+  local r = reply[1]
+  local out
+  if g == 2 and #r == 3 then
+    out = { allowed, now, r[1], r[2], r[3], unpack(reply[2]) }
+  else
+    out = { allowed, now, unpack(r) }
+    local n = 2 + #r
+    for i = 2, g do
+      r = reply[i]
+      for j = 1, #r do out[n + j] = r[j] end
+      n = n + #r
+    end
+  end
+  return out
+end
+
 if cost ~= '1' and cost + 0 <= 0 then
   -- A peek: every group as one.
   for i = 1, g do
     local r = run_code(groups[3 * i - 2], groups[3 * i - 1], groups[3 * i])
-    reply[i + 2] = r
-    if r[1] ~= 1 then reply[1] = 0 end
+    reply[i] = r
+    if r[1] ~= 1 then allowed = 0 end
   end
-  return reply
+  return flat()
 end
-if g == 1 then
-  local r = run_code(groups[1], KEYS, ARGV)
-  reply[1], reply[3] = r[1], r
-  return reply
-end
+
 -- last: the non-counter group spent last (the last in ARGV), 0 for none;
 -- then group g, a counter, is spent last, with no journal.
 local last = 0
@@ -153,16 +162,17 @@ for i = g, 1, -1 do
   end
 end
 
--- journal: four slots a step, played back last first: the command ('DEL',
--- 'DECRBY', 'INCRBY' or 'SET'), the key, then n, or the value and its
--- PEXPIRETIME (-1: none). A key with a DEL or SET step is put back whole.
-local journal, steps, proxy = nil, 0, nil
+-- journal: the stand-in for redis while a journaled group runs, and in its
+-- array part four slots a step, played back last first: the command
+-- ('DEL', 'DECRBY', 'INCRBY' or 'SET'), the key, then n, or the value and
+-- its PEXPIRETIME (-1: none). A key with a DEL or SET step is put back
+-- whole. Made for the first journaled group.
+local journal, steps = nil, 0
 local denied = false
 for i = 1, last == 0 and g - 1 or g do
   local code = groups[3 * i - 2]
   if code == '1' or code == '4' then
-    if not proxy then
-      journal = { false, false, false, false, false, false, false, false }
+    if not journal then
       -- journaled runs a command (through f, real's call or pcall) for
       -- a journaled group, recording first how to put its key back.
       local function journaled(f, cmd, key, ...)
@@ -205,18 +215,19 @@ for i = 1, last == 0 and g - 1 or g do
         return f(cmd, key, ...)
       end
       -- Its own metatable: what it does not define is real's.
-      proxy = {
+      journal = {
+        false, false, false, false,
         call = function(...) return journaled(real.call, ...) end,
         pcall = function(...) return journaled(real.pcall, ...) end,
         __index = real,
       }
-      setmetatable(proxy, proxy)
+      setmetatable(journal, journal)
     end
     local mark = steps
-    redis = proxy
+    redis = journal
     local r = run_code(code, groups[3 * i - 1], groups[3 * i])
     redis = real
-    reply[i + 2] = r
+    reply[i] = r
     if r[1] ~= 1 then
       -- It put back its own keys.
       steps = mark
@@ -229,8 +240,8 @@ end
 local peek = nil
 if not denied and last == 0 then
   local r = run_code(groups[3 * g - 2], groups[3 * g - 1], groups[3 * g])
-  reply[g + 2] = r
-  if r[1] == 1 then return reply end
+  reply[g] = r
+  if r[1] == 1 then return flat() end
 elseif not denied then
   -- The other non-counter groups, before last: peek them.
   for i = 1, last - 1 do
@@ -240,13 +251,13 @@ elseif not denied then
       local args = groups[3 * i]
       args[1] = peek
       local r = run_code(code, groups[3 * i - 1], args)
-      reply[i + 2] = r
+      reply[i] = r
       if r[1] ~= 1 then denied = true end
     end
   end
   if not denied then
     local r = run_code(groups[3 * last - 2], groups[3 * last - 1], groups[3 * last])
-    reply[last + 2] = r
+    reply[last] = r
     if r[1] == 1 then
       for i = 1, last - 1 do
         local code = groups[3 * i - 2]
@@ -254,18 +265,18 @@ elseif not denied then
           local args = groups[3 * i]
           args[1] = cost
           r = run_code(code, groups[3 * i - 1], args)
-          reply[i + 2] = r
-          if r[1] ~= 1 then reply[1] = 0 end
+          reply[i] = r
+          if r[1] ~= 1 then allowed = 0 end
         end
       end
-      return reply
+      return flat()
     end
   end
 end
 
 -- Denied: put back every spend of the journaled groups, then every group
 -- that has not run answers as a peek.
-reply[1] = 0
+allowed = 0
 for s = steps - 3, 1, -4 do
   local cmd, key = journal[s], journal[s + 1]
   if cmd == 'DEL' then
@@ -283,10 +294,10 @@ for s = steps - 3, 1, -4 do
 end
 if not peek then peek = '-' .. cost end
 for i = 1, g do
-  if not reply[i + 2] then
+  if not reply[i] then
     local args = groups[3 * i]
     args[1] = peek
-    reply[i + 2] = run_code(groups[3 * i - 2], groups[3 * i - 1], args)
+    reply[i] = run_code(groups[3 * i - 2], groups[3 * i - 1], args)
   end
 end
-return reply
+return flat()
