@@ -130,9 +130,10 @@ var mixedFiles = [...]string{
 
 const maxMixedCode = len(mixedFiles) - 1
 
-// algorithmTable is what mixed.lua runs: every algorithm's script, each
-// wrapped as a function of its KEYS and ARGV, in the table algorithms by
-// its mixedCode. stored_forms.lua must come before it.
+// algorithmTable is what the controlled mixed script's record path runs
+// (control.lua wraps its functions under a scale): every algorithm's
+// script, each wrapped as a function of its KEYS and ARGV, in the table
+// algorithms by its mixedCode. stored_forms.lua must come before it.
 func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms = {}\n")
