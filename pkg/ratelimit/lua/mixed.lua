@@ -41,7 +41,9 @@
 -- import) first reads the key (GET, PEXPIRETIME: two calls, off the hot
 -- path) to put it back with SET ... PXAT (commands the functions' access
 -- string allows, unlike DUMP and RESTORE). A key already put back whole is
--- not recorded again. Reads (GET, TIME, PTTL and the like) pass through.
+-- not recorded again. Reads (GET, TIME, PTTL and the like) pass through;
+-- any other command is taken for a write of the key it names first (every
+-- write of the counters, stored_forms.lua and control.lua names one key).
 -- A key whose value is no string makes that GET fail: the script fails,
 -- as the peek that ran first always did. A group that denies restored its
 -- own keys: its part of the journal is dropped. stored_forms.lua's and
