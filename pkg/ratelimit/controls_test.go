@@ -144,13 +144,13 @@ func FuzzControlReply(f *testing.F) {
 			reply = []any{allowed, v, allowed, v, v, v, ctl}
 		case 2:
 			groups = []group{{algorithm: SlidingWindow, indexes: []int{0}}, {algorithm: TokenBucket, indexes: []int{1}}}
-			reply = []any{allowed, v, []any{allowed, v, v}, []any{allowed, v, allowed, v, v, v}, ctl}
+			reply = []any{allowed, v, allowed, v, v, allowed, v, allowed, v, v, v, ctl}
 		default:
 			groups = []group{{algorithm: SlidingWindow, indexes: []int{0}}}
 			reply = []any{allowed, v, ctl}
 		}
 		reply = reply[:min(len(reply), int(shape/4)%len(reply)+1+len(reply)/2)]
-		want := 2 + len(groups)
+		want := mixedReplyLen(groups)
 		if len(groups) == 1 {
 			want = groupReplyLen(groups[0])
 		}

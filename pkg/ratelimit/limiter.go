@@ -429,33 +429,43 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 		ok, err := mixedDecisions(vals, cost, spend, checks, groups, 0, out)
 		return ok, AppliedControl{}, err
 	}
-	body, ctl, err := splitControl(vals, 2+len(groups))
+	body, ctl, err := splitControl(vals, mixedReplyLen(groups))
 	if err != nil {
 		return false, AppliedControl{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
 }
 
+// mixedReplyLen is the length of the mixed script's reply: its answer, the
+// Redis time, then each group's reply, flat.
+func mixedReplyLen(groups []group) int {
+	n := 2
+	for _, g := range groups {
+		n += groupReplyLen(g)
+	}
+	return n
+}
+
 // mixedDecisions fills in the decisions of the mixed script's reply: its
-// answer, the Redis time, then each group's reply. milli is a scale
-// control's factor, 0 for none.
+// answer, the Redis time, then each group's reply, one after the other in
+// the same array (lua/mixed.lua). milli is a scale control's factor, 0 for
+// none.
 func mixedDecisions(vals []any, cost int64, spend bool, checks []Check, groups []group, milli int64, out []Decision) (bool, error) {
-	if len(vals) != 2+len(groups) {
-		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(groups))
+	if want := mixedReplyLen(groups); len(vals) != want {
+		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), want)
 	}
 	allowed, ok := vals[0].(int64)
 	if !ok {
 		return false, fmt.Errorf("%w: script reply value 0 is %T, want an integer", ErrUnavailable, vals[0])
 	}
-	for i, g := range groups {
-		sub, ok := vals[2+i].([]any)
-		if !ok {
-			return false, fmt.Errorf("%w: script reply value %d is %T, want a group's reply", ErrUnavailable, 2+i, vals[2+i])
-		}
+	at := 2
+	for _, g := range groups {
+		n := groupReplyLen(g)
 		// A denied request's groups answered as peeks.
-		if _, err := groupDecisions(sub, cost, spend && allowed == 1, checks, g, milli, out); err != nil {
-			return false, err
+		if _, err := groupDecisions(vals[at:at+n], cost, spend && allowed == 1, checks, g, milli, out); err != nil {
+			return false, fmt.Errorf("group at reply value %d: %w", at, err)
 		}
+		at += n
 	}
 	return allowed == 1, nil
 }

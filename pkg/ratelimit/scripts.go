@@ -99,7 +99,7 @@ func newScriptSet(controls bool) scriptSet {
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
 	}
-	s.mixed = newScript("mixed.lua", mustReadScript("stored_forms.lua")+algorithmTable()+mustReadScript("mixed.lua"))
+	s.mixed = newScript("mixed.lua", mixedRedis+mustReadScript("stored_forms.lua")+algorithmDispatch()+mustReadScript("mixed.lua"))
 	if controls {
 		s.controlled = sync.OnceValue(controlledScripts)
 	}
@@ -109,25 +109,36 @@ func newScriptSet(controls bool) scriptSet {
 // controlledScripts builds the controlled scripts (scriptSet.controlled).
 func controlledScripts() []script {
 	c := make([]script, maxMixedCode+1)
-	c[0] = newScript("mixed.lua+control.lua", composeControlled(algorithmTable()+
+	// The record's path runs the groups from the table algorithms, which
+	// control.lua wraps under a scale; with no record, the dispatch of the
+	// plain mixed script.
+	c[0] = newScript("mixed.lua+control.lua", composeControlled(mixedRedis, algorithmTable()+
+		"local function run_code(code, KEYS, ARGV) return algorithms[code + 0](KEYS, ARGV) end\n"+
 		"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
-		algorithmTable()+mustReadScript("mixed.lua")))
+		algorithmDispatch()+mustReadScript("mixed.lua")))
 	for code := 1; code <= maxMixedCode; code++ {
 		file := mixedFiles[code]
 		src := mustReadScript(file)
-		c[code] = newScript(file+"+control.lua", composeControlled(
+		c[code] = newScript(file+"+control.lua", composeControlled("",
 			fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
 			src))
 	}
 	return c
 }
 
-// composeControlled is a controlled script (lua/control.lua): the control
-// read, then the record's path with the decision as a function (setup
-// defines decide, algorithms and single), then, for no record, the
+// mixedRedis begins both mixed scripts: every part after it, the
+// algorithms, stored_forms.lua's import_form and control.lua's scale
+// included, calls Redis through this local, which mixed.lua points at its
+// journal while it runs a group it may have to undo.
+const mixedRedis = "local redis = redis\n"
+
+// composeControlled is a controlled script (lua/control.lua): prefix, the
+// control read, then the record's path with the decision as a function
+// (setup defines decide, algorithms and single), then, for no record, the
 // decision inline, so that it costs what the plain script does.
-func composeControlled(setup, inline string) string {
+func composeControlled(prefix, setup, inline string) string {
 	var b strings.Builder
+	b.WriteString(prefix)
 	b.WriteString(mustReadScript("stored_forms.lua"))
 	b.WriteString(mustReadScript("control_read.lua"))
 	b.WriteString("if record then\n")
@@ -150,9 +161,10 @@ var mixedFiles = [...]string{
 
 const maxMixedCode = len(mixedFiles) - 1
 
-// algorithmTable is what mixed.lua runs: every algorithm's script, each
-// wrapped as a function of its KEYS and ARGV, in the table algorithms by
-// its mixedCode. stored_forms.lua must come before it.
+// algorithmTable is what the controlled mixed script's record path runs
+// (control.lua wraps its functions under a scale): every algorithm's
+// script, each wrapped as a function of its KEYS and ARGV, in the table
+// algorithms by its mixedCode. stored_forms.lua must come before it.
 func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms = {}\n")
@@ -161,6 +173,30 @@ func algorithmTable() string {
 	}
 	// The leaky bucket's code runs the GCRA script too (see mixedCode).
 	fmt.Fprintf(&b, "algorithms[%d] = algorithms[3]\n", maxMixedCode)
+	return b.String()
+}
+
+// algorithmDispatch is what the plain mixed script runs: one function,
+// run_code(code, KEYS, ARGV), with every algorithm's script inline in the
+// branch of its mixedCode, given as ARGV's string. Unlike algorithmTable's
+// closures, of which every call would make one per algorithm, a call makes
+// this one only. stored_forms.lua must come before it.
+func algorithmDispatch() string {
+	var b strings.Builder
+	b.WriteString("local function run_code(code, KEYS, ARGV)\n")
+	for code := 1; code < maxMixedCode; code++ {
+		cond := fmt.Sprintf("code == '%d'", code)
+		if code == 3 {
+			// The leaky bucket's code runs the GCRA script too (see mixedCode).
+			cond += fmt.Sprintf(" or code == '%d'", maxMixedCode)
+		}
+		kw := "elseif"
+		if code == 1 {
+			kw = "if"
+		}
+		fmt.Fprintf(&b, "%s %s then\n-- %s\n%s\n", kw, cond, mixedFiles[code], mustReadScript(mixedFiles[code]))
+	}
+	b.WriteString("end\nerror('mixed.lua: no algorithm of code ' .. tostring(code))\nend\n")
 	return b.String()
 }
 
