@@ -243,8 +243,12 @@ const (
 
 // inFlightToken replaces the random slot token of the captured in-flight
 // commands: redis-benchmark draws a new one per call (the acquire script
-// refuses a token that already holds a slot).
-const inFlightToken = "slot-__rand_int__"
+// refuses a token that already holds a slot). It draws each __rand_int__
+// on its own, out of the keyspace: one alone gave 10,000 tokens per
+// identity, and at 100,000 calls a round an identity met a token it still
+// held (its lease not yet run out) about once a run, which stopped the
+// section; two give 10^8.
+const inFlightToken = "slot-__rand_int__-__rand_int__"
 
 // captureInFlightCases captures an in-flight limit's acquire and release
 // (concurrency_acquire.lua, concurrency_release.lua) as the API function
