@@ -263,16 +263,23 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 				if routeFirst {
 					keys, groups = []string{route, tier}, append(append([]any{}, routeGroup...), tierGroup...)
 				}
-				args := func(cost string) []any { return append(append([]any{cost, 2}, groups...), now) }
-				v := run(t, &set.mixed, keys, args("1")...)
-				if v[0] != int64(0) || len(v) != 11 {
-					t.Fatalf("route first %v: reply %v, want a denial of 11 values", routeFirst, v)
-				}
-				if after := read(t, tier); after != before {
-					t.Fatalf("route first %v: the tier's key went from %+v to %+v on a denied request", routeFirst, before, after)
-				}
-				if p := run(t, &set.mixed, keys, args("-1")...); fmt.Sprint(p[1:]) != fmt.Sprint(v[1:]) {
-					t.Fatalf("route first %v: the denial's reply %v is not the peek's %v", routeFirst, v, p)
+				// The general form, then the pair's ('p', the two codes,
+				// then each group's limit arguments), the one the Limiter
+				// sends for this shape.
+				general := append([]any{2}, groups...)
+				shape := []any{fmt.Sprintf("p%v%v", groups[0], groups[5]), groups[3], groups[4], groups[8], groups[9]}
+				for _, form := range [][]any{general, shape} {
+					args := func(cost string) []any { return append(append([]any{cost}, form...), now) }
+					v := run(t, &set.mixed, keys, args("1")...)
+					if v[0] != int64(0) || len(v) != 11 {
+						t.Fatalf("route first %v, %v: reply %v, want a denial of 11 values", routeFirst, form[0], v)
+					}
+					if after := read(t, tier); after != before {
+						t.Fatalf("route first %v, %v: the tier's key went from %+v to %+v on a denied request", routeFirst, form[0], before, after)
+					}
+					if p := run(t, &set.mixed, keys, args("-1")...); fmt.Sprint(p[1:]) != fmt.Sprint(v[1:]) {
+						t.Fatalf("route first %v, %v: the denial's reply %v is not the peek's %v", routeFirst, form[0], v, p)
+					}
 				}
 			}
 		})

@@ -59,6 +59,9 @@
 local at
 if single then
   at = 2 + (nk - 1) * ((single == 3 or single == 6) and 3 or 2)
+elseif #ARGV[2] == 3 then
+  -- mixed.lua's pair: 'p' and two codes, then two counts and windows.
+  at = 7
 else
   at = 3
   for _ = 1, ARGV[2] + 0 do at = at + 3 + ARGV[at + 1] * ARGV[at + 2] end

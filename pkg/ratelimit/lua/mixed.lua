@@ -53,9 +53,13 @@
 -- KEYS      the keys of every group, group after group; one hash tag.
 -- ARGV[1]   cost: units this request spends on every limit; negative to
 --           peek (never writes) at -cost.
--- ARGV[2]   g, the number of groups; then per group: its algorithm's code,
---           its number of limits k, the number of arguments per limit a,
---           then its k*a limit arguments as its script takes them.
+-- ARGV[2]   g, the number of groups (one digit: a group is one
+--           algorithm's); then per group: its algorithm's code, its number
+--           of limits k, the number of arguments per limit a, then its k*a
+--           limit arguments as its script takes them. Or the pair, two
+--           groups of one limit of two arguments each: 'p' and the two
+--           codes (the login path: 'p12'), then group 1's two limit
+--           arguments, then group 2's.
 -- ARGV[last] (optional, after the groups) now in microseconds; absent:
 --           Redis TIME (production).
 --
@@ -69,9 +73,8 @@
 --
 -- Complexity: that of every group's script, once more for every
 -- non-counter group but the last on a spend; on a denial, the undo of the
--- counters' spends. One group, and two groups of one limit of two
--- arguments each (the login path's shape), take straight-line paths that
--- make no table they do not hand on.
+-- counters' spends. One group, and the pair (the login path's shape),
+-- take straight-line paths that make no table they do not hand on.
 
 local real = redis
 local cost = ARGV[1]
@@ -80,7 +83,14 @@ local cost = ARGV[1]
 -- grown slot by slot is rehashed at every power of two): in Redis a Lua
 -- step costs about as much as a hundred machine instructions.
 local g = ARGV[2]
-if g == '2' then g = 2 elseif g == '1' then g = 1 else g = g + 0 end
+-- The pair: two groups of one limit of two arguments each (a tier and a
+-- route of any algorithm but GCRA, the login path's shape) come as
+-- ARGV[2] = 'p' .. code1 .. code2, then the count and window of group 1,
+-- then of group 2 (then now): six arguments where the general form takes
+-- twelve, and Redis spends on every argument of a call about what ten Lua
+-- steps cost.
+local pair = #g == 3
+if pair then g = 2 elseif g == '2' then g = 2 elseif g == '1' then g = 1 else g = g + 0 end
 
 -- One group, spent or a peek, is its script's call, on KEYS itself.
 if g == 1 then
@@ -108,165 +118,126 @@ end
 
 local spend = cost == '1' or cost + 0 > 0
 
--- The common shape, two groups of one limit of two arguments each (a
--- tier and a route of any algorithm but GCRA), in straight lines: c, k, a
--- the code, KEYS and ARGV of each group. Any other goes through groups,
--- three slots a group (code, KEYS, ARGV, the last slot of ARGV now's).
-local fast = g == 2 and ARGV[4] == '1' and ARGV[5] == '2' and ARGV[9] == '1' and ARGV[10] == '2'
-local c1, k1, a1, c2, k2, a2, groups, now
-if fast then
-  now = ARGV[13]
-else
-  if g == 2 then groups = { false, false, false, false, false, false } else groups = {} end
-  local at, first = 3, 1
-  for i = 1, 3 * g, 3 do
-    local k, a = ARGV[at + 1], ARGV[at + 2]
-    if k == '1' then k = 1 else k = k + 0 end
-    if a == '2' then a = 2 else a = a + 0 end
-    local n = k * a
-    local keys, args
-    if k == 1 then keys = { KEYS[first] } else keys = { unpack(KEYS, first, first + k - 1) } end
-    if n == 2 then
-      args = { cost, ARGV[at + 3], ARGV[at + 4], false }
-    else
-      args = { cost, unpack(ARGV, at + 3, at + 2 + n) }
-      args[n + 2] = false
-    end
-    groups[i], groups[i + 1], groups[i + 2] = ARGV[at], keys, args
-    first = first + k
-    at = at + 3 + n
-  end
-  now = ARGV[at]
-end
--- now goes to every group as a number: each script reads its now as
--- ARGV's now + 0, which is then arithmetic, not a conversion per group.
-if now then
-  now = now + 0
-else
-  local t = real.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
-if fast then
-  c1, k1, a1 = ARGV[3], { KEYS[1] }, { cost, ARGV[6], ARGV[7], now }
-  c2, k2, a2 = ARGV[8], { KEYS[2] }, { cost, ARGV[11], ARGV[12], now }
-else
-  for i = 3, 3 * g, 3 do
-    local args = groups[i]
-    args[#args] = now
-  end
-end
-
--- pair is the script's reply for two groups' replies.
-local function pair(allowed, r1, r2)
-  if #r1 == 3 then return { allowed, now, r1[1], r1[2], r1[3], unpack(r2) } end
-  local out = { allowed, now, unpack(r1) }
-  local n = 2 + #r1
-  for j = 1, #r2 do out[n + j] = r2[j] end
-  return out
-end
-
-if not spend then
-  -- A peek: every group as one.
-  if fast then
-    local r1, r2 = run_code(c1, k1, a1), run_code(c2, k2, a2)
-    return pair((r1[1] == 1 and r2[1] == 1) and 1 or 0, r1, r2)
-  end
-  local out, n, allowed = { 1, now }, 2, 1
-  for i = 1, 3 * g, 3 do
-    local r = run_code(groups[i], groups[i + 1], groups[i + 2])
-    if r[1] ~= 1 then allowed = 0 end
-    for j = 1, #r do out[n + j] = r[j] end
-    n = n + #r
-  end
-  out[1] = allowed
-  return out
-end
 -- The journal: the stand-in for redis while a journaled group runs, and in
 -- its array part four slots a step, played back last first: the command
 -- ('DEL', 'DECRBY', 'INCRBY' or 'SET'), the key, then n, or the value and
 -- its PEXPIRETIME (-1: none). A key with a DEL or SET step is put back
--- whole.
-local journal, steps = nil, 0
--- journaled runs a command (through f, real's call or pcall) for a
--- journaled group, recording first how to put its key back.
-local function journaled(f, cmd, key, ...)
-  local counter = cmd == 'INCRBY' or cmd == 'DECRBY'
-  if not counter and (cmd == 'GET' or cmd == 'TIME' or cmd == 'PTTL' or cmd == 'PEXPIRETIME'
-      or cmd == 'TTL' or cmd == 'EXISTS') then
+-- whole. It is made for a spend only: a peek writes nothing. undo plays it
+-- back: every spend of the journaled groups put back.
+local journal, steps, undo = nil, 0, nil
+if spend then
+  -- journaled runs a command (through f, real's call or pcall) for a
+  -- journaled group, recording first how to put its key back.
+  local function journaled(f, cmd, key, ...)
+    local counter = cmd == 'INCRBY' or cmd == 'DECRBY'
+    if not counter and (cmd == 'GET' or cmd == 'TIME' or cmd == 'PTTL' or cmd == 'PEXPIRETIME'
+        or cmd == 'TTL' or cmd == 'EXISTS') then
+      return f(cmd, key, ...)
+    end
+    for s = 2, steps, 4 do
+      if journal[s] == key then
+        local c = journal[s - 1]
+        if c == 'DEL' or c == 'SET' then return f(cmd, key, ...) end
+      end
+    end
+    if counter then
+      local r = f(cmd, key, ...)
+      if type(r) == 'number' then
+        local n = ...
+        local d
+        if n == '1' then d = 1 else d = n + 0 end
+        if cmd == 'DECRBY' then d = -d end
+        if r == d then
+          journal[steps + 1], journal[steps + 2] = 'DEL', key
+        else
+          journal[steps + 1], journal[steps + 2], journal[steps + 3] =
+            cmd == 'INCRBY' and 'DECRBY' or 'INCRBY', key, n
+        end
+        steps = steps + 4
+      end
+      return r
+    end
+    local v = real.call('GET', key)
+    if v then
+      journal[steps + 1], journal[steps + 2], journal[steps + 3], journal[steps + 4] =
+        'SET', key, v, real.call('PEXPIRETIME', key)
+    else
+      journal[steps + 1], journal[steps + 2] = 'DEL', key
+    end
+    steps = steps + 4
     return f(cmd, key, ...)
   end
-  for s = 2, steps, 4 do
-    if journal[s] == key then
-      local c = journal[s - 1]
-      if c == 'DEL' or c == 'SET' then return f(cmd, key, ...) end
-    end
-  end
-  if counter then
-    local r = f(cmd, key, ...)
-    if type(r) == 'number' then
-      local n = ...
-      local d
-      if n == '1' then d = 1 else d = n + 0 end
-      if cmd == 'DECRBY' then d = -d end
-      if r == d then
-        journal[steps + 1], journal[steps + 2] = 'DEL', key
-      else
-        journal[steps + 1], journal[steps + 2], journal[steps + 3] =
-          cmd == 'INCRBY' and 'DECRBY' or 'INCRBY', key, n
+  -- Its own metatable: what it does not define is real's. pcall records
+  -- a counter's first write, its INCRBY, in line (the same step journaled
+  -- would record): it is the journaled groups' hot path.
+  journal = {
+    false, false, false, false,
+    call = function(...) return journaled(real.call, ...) end,
+    pcall = function(cmd, key, ...)
+      if steps == 0 and cmd == 'INCRBY' then
+        local r = real.pcall(cmd, key, ...)
+        if type(r) == 'number' then
+          local n = ...
+          if r == (n == '1' and 1 or n + 0) then
+            journal[1], journal[2] = 'DEL', key
+          else
+            journal[1], journal[2], journal[3] = 'DECRBY', key, n
+          end
+          steps = 4
+        end
+        return r
       end
-      steps = steps + 4
+      return journaled(real.pcall, cmd, key, ...)
+    end,
+    __index = real,
+  }
+  setmetatable(journal, journal)
+  undo = function()
+    for s = steps - 3, 1, -4 do
+      local cmd, key = journal[s], journal[s + 1]
+      if cmd == 'DEL' then
+        real.call('DEL', key)
+      elseif cmd == 'SET' then
+        local expiry = journal[s + 3]
+        if expiry > 0 then
+          real.call('SET', key, journal[s + 2], 'PXAT', expiry)
+        else
+          real.call('SET', key, journal[s + 2])
+        end
+      else
+        real.call(cmd, key, journal[s + 2])
+      end
     end
-    return r
   end
-  local v = real.call('GET', key)
-  if v then
-    journal[steps + 1], journal[steps + 2], journal[steps + 3], journal[steps + 4] =
-      'SET', key, v, real.call('PEXPIRETIME', key)
+end
+
+-- The pair in straight lines: c, k, a the code, KEYS and ARGV of each
+-- group, and no table but those the groups' scripts are handed.
+if pair then
+  local c1, c2 = string.sub(ARGV[2], 2, 2), string.sub(ARGV[2], 3, 3)
+  local now = ARGV[7]
+  if now then
+    now = now + 0
   else
-    journal[steps + 1], journal[steps + 2] = 'DEL', key
+    local t = real.call('TIME')
+    now = t[1] * 1000000 + t[2]
   end
-  steps = steps + 4
-  return f(cmd, key, ...)
-end
--- Its own metatable: what it does not define is real's.
-journal = {
-  false, false, false, false,
-  call = function(...) return journaled(real.call, ...) end,
-  pcall = function(...) return journaled(real.pcall, ...) end,
-  __index = real,
-}
-setmetatable(journal, journal)
-
--- undo plays the journal back: every spend of the journaled groups put back.
-local function undo()
-  for s = steps - 3, 1, -4 do
-    local cmd, key = journal[s], journal[s + 1]
-    if cmd == 'DEL' then
-      real.call('DEL', key)
-    elseif cmd == 'SET' then
-      local expiry = journal[s + 3]
-      if expiry > 0 then
-        real.call('SET', key, journal[s + 2], 'PXAT', expiry)
-      else
-        real.call('SET', key, journal[s + 2])
-      end
-    else
-      real.call(cmd, key, journal[s + 2])
-    end
-  end
-end
-
-if fast then
-  local counter1, counter2 = c1 == '1' or c1 == '4', c2 == '1' or c2 == '4'
-  if counter1 or counter2 then
+  local k1, a1 = { KEYS[1] }, { cost, ARGV[3], ARGV[4], now }
+  local k2, a2 = { KEYS[2] }, { cost, ARGV[5], ARGV[6], now }
+  local r1, r2, allowed = nil, nil, 1
+  if not spend then
+    r1, r2 = run_code(c1, k1, a1), run_code(c2, k2, a2)
+    if r1[1] ~= 1 or r2[1] ~= 1 then allowed = 0 end
+  elseif c1 == '1' or c1 == '4' or c2 == '1' or c2 == '4' then
     -- f, the counter spent first under the journal (group 1 when both
     -- are), then o, the other, spent last.
+    local counter1 = c1 == '1' or c1 == '4'
     local cf, kf, af, co, ko, ao = c1, k1, a1, c2, k2, a2
     if not counter1 then cf, kf, af, co, ko, ao = c2, k2, a2, c1, k1, a1 end
     redis = journal
     local rf = run_code(cf, kf, af)
     redis = real
-    local ro, allowed = nil, 1
+    local ro
     if rf[1] ~= 1 then
       -- It put back its own keys.
       allowed = 0
@@ -279,24 +250,82 @@ if fast then
         undo()
       end
     end
-    if counter1 then return pair(allowed, rf, ro) end
-    return pair(allowed, ro, rf)
+    if counter1 then r1, r2 = rf, ro else r1, r2 = ro, rf end
+  else
+    -- No counter: group 1 as a peek, then group 2 spent, then group 1.
+    local peek = '-' .. cost
+    a1[1] = peek
+    r1 = run_code(c1, k1, a1)
+    if r1[1] ~= 1 then
+      allowed = 0
+      a2[1] = peek
+      r2 = run_code(c2, k2, a2)
+    else
+      r2 = run_code(c2, k2, a2)
+      if r2[1] ~= 1 then
+        allowed = 0
+      else
+        a1[1] = cost
+        r1 = run_code(c1, k1, a1)
+        if r1[1] ~= 1 then allowed = 0 end
+      end
+    end
   end
-  -- No counter: group 1 as a peek, then group 2 spent, then group 1.
-  local peek = '-' .. cost
-  a1[1] = peek
-  local r1 = run_code(c1, k1, a1)
-  if r1[1] ~= 1 then
-    a2[1] = peek
-    return pair(0, r1, run_code(c2, k2, a2))
-  end
-  local r2 = run_code(c2, k2, a2)
-  if r2[1] ~= 1 then return pair(0, r1, r2) end
-  a1[1] = cost
-  r1 = run_code(c1, k1, a1)
-  return pair(r1[1] == 1 and 1 or 0, r1, r2)
+  if #r1 == 3 then return { allowed, now, r1[1], r1[2], r1[3], unpack(r2) } end
+  local out = { allowed, now, unpack(r1) }
+  local n = 2 + #r1
+  for j = 1, #r2 do out[n + j] = r2[j] end
+  return out
 end
 
+-- Any other shape goes through groups, three slots a group (code, KEYS,
+-- ARGV, the last slot of ARGV now's).
+local groups
+if g == 2 then groups = { false, false, false, false, false, false } else groups = {} end
+local at, first = 3, 1
+for i = 1, 3 * g, 3 do
+  local k, a = ARGV[at + 1], ARGV[at + 2]
+  if k == '1' then k = 1 else k = k + 0 end
+  if a == '2' then a = 2 else a = a + 0 end
+  local n = k * a
+  local keys, args
+  if k == 1 then keys = { KEYS[first] } else keys = { unpack(KEYS, first, first + k - 1) } end
+  if n == 2 then
+    args = { cost, ARGV[at + 3], ARGV[at + 4], false }
+  else
+    args = { cost, unpack(ARGV, at + 3, at + 2 + n) }
+    args[n + 2] = false
+  end
+  groups[i], groups[i + 1], groups[i + 2] = ARGV[at], keys, args
+  first = first + k
+  at = at + 3 + n
+end
+-- now goes to every group as a number: each script reads its now as
+-- ARGV's now + 0, which is then arithmetic, not a conversion per group.
+local now = ARGV[at]
+if now then
+  now = now + 0
+else
+  local t = real.call('TIME')
+  now = t[1] * 1000000 + t[2]
+end
+for i = 3, 3 * g, 3 do
+  local args = groups[i]
+  args[#args] = now
+end
+
+if not spend then
+  -- A peek: every group as one.
+  local out, n, allowed = { 1, now }, 2, 1
+  for i = 1, 3 * g, 3 do
+    local r = run_code(groups[i], groups[i + 1], groups[i + 2])
+    if r[1] ~= 1 then allowed = 0 end
+    for j = 1, #r do out[n + j] = r[j] end
+    n = n + #r
+  end
+  out[1] = allowed
+  return out
+end
 -- reply[i] is group i's reply, false until it has run.
 local reply = {}
 for i = 1, g do reply[i] = false end
