@@ -408,6 +408,12 @@ func runOnlyServer(ctx context.Context, cfg config, out, luaDir, serverBin, benc
 	})
 }
 
+// Names of the plan targets read from this section.
+const (
+	threeLimitsTargetName = "a plan with three limits, redis-benchmark"
+	loginTargetName       = "the login path (sliding-window tier + sliding-log route, mixed.lua), redis-benchmark"
+)
+
 // clockCost is what reading Redis TIME adds to a script in this section:
 // the TIME-only script's median less return 1's.
 func (s *serverSideInfo) clockCost() (float64, bool) {
@@ -548,7 +554,7 @@ func serverTargets(s *serverSideInfo) []target {
 	one, three := s.find(serverPlanPrefix+"one limit"), s.find(serverPlanPrefix+"three limits")
 	if one != nil && three != nil && len(one.Usec) > 0 {
 		r := three.median() / one.median()
-		t := target{Name: "a plan with three limits, redis-benchmark", Want: "at most 1.5x one limit's Redis time (medians)",
+		t := target{Name: threeLimitsTargetName, Want: "at most 1.5x one limit's Redis time (medians)",
 			Measured: fmt.Sprintf("%.2fx: three limits %s, %.2f commands; one limit %s, %.2f commands",
 				r, spread(three), median(three.Commands), spread(one), median(one.Commands)),
 			Met: r <= 1.5}
@@ -565,7 +571,7 @@ func serverTargets(s *serverSideInfo) []target {
 	log, mixed := s.find(serverPlanPrefix+"sliding-log route alone"), s.find(serverPlanPrefix+"mixed: tier + route")
 	if one != nil && log != nil && mixed != nil && len(mixed.Usec) > 0 {
 		sum := one.median() + log.median()
-		t := target{Name: "the login path (sliding-window tier + sliding-log route, mixed.lua), redis-benchmark",
+		t := target{Name: loginTargetName,
 			Want: "at most the sum of its parts decided alone (medians), in one round trip",
 			Measured: fmt.Sprintf("%s = %.2fx the sum %.2f us (tier %.2f + route %.2f); %.2f commands against %.2f + %.2f",
 				spread(mixed), mixed.median()/sum, sum, one.median(), log.median(), median(mixed.Commands), median(one.Commands), median(log.Commands)),
