@@ -382,3 +382,192 @@ func TestMixedScaledDenialPutsTheTierBack(t *testing.T) {
 	decide(t, true)
 	denied(t, "x1.5, the tier in the x form of 9")
 }
+
+// TestMixedPairAgreesWithTheGeneralForm: the pair form ('p' and two codes)
+// is the general form of two groups of one limit each, taken on straight
+// lines; both must answer and write alike, step after step, for every
+// ordered pair of the algorithms it takes (a counter tier or not, the
+// counter first or second), shadow limits on either side, a long limit,
+// costs above 1, peeks, and under the controlled script with a scale and
+// an exemption. A denied spend must leave both keys exactly as they were,
+// expiry included, in either form.
+func TestMixedPairAgreesWithTheGeneralForm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := redistest.StartServer(t).Client(t)
+	t.Cleanup(func() { client.Close() })
+	set := newScriptSet(false)
+	controlled := controlledScripts()[0]
+	state := func(t *testing.T, key string) (val string, expiry int64) {
+		t.Helper()
+		typ, err := client.Type(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch typ {
+		case "string":
+			val = "s:" + client.Get(ctx, key).Val()
+		case "zset":
+			val = fmt.Sprint("z:", client.ZRangeWithScores(ctx, key, 0, -1).Val())
+		default:
+			val = typ
+		}
+		expiry, err = client.Do(ctx, "PEXPIRETIME", key).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return val, expiry
+	}
+	type limit struct{ count, window int64 }
+	variants := []struct {
+		name string
+		mod  func(code int, l limit, first bool) limit
+	}{
+		{"plain", func(_ int, l limit, _ bool) limit { return l }},
+		{"shadow first", func(_ int, l limit, first bool) limit {
+			if first {
+				l.count = -l.count
+			}
+			return l
+		}},
+		{"shadow second", func(_ int, l limit, first bool) limit {
+			if !first {
+				l.count = -l.count
+			}
+			return l
+		}},
+		{"long sliding window", func(code int, l limit, _ bool) limit {
+			if code == 1 {
+				l.window = -l.window / 1000
+			}
+			return l
+		}},
+	}
+	records := []struct{ name, record string }{
+		{"no control", ""},
+		{"scale 0.5", "v1 s 99999999999999999 500 {}"},
+		{"exempt", "v1 e 99999999999999999 0 {}"},
+	}
+	codes := []int{1, 2, 4, 5} // every algorithm of two arguments a limit
+	steps, denials := 0, 0
+	for _, c1 := range codes {
+		for _, c2 := range codes {
+			if c1 == c2 {
+				continue // one algorithm is one group
+			}
+			for _, v := range variants {
+				for ri, rec := range records {
+					name := fmt.Sprintf("p%d%d %s, %s", c1, c2, v.name, rec.name)
+					l1 := v.mod(c1, limit{4, 10 * time.Second.Microseconds()}, true)
+					l2 := v.mod(c2, limit{6, 7 * time.Second.Microseconds()}, false)
+					keys := func(form string) []string {
+						tag := fmt.Sprintf("{pair-%d%d-%d-%d-%s}", c1, c2, len(v.name), ri, form)
+						k := []string{"mx:" + tag + ":a", "mx:" + tag + ":b"}
+						if rec.record != "" {
+							k = append(k, "mx:"+tag+":ctl")
+						}
+						return k
+					}
+					sc := &set.mixed
+					if rec.record != "" {
+						sc = &controlled
+						for _, form := range []string{"general", "pair"} {
+							if err := client.Set(ctx, keys(form)[2], rec.record, time.Hour).Err(); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixMicro()
+					for step := range 30 {
+						// A step of 0 to 1.5 s: windows of 10 s and 7 s
+						// change now and then; costs 1 to 3, a peek one
+						// step in four.
+						now += int64((step*7919)%1500) * 1000
+						cost := fmt.Sprint(1 + step%3)
+						if step%4 == 3 {
+							cost = "-" + cost
+						}
+						forms := map[string][]any{
+							"general": {cost, 2, c1, 1, 2, l1.count, l1.window, c2, 1, 2, l2.count, l2.window, now},
+							"pair":    {cost, fmt.Sprintf("p%d%d", c1, c2), l1.count, l1.window, l2.count, l2.window, now},
+						}
+						var replies, states [2]string
+						for i, form := range []string{"general", "pair"} {
+							k := keys(form)
+							// Now and then one group's key is gone, as
+							// after its expiry: a counter then makes
+							// its key, which an undo must delete.
+							if gone := step % 5; gone == 2 || gone == 4 {
+								if err := client.Del(ctx, k[gone/2-1]).Err(); err != nil {
+									t.Fatal(err)
+								}
+							}
+							var before [2]string
+							var beforeExp [2]int64
+							for j := range 2 {
+								before[j], beforeExp[j] = state(t, k[j])
+							}
+							r, err := sc.run(ctx, client, append([]any{nil, nil, len(k)}, append(anySlice(k), forms[form]...)...))
+							if err != nil {
+								t.Fatalf("%s, step %d, %s form: %v", name, step, form, err)
+							}
+							var after [2]string
+							for j := range 2 {
+								var exp int64
+								after[j], exp = state(t, k[j])
+								if r[0] == int64(0) && cost[0] != '-' && (after[j] != before[j] || exp != beforeExp[j]) {
+									t.Fatalf("%s, step %d, %s form: a denied spend changed key %d from %s (expiry %d) to %s (expiry %d)",
+										name, step, form, j+1, before[j], beforeExp[j], after[j], exp)
+								}
+							}
+							if r[0] == int64(0) && cost[0] != '-' {
+								denials++
+							}
+							replies[i], states[i] = fmt.Sprint(r), after[0]+" | "+after[1]
+						}
+						steps++
+						if replies[0] != replies[1] {
+							t.Fatalf("%s, step %d, cost %s: the pair replied %s, the general form %s", name, step, cost, replies[1], replies[0])
+						}
+						// Values only: an expiry set with PX runs from
+						// Redis's clock at the call, which moved between
+						// the two forms' calls.
+						if states[0] != states[1] {
+							t.Fatalf("%s, step %d, cost %s: the pair left %s, the general form %s", name, step, cost, states[1], states[0])
+						}
+					}
+				}
+			}
+		}
+	}
+	// A test that never denies would not check the undo.
+	if denials < steps/10 {
+		t.Fatalf("%d denied spends in %d steps: too few to check the undo", denials, steps)
+	}
+	t.Logf("%d steps, %d denied spends", steps, denials)
+}
+
+// TestPairShapeIsTwoGroupsOfOneLimitOfTwoArguments: the Limiter sends the
+// pair form only for that shape; any other goes in the general form.
+func TestPairShapeIsTwoGroupsOfOneLimitOfTwoArguments(t *testing.T) {
+	one := []int{0}
+	cases := []struct {
+		name   string
+		groups []group
+		want   string
+	}{
+		{"tier and route", []group{{algorithm: SlidingWindow, indexes: one}, {algorithm: SlidingLog, indexes: one}}, "p12"},
+		{"route first", []group{{algorithm: SlidingLog, indexes: one}, {algorithm: FixedWindow, indexes: one}}, "p24"},
+		{"sliding buckets", []group{{algorithm: SlidingBuckets, indexes: one}, {algorithm: SlidingWindow, indexes: one}}, "p51"},
+		{"two limits in a group", []group{{algorithm: SlidingWindow, indexes: []int{0, 1}}, {algorithm: SlidingLog, indexes: one}}, ""},
+		{"a token bucket (three arguments)", []group{{algorithm: SlidingWindow, indexes: one}, {algorithm: TokenBucket, indexes: one}}, ""},
+		{"a leaky bucket (three arguments)", []group{{algorithm: LeakyBucket, indexes: one}, {algorithm: SlidingLog, indexes: one}}, ""},
+		{"three groups", []group{{algorithm: SlidingWindow, indexes: one}, {algorithm: SlidingLog, indexes: one}, {algorithm: FixedWindow, indexes: one}}, ""},
+	}
+	for _, tc := range cases {
+		got, ok := pairShape(tc.groups)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("%s: pairShape = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.want != "")
+		}
+	}
+}

@@ -74,7 +74,8 @@
 -- Complexity: that of every group's script, once more for every
 -- non-counter group but the last on a spend; on a denial, the undo of the
 -- counters' spends. One group, and the pair (the login path's shape),
--- take straight-line paths that make no table they do not hand on.
+-- take straight-line paths that make no table they do not hand on but,
+-- for a spend of two groups, the journal.
 
 local real = redis
 local cost = ARGV[1]
@@ -212,7 +213,8 @@ if spend then
 end
 
 -- The pair in straight lines: c, k, a the code, KEYS and ARGV of each
--- group, and no table but those the groups' scripts are handed.
+-- group, and no table but those the groups' scripts are handed (and, for
+-- a spend, the journal, made above whether or not a counter needs it).
 if pair then
   local c1, c2 = string.sub(ARGV[2], 2, 2), string.sub(ARGV[2], 3, 3)
   local now = ARGV[7]
