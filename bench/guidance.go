@@ -188,6 +188,10 @@ func missExplanations(res *results) string {
 	return b.String()
 }
 
+// arguments is how many arguments the case's command sends after its
+// SHA-1 (the key count, the keys and the script's arguments).
+func (c *serverCase) arguments() int { return max(0, len(strings.Fields(c.Command))-2) }
+
 // planMissExplanations says why the three-limit and login-path targets
 // were missed, from the server-side section's figures.
 func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
@@ -202,7 +206,8 @@ func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
 			f3.median(), f3.median()/one.median(), one.median())
 		w("That leaves %.2f us under 1.5x for the three limits' Lua, their arguments and their rewrites; one limit's own, on its leanest path, is %.2f us (the one-limit decision less its one-key floor), so three need about %.2f us even on that path, and the general path measured %.2f us (three limits less their floor). ",
 			room, floorGap, 3*floorGap, three.median()-f3.median())
-		w("Each limit pays its Lua (two conversions of its arguments and about 40 VM steps, together about what one Redis command costs, callgrind on redis-server 7.0) and two arguments (three limits send 11, one limit 5; Redis spends about a thousand machine instructions on each), ")
+		w("Each limit pays its Lua (two conversions of its arguments and about 40 VM steps, together about what one Redis command costs, callgrind on redis-server 7.0) and its arguments (three limits send %d, one limit %d; Redis spends about a thousand machine instructions on each), ",
+			three.arguments(), one.arguments())
 		w("and a caller seen less than once a second finds its 1-second key expired or in an older second, which costs that key's rewrite (a SET; the GET of the layout before it has gone; any layout that keeps a window's count in one key pays one write when the window changes). ")
 		w("1.5x needs fewer keys and less Lua per limit than this layout has: a one-key BITFIELD prototype measured 3.12x, worse.\n")
 	}
@@ -213,7 +218,7 @@ func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
 	}
 	if missed[loginTargetName] && one != nil && log != nil && mixed != nil && ret != nil && len(ret.Usec) > 0 {
 		w("- **Login path.** One call saves one EVALSHA's fixed cost (`return 1`: %.2f us) and one TIME (%.2f us) against the two decided alone. ", ret.median(), clock)
-		w("It pays for the journal that lets the tier spend first and be put back exactly when the route denies (a table and three closures made per call, about 7k machine instructions, and about 2k to record the tier's INCRBY), the four tables it hands the two scripts, and one more argument than the two calls together. ")
+		w("It pays for the journal that lets the tier spend first and be put back exactly when the route denies (a table and three closures made per call, about 7k machine instructions, and about 2k to record the tier's INCRBY), the four tables it hands the two scripts, and its arguments (%d, against %d + %d for the two calls). ", mixed.arguments(), one.arguments(), log.arguments())
 		w("Those cost %.2f us more than the savings here: %.2f us against %.2f + %.2f us.\n", mixed.median()-one.median()-log.median(), mixed.median(), one.median(), log.median())
 	}
 	return b.String()

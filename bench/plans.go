@@ -345,7 +345,7 @@ func plansSection(p *plansInfo) string {
 			om.Cost.CommandsPerDecision, lm.Cost.CommandsPerDecision)
 		w("`mixed.lua` spends the tier first (its `INCRBY`) under a journal that records how to put the key back, then spends the log; should the log deny, the journal is played back, so that a denial by one algorithm spends nothing on the other. ")
 		w("It reads `TIME` once and costs one round trip where deciding the two separately would cost two and would not be atomic. ")
-		w("What it pays for that: the journal (made per call, about 7k machine instructions in Redis, callgrind), the tables it hands each group's script, and its arguments: the pair is sent in 9 where the two calls take 4 each, and Redis spends about a thousand instructions on each. ")
+		w("What it pays for that: the journal (made per call, about 7k machine instructions in Redis, callgrind), the tables it hands each group's script, and its arguments: the pair sends 9 after its SHA-1 (the key count, two keys, the cost, the shape and two limits), one fewer than the two calls together, and Redis spends about a thousand instructions on each. ")
 		w("The server-side section above measures the same pair without a Go client.\n")
 	}
 	w("\n")
