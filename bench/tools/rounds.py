@@ -1,21 +1,16 @@
 #!/usr/bin/env python3
 # rounds.py CASES [ROUNDS] [CALLS]: see README.md.
-# cases.txt lines: name|scriptfile|numkeys|key1 key2 ...|args...
-import subprocess, socket, sys, time, statistics, os
-def freeport():
-    s=socket.socket(); s.bind(('127.0.0.1',0)); p=s.getsockname()[1]; s.close(); return p
-port=freeport()
+import subprocess, sys, time, statistics
+from cases import free_port, read_cases
+port=free_port()
 srv=subprocess.Popen(['redis-server','--port',str(port),'--bind','127.0.0.1','--save','','--appendonly','no'],stdout=subprocess.DEVNULL)
 time.sleep(0.5)
 def cli(*a):
     return subprocess.run(['redis-cli','-p',str(port)]+list(a),capture_output=True,text=True).stdout
 cases=[]
-for line in open(sys.argv[1]):
-    line=line.strip()
-    if not line or line.startswith('#'): continue
-    name,f,nk,keys,args=line.split('|')
+for name,f,nk,keys,args in read_cases(sys.argv[1]):
     sha=subprocess.run(['redis-cli','-p',str(port),'-x','SCRIPT','LOAD'],stdin=open(f),capture_output=True,text=True).stdout.strip()
-    cases.append((name,['evalsha',sha,nk]+keys.split()+args.split()))
+    cases.append((name,['evalsha',sha,nk]+keys+args))
 rounds=int(sys.argv[2]) if len(sys.argv)>2 else 5
 n=sys.argv[3] if len(sys.argv)>3 else '100000'
 def bench(cmd,n):
