@@ -204,9 +204,9 @@ func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
 		room := 1.5*one.median() - f3.median()
 		w("- **Three limits.** `sliding_window.lua` keeps one integer key per limit, so three limits are three writes: TIME, one INCRBY per key and the reply, and nothing else, already cost %.2f us, %.2fx one limit's whole decision (%.2f us). ",
 			f3.median(), f3.median()/one.median(), one.median())
-		w("That leaves %.2f us under 1.5x for the three limits' Lua, their arguments and their rewrites; one limit's own, on its leanest path, is %.2f us (the one-limit decision less its one-key floor), so three need about %.2f us even on that path, and the general path measured %.2f us (three limits less their floor). ",
+		w("That leaves %.2f us under 1.5x for the three limits' Lua, their arguments and their rewrites; one limit's own, on its leanest path, is %.2f us (the one-limit decision less its one-key floor), so three need about %.2f us even on that path, and the plan's script measured %.2f us (three limits less their floor). ",
 			room, floorGap, 3*floorGap, three.median()-f3.median())
-		w("Each limit pays its Lua (two conversions of its arguments and about 40 VM steps, together about what one Redis command costs, callgrind on redis-server 7.0) and its arguments (three limits send %d, one limit %d; Redis spends about a thousand machine instructions on each), ",
+		w("Each limit pays its Lua (about 25 VM steps with its constants written in, callgrind on redis-server 7.0) and its key (three limits send %d arguments, one limit %d; Redis spends about a thousand machine instructions on each), ",
 			three.arguments(), one.arguments())
 		w("and a caller seen less than once a second finds its 1-second key expired or in an older second, which costs that key's rewrite (a SET; the GET of the layout before it has gone; any layout that keeps a window's count in one key pays one write when the window changes). ")
 		w("1.5x needs fewer keys and less Lua per limit than this layout has: a one-key BITFIELD prototype measured 3.12x, worse.\n")

@@ -94,7 +94,7 @@ func planShapes() []planShape {
 	return []planShape{
 		{name: "one limit", script: "sliding_window.lua, lone-limit fast path",
 			limits: []ratelimit.Limit{plan(600, time.Minute)}},
-		{name: "three limits", script: "sliding_window.lua, general path",
+		{name: "three limits", script: "the plan's own script (sliding_window_plan.lua.tmpl)",
 			limits: []ratelimit.Limit{plan(20, time.Second), plan(600, time.Minute), plan(10_000, 24*time.Hour)}},
 		{name: "sliding-log route alone", script: "sliding_log.lua",
 			limits: []ratelimit.Limit{route}},
@@ -324,7 +324,7 @@ func plansSection(p *plansInfo) string {
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
 		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write when the key already holds the current window: `EVALSHA`, `TIME`, `INCRBY`. ")
-		w("Three limits take the general path: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired ")
+		w("Three limits of one identity are decided by the plan's own script (`lua/sliding_window_plan.lua.tmpl`, made once per plan in a process, the same keys and replies): their counts and windows, and what the script works out from them, are literals in it, so the call sends the cost alone and runs each limit in straight lines; it costs `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired ")
 		w("(the `GET` of the key layout before the integer counters, an import for rolling deploys, has gone: the previous release uses today's keys). ")
 		w("Here an identity is decided %.2f times per round of one kind on average, and the kinds take turns, so it usually comes back more than a second later: ",
 			float64(three.Decisions)/float64(max(1, p.Rounds))/float64(max(1, p.Identities)))
@@ -332,11 +332,11 @@ func plansSection(p *plansInfo) string {
 			three.CommandsByName["set"])
 		w("A caller that comes back within the second pays only the `INCRBY`s; one seen less often than every second pays the rewrite on its burst limit whatever else it has. ")
 		if t.Cost.UsecPerDecision/o.Cost.UsecPerDecision > t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision {
-			w("Redis time grows faster than the commands: the general path is more Lua per limit than the fast path (it works out every limit's window and counts, keeps what a denial would have to undo, and writes the rewrites after the loop), and a script's time is mostly its Lua, not its commands. ")
+			w("Redis time grows faster than the commands: each limit still pays its Lua (its window, its counts, its admission) and its key, and a script's time is mostly its Lua and its arguments, not its commands. ")
 		} else {
 			w("Redis time grows more slowly than the commands: the call's fixed part (the `EVALSHA`, reading the arguments, the reply) is paid once. ")
 		}
-		w("On the client, a decision builds one key per limit (the identity is hashed once), sends two more arguments per limit and decodes one more reply value per limit into its own `Decision`.\n")
+		w("On the client, a decision builds one key per limit (the identity is hashed once), looks its plan's script up and decodes one more reply value per limit into its own `Decision`.\n")
 	}
 	if log != nil && mixed != nil && one != nil {
 		lm, mm, om := log.Throughput.Median, mixed.Throughput.Median, one.Throughput.Median

@@ -23,12 +23,13 @@ import (
 type scriptHook struct {
 	controlled map[string]bool
 	plain      map[string]bool
+	plans      *planScripts // plain too
 
 	controlledCalls, plainCalls, reads atomic.Int64
 }
 
 func newScriptHook(l *Limiter) *scriptHook {
-	h := &scriptHook{controlled: map[string]bool{}, plain: map[string]bool{}}
+	h := &scriptHook{controlled: map[string]bool{}, plain: map[string]bool{}, plans: l.scripts.plans}
 	for _, sc := range l.scripts.controlled() {
 		h.controlled[sc.sha] = true
 	}
@@ -52,7 +53,7 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			switch {
 			case h.controlled[sha]:
 				h.controlledCalls.Add(1)
-			case h.plain[sha]:
+			case h.plain[sha] || h.plans.has(sha):
 				h.plainCalls.Add(1)
 			}
 		}

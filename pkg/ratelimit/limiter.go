@@ -330,6 +330,7 @@ var singleIndex = []int{0}
 // it returns the group's answer and the control that applied to it.
 func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
 	n := len(g.indexes)
+	var plan *script
 	script := l.scripts.forAlgorithm(g.algorithm)
 	keys := n
 	controlled := false
@@ -342,6 +343,8 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	if controlled {
 		script = l.scripts.controlledScript(mixedCode(g.algorithm))
 		keys++
+	} else if plan = l.planScript(checks, g); plan != nil {
+		script = plan
 	}
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
 	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
@@ -351,7 +354,10 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		cmd = append(cmd, l.keys.controlKey(g.tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
-	cmd = l.appendLimitArgs(cmd, checks, g)
+	if plan == nil {
+		// A plan script holds its limits' arguments.
+		cmd = l.appendLimitArgs(cmd, checks, g)
+	}
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
@@ -368,6 +374,26 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		return false, AppliedControl{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
+}
+
+// planScript is the plan script (plan_scripts.go) of a group of several
+// sliding-window limits, or nil for any other group, or past the bound of
+// plan scripts.
+func (l *Limiter) planScript(checks []Check, g group) *script {
+	n := len(g.indexes)
+	if g.algorithm != SlidingWindow || n < 2 || n > maxPlanLimits {
+		return nil
+	}
+	key := planKey{n: n}
+	for i, ci := range g.indexes {
+		e := l.limits.get(checks[ci].Limit)
+		args := &e.args
+		if checks[ci].Shadow {
+			args = &e.shadowArgs
+		}
+		key.args[2*i], key.args[2*i+1] = args[0].(string), args[1].(string)
+	}
+	return l.scripts.plans.get(key)
 }
 
 // callControls is what one decision knows of the live controls: whether

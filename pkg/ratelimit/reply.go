@@ -41,7 +41,8 @@ func DecisionReply(cmd redis.Cmder) (allowed, ours bool, err error) {
 	// { allowed, now_us, then per limit four values, or one for the
 	// counters, or per group its reply for the mixed script }: see the
 	// scripts' headers and runGroup.
-	if !ok || len(vals) < 3 || !decisionScripts()[body(cmd)] && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
+	_, short := decisionScript(body(cmd))
+	if !ok || len(vals) < 3 || !short && (len(vals) < 6 || (len(vals)-2)%4 != 0) {
 		return false, true, fmt.Errorf("%w: script reply is not a decision", ErrUnavailable)
 	}
 	switch vals[0] {
@@ -64,8 +65,23 @@ func isDecisionScript(cmd redis.Cmder) bool {
 	if !ok || !(strings.EqualFold(verb, "evalsha") || strings.EqualFold(verb, "eval")) {
 		return false
 	}
-	_, ours := decisionScripts()[body(cmd)]
+	ours, _ := decisionScript(body(cmd))
 	return ours
+}
+
+// decisionScript reports whether body (an EVALSHA's SHA-1 or an EVAL's
+// source) is one of this package's decision scripts, and whether its reply
+// is short (see decisionScripts). The plan scripts (plan_scripts.go) are
+// the process's own, made as its Limiters meet plans; their reply is the
+// sliding window's, one value per limit.
+func decisionScript(body string) (ours, short bool) {
+	if short, ok := decisionScripts()[body]; ok {
+		return true, short
+	}
+	if sharedScripts().plans.has(body) {
+		return true, true
+	}
+	return false, false
 }
 
 // body is what an EVALSHA or EVAL carries as its first argument: the SHA-1

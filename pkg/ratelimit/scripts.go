@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua
+//go:embed lua/*.lua lua/*.tmpl
 var luaFiles embed.FS
 
 // script is one embedded Lua script and its SHA-1, as EVALSHA wants it.
@@ -41,6 +41,9 @@ type scriptSet struct {
 	mixed                                                        script
 	acquire, release                                             script
 	controlled                                                   func() []script
+	// plans are the plan scripts made so far (plan_scripts.go), shared
+	// by every copy of the set.
+	plans *planScripts
 }
 
 // The process's scripts, built on first use and shared by every Limiter
@@ -98,6 +101,7 @@ func newScriptSet(controls bool) scriptSet {
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
+		plans:          &planScripts{},
 	}
 	s.mixed = newScript("mixed.lua", mixedRedis+mustReadScript("stored_forms.lua")+algorithmDispatch()+mustReadScript("mixed.lua"))
 	if controls {
