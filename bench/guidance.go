@@ -218,7 +218,7 @@ func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
 	}
 	if missed[loginTargetName] && one != nil && log != nil && mixed != nil && ret != nil && len(ret.Usec) > 0 {
 		w("- **Login path.** One call saves one EVALSHA's fixed cost (`return 1`: %.2f us) and one TIME (%.2f us) against the two decided alone. ", ret.median(), clock)
-		w("It pays for the journal that lets the tier spend first and be put back exactly when the route denies (a table and three closures made per call, about 7k machine instructions, and about 2k to record the tier's INCRBY), the four tables it hands the two scripts, and its arguments (%d, against %d + %d for the two calls). ", mixed.arguments(), one.arguments(), log.arguments())
+		w("It pays for the tables it hands the route's script and the put-back a route's denial needs, and its arguments (%d, against %d + %d for the two calls). ", mixed.arguments(), one.arguments(), log.arguments())
 		w("Those cost %.2f us more than the savings here: %.2f us against %.2f + %.2f us.\n", mixed.median()-one.median()-log.median(), mixed.median(), one.median(), log.median())
 	}
 	return b.String()

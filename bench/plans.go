@@ -85,7 +85,7 @@ func (s planShape) limitList() string {
 // planShapes are the decisions compared: a plan with one limit and with
 // three (a burst, a sustained limit, a daily quota), a sliding-log route
 // limit alone, and that route limit under a sliding-window tier, which is
-// one call of the mixed script.
+// one call of the plan's mixed script.
 func planShapes() []planShape {
 	plan := func(count int64, window time.Duration) ratelimit.Limit {
 		return ratelimit.Limit{Name: "pro", Count: count, Window: window, Algorithm: ratelimit.SlidingWindow}
@@ -98,7 +98,7 @@ func planShapes() []planShape {
 			limits: []ratelimit.Limit{plan(20, time.Second), plan(600, time.Minute), plan(10_000, 24*time.Hour)}},
 		{name: "sliding-log route alone", script: "sliding_log.lua",
 			limits: []ratelimit.Limit{route}},
-		{name: "mixed: tier + route", script: "mixed.lua (sliding_window.lua and sliding_log.lua inside)",
+		{name: "mixed: tier + route", script: "the plan's own mixed script (mixed_plan.lua.tmpl, sliding_log.lua inside)",
 			limits: []ratelimit.Limit{plan(600, time.Minute), route}},
 	}
 }
@@ -269,7 +269,7 @@ func plansSection(p *plansInfo) string {
 	w("## Several limits per decision\n\n")
 	w("One identity, several limits, one `Limiter.Decide` with one `ratelimit.Check` per limit: a plan with one limit against the same plan with three ")
 	w("(a burst, a sustained limit and a daily quota, all of the default algorithm), and a sliding-log route limit alone and under a sliding-window tier, ")
-	w("which `Limiter` sends as one call of `lua/mixed.lua`. Random identities out of %d, Redis's own clock, concurrency %d, %d rounds of %s interleaving the four; ",
+	w("which `Limiter` sends as one call of the plan's own mixed script (`lua/mixed_plan.lua.tmpl`, the tier written in; `lua/mixed.lua` decides the shapes it does not). Random identities out of %d, Redis's own clock, concurrency %d, %d rounds of %s interleaving the four; ",
 		p.Identities, p.Concurrency, p.Rounds, p.RoundDuration)
 	w("every identity made one decision of each kind before the rounds, so that they meet existing keys, as a steady state does; ")
 	w("the limits are wide enough that (almost) every decision admits and writes (the denials column counts the exceptions). ")
@@ -343,9 +343,9 @@ func plansSection(p *plansInfo) string {
 		w("\nThe mixed pair costs %.2f us of Redis time and %.2f commands, against %.2f + %.2f us and %.2f + %.2f commands for its two limits decided alone: ",
 			mm.Cost.UsecPerDecision, mm.Cost.CommandsPerDecision, om.Cost.UsecPerDecision, lm.Cost.UsecPerDecision,
 			om.Cost.CommandsPerDecision, lm.Cost.CommandsPerDecision)
-		w("`mixed.lua` spends the tier first (its `INCRBY`) under a journal that records how to put the key back, then spends the log; should the log deny, the journal is played back, so that a denial by one algorithm spends nothing on the other. ")
+		w("The plan's mixed script counts the tier first (its `INCRBY`, the tier's count and window written in), then spends the log; the tier's other writes (a window change's `SET`) wait for the log's answer, and should the log deny, the tier's `INCRBY` is put back (`DECRBY`, or `DEL` of a key it made), so that a denial by one algorithm spends nothing on the other, with no journal. ")
 		w("It reads `TIME` once and costs one round trip where deciding the two separately would cost two and would not be atomic. ")
-		w("What it pays for that: the journal (made per call, about 7k machine instructions in Redis, callgrind), the tables it hands each group's script, and its arguments: the pair sends 9 after its SHA-1 (the key count, two keys, the cost, the shape and two limits), one fewer than the two calls together, and Redis spends about a thousand instructions on each. ")
+		w("It sends 6 arguments after its SHA-1 (the key count, two keys, the cost, the route's count and window), four fewer than the two calls together, and Redis spends about a thousand machine instructions on each; `lua/mixed.lua`'s pair form, which it replaces for this shape, made a journal per call (about 7k instructions, callgrind) and sent 9. ")
 		w("The server-side section above measures the same pair without a Go client.\n")
 	}
 	w("\n")

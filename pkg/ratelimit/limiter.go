@@ -380,11 +380,28 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 // sliding-window limits, or nil for any other group, or past the bound of
 // plan scripts.
 func (l *Limiter) planScript(checks []Check, g group) *script {
-	n := len(g.indexes)
-	if g.algorithm != SlidingWindow || n < 2 || n > maxPlanLimits {
+	if g.algorithm != SlidingWindow || len(g.indexes) < 2 || len(g.indexes) > maxPlanLimits {
 		return nil
 	}
-	key := planKey{n: n}
+	return l.scripts.plans.get(l.planKey(checks, g))
+}
+
+// mixedPlanScript is the plan script (plan_scripts.go) of two groups of
+// one identity, the first of sliding-window limits (a tier's, then a
+// route's), or nil for any other shape, or past the bound of plan scripts.
+func (l *Limiter) mixedPlanScript(checks []Check, groups []group) *script {
+	if len(groups) != 2 || groups[0].algorithm != SlidingWindow || len(groups[0].indexes) > maxPlanLimits {
+		return nil
+	}
+	key := l.planKey(checks, groups[0])
+	o := groups[1]
+	key.other, key.otherLimits, key.otherPerLimit = mixedCode(o.algorithm), len(o.indexes), limitArgs(o.algorithm)
+	return l.scripts.plans.get(key)
+}
+
+// planKey names the plan of a group of sliding-window limits.
+func (l *Limiter) planKey(checks []Check, g group) planKey {
+	key := planKey{n: len(g.indexes)}
 	for i, ci := range g.indexes {
 		e := l.limits.get(checks[ci].Limit)
 		args := &e.args
@@ -393,7 +410,7 @@ func (l *Limiter) planScript(checks []Check, g group) *script {
 		}
 		key.args[2*i], key.args[2*i+1] = args[0].(string), args[1].(string)
 	}
-	return l.scripts.plans.get(key)
+	return key
 }
 
 // callControls is what one decision knows of the live controls: whether
@@ -424,6 +441,7 @@ func sameTag(groups []group) bool {
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+	var plan *script
 	script := &l.scripts.mixed
 	keys := len(checks)
 	controlled := cc.any() && cc.reads(groups[0].tag)
@@ -440,7 +458,14 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 		cmd = append(cmd, l.keys.controlKey(groups[0].tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
-	if shape, ok := pairShape(groups); ok {
+	if !controlled {
+		plan = l.mixedPlanScript(checks, groups)
+	}
+	if plan != nil {
+		// The plan script holds the sliding-window group's arguments.
+		script = plan
+		cmd = l.appendLimitArgs(cmd, checks, groups[1])
+	} else if shape, ok := pairShape(groups); ok {
 		cmd = append(cmd, shape)
 		for _, g := range groups {
 			cmd = l.appendLimitArgs(cmd, checks, g)

@@ -39,6 +39,10 @@ const (
 type planKey struct {
 	n    int
 	args [2 * maxPlanLimits]string
+	// other is the mixedCode of the group after the sliding-window one
+	// (mixed_plan.lua.tmpl), 0 for none; otherLimits its number of limits
+	// and otherPerLimit its arguments per limit, which the call sends.
+	other, otherLimits, otherPerLimit int
 }
 
 // planScripts holds the process's plan scripts: by plan, and by SHA-1 and
@@ -73,7 +77,11 @@ func (p *planScripts) get(key planKey) *script {
 		// parse; if one ever did not, the general script still decides.
 		return nil
 	}
-	made := newScript(fmt.Sprintf("sliding_window_plan.lua (%d limits)", key.n), src)
+	name := fmt.Sprintf("sliding_window_plan.lua (%d limits)", key.n)
+	if key.other != 0 {
+		name = fmt.Sprintf("mixed_plan.lua (%d limits, then %s)", key.n, mixedFiles[key.other])
+	}
+	made := newScript(name, src)
 	sc = &made
 	if p.byPlan == nil {
 		p.byPlan = make(map[planKey]*script)
@@ -92,13 +100,9 @@ func (p *planScripts) has(body string) bool {
 	return p.bodies[body]
 }
 
-// planTemplate is lua/sliding_window_plan.lua.tmpl, parsed on first use.
-var planTemplate = sync.OnceValue(func() *template.Template {
-	src, err := luaFiles.ReadFile("lua/sliding_window_plan.lua.tmpl")
-	if err != nil {
-		panic(fmt.Sprintf("ratelimit: embedded template: %v", err))
-	}
-	return template.Must(template.New("sliding_window_plan.lua").Parse(string(src)))
+// planTemplates are the templates of lua/*.tmpl, parsed on first use.
+var planTemplates = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("").ParseFS(luaFiles, "lua/*.tmpl"))
 })
 
 // planLimit is what the template writes of one limit: every value a
@@ -114,19 +118,53 @@ type planLimit struct {
 	Shadow, Long        bool
 }
 
+// planData is what the templates are filled in with.
+type planData struct {
+	N        int // the sliding-window group's limits
+	Limits   []planLimit
+	AnyLong  bool
+	Enforced string // Lua: whether every enforced limit admits
+	NowArg   int    // ARGV's index of the injected now
+	// NowArgBefore is NowArg - 1, the last of the other group's arguments.
+	NowArgBefore int
+	// General is the script that decides what the plan's own code does
+	// not: sliding_window.lua, or (with another group) mixed.lua composed.
+	General string
+	// The other group, after the sliding-window one (mixed_plan.lua.tmpl).
+	OtherCode, OtherKeys, OtherPerLimit int
+	OtherFile, OtherSource              string
+	OtherKeyList, OtherArgList          string // Lua: its KEYS; its ARGV, each after ", "
+}
+
 // planSource is the Lua source of a plan's script: stored_forms.lua (which
 // the general path reads x forms with), then the filled-in template.
 func planSource(key planKey) (string, error) {
-	if key.n < 2 || key.n > maxPlanLimits {
+	if key.n < 1 || key.n > maxPlanLimits || key.n < 2 && key.other == 0 {
 		return "", fmt.Errorf("plan of %d limits", key.n)
 	}
-	data := struct {
-		N        int
-		Limits   []planLimit
-		AnyLong  bool
-		Enforced string
-		General  string
-	}{N: key.n, General: mustReadScript("sliding_window.lua")}
+	data := planData{N: key.n, NowArg: 2, General: mustReadScript("sliding_window.lua")}
+	name := "sliding_window_plan.lua.tmpl"
+	if key.other != 0 {
+		if key.other < 1 || key.other > maxMixedCode || key.otherLimits < 1 || key.otherPerLimit < 2 || key.otherPerLimit > 3 {
+			return "", fmt.Errorf("plan's other group: code %d, %d limits of %d arguments", key.other, key.otherLimits, key.otherPerLimit)
+		}
+		name = "mixed_plan.lua.tmpl"
+		data.OtherCode, data.OtherKeys, data.OtherPerLimit = key.other, key.otherLimits, key.otherPerLimit
+		data.OtherFile = mixedFiles[key.other]
+		data.OtherSource = mustReadScript(data.OtherFile)
+		keys := make([]string, key.otherLimits)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("KEYS[%d]", key.n+1+i)
+		}
+		data.OtherKeyList = strings.Join(keys, ", ")
+		m := key.otherLimits * key.otherPerLimit
+		for i := range m {
+			data.OtherArgList += fmt.Sprintf(", ARGV[%d]", 2+i)
+		}
+		data.NowArg = 2 + m
+		data.General = mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
+	}
+	data.NowArgBefore = data.NowArg - 1
 	var enforced []string
 	for i := range key.n {
 		countArg, windowArg := key.args[2*i], key.args[2*i+1]
@@ -170,7 +208,7 @@ func planSource(key planKey) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString(mustReadScript("stored_forms.lua"))
-	if err := planTemplate().Execute(&b, data); err != nil {
+	if err := planTemplates().ExecuteTemplate(&b, name, data); err != nil {
 		return "", fmt.Errorf("plan script: %w", err)
 	}
 	return b.String(), nil

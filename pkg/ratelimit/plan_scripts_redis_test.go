@@ -110,7 +110,7 @@ func TestPlanScriptAgreesWithSlidingWindow(t *testing.T) {
 				if r[0] == int64(0) && cost[0] != '-' {
 					// (An x form is read into the layout whatever the
 					// answer: the same state in another form.)
-					if !strings.HasPrefix(odd.value, "x") && fmt.Sprint(after, afterExp) != fmt.Sprint(before, beforeExp) {
+					if !holdsXForm(before) && fmt.Sprint(after, afterExp) != fmt.Sprint(before, beforeExp) {
 						t.Fatalf("%s, step %d, %s: a denied spend changed the keys from %v (expiries %v) to %v (%v)",
 							plan.name, step, form, before, beforeExp, after, afterExp)
 					}
@@ -190,6 +190,18 @@ func planOddState(t *testing.T, ctx context.Context, client redis.UniversalClien
 	return planOdd{key: i, value: "x" + double + ":" + v}
 }
 
+// holdsXForm reports whether a key's state (planKeyStates or
+// mixedKeyStates) is a scale control's x form, which any call reads into
+// the layout, whatever its answer.
+func holdsXForm(states []string) bool {
+	for _, v := range states {
+		if strings.HasPrefix(v, "x") || strings.HasPrefix(v, "s:x") {
+			return true
+		}
+	}
+	return false
+}
+
 // planKeyStates is each key's value ("-" for none) and PEXPIRETIME.
 func planKeyStates(t *testing.T, ctx context.Context, client redis.UniversalClient, keys []string) ([]string, []int64) {
 	t.Helper()
@@ -250,6 +262,30 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 		}
 	}
 
+	// A tier with a route: the mixed plan script, sent the cost and the
+	// route's arguments; a route's denial spends nothing on the tier.
+	login := Limit{Name: "login", Count: 2, Window: time.Minute, Algorithm: SlidingLog}
+	for i := range 3 {
+		res, err = l.Decide(ctx, 1, Check{Identity: "m", Limit: perHour}, Check{Identity: "m", Limit: login})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := hook.last()
+		if args[1] == l.scripts.mixed.sha || args[1] == l.scripts.mixed.src || len(args) != 8 || args[5] != "1" || args[6] != "2" {
+			t.Fatalf("the tier and route were sent as %v, want the mixed plan script with 2 keys, the cost and the route's count and window", args)
+		}
+		if allowed, ours, err := DecisionReply(hook.lastCmd()); !ours || allowed != res.Allowed || err != nil {
+			t.Fatalf("DecisionReply of the mixed plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
+		}
+		if i == 2 && (res.Allowed || !res.Decisions[0].Allowed || res.Decisions[1].Allowed) {
+			t.Fatalf("third login: %+v, want denied by the route alone", res)
+		}
+	}
+	peek, err := l.Peek(ctx, 1, Check{Identity: "m", Limit: perHour})
+	if err != nil || peek.Decisions[0].Remaining != 48 {
+		t.Fatalf("the tier after two admitted logins and a denied one: %+v, %v; want 48 left (a peek counts nothing)", peek, err)
+	}
+
 	// A Limiter of its own script set, so that the bound is this test's:
 	// fill it with other plans, and the next new plan is decided by
 	// sliding_window.lua, alike.
@@ -307,3 +343,186 @@ func (h *lastEvalHook) lastCmd() redis.Cmder {
 }
 
 func (h *lastEvalHook) last() []any { return h.lastCmd().Args() }
+
+// TestMixedPlanScriptAgreesWithMixed: a mixed plan script (a sliding-window
+// tier written in, then a route of another algorithm) and mixed.lua's
+// general form, given the same two groups, answer and write alike step
+// after step, on keys of their own, as TestPlanScriptAgreesWithSlidingWindow
+// holds the plan script to sliding_window.lua: every reply and every key's
+// state equal, and a denied spend leaves every key of both groups as it
+// was, expiry included. Tiers of one and three limits, with a shadow or a
+// long limit; routes of every other algorithm, enforced or shadow; a
+// route of two limits.
+func TestMixedPlanScriptAgreesWithMixed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client := redistest.StartServer(t).Client(t)
+	t.Cleanup(func() { client.Close() })
+	set := newScriptSet(false)
+	var cache limitCache
+	args := func(l Limit, shadow bool) []string {
+		e := cache.get(l)
+		a := e.args
+		if shadow {
+			a = e.shadowArgs
+		}
+		out := make([]string, limitArgs(l.Algorithm))
+		for i := range out {
+			out[i] = a[i].(string)
+		}
+		return out
+	}
+	tiers := []struct {
+		name   string
+		limits []Limit
+		shadow int // index of the shadow limit, -1 for none
+	}{
+		{"one limit", []Limit{{Count: 4, Window: 3 * time.Second}}, -1},
+		{"three limits", []Limit{{Count: 3, Window: time.Second}, {Count: 6, Window: 5 * time.Second}, {Count: 20, Window: time.Minute}}, -1},
+		{"a shadow limit", []Limit{{Count: 2, Window: time.Second}, {Count: 6, Window: 5 * time.Second}}, 0},
+		{"a long limit", []Limit{{Count: 4, Window: 2 * time.Second}, {Count: 200_000, Window: 24 * time.Hour}}, -1},
+	}
+	routes := []struct {
+		name   string
+		limits []Limit
+		shadow bool
+	}{
+		{"sliding log", []Limit{{Count: 3, Window: 4 * time.Second, Algorithm: SlidingLog}}, false},
+		{"shadow sliding log", []Limit{{Count: 2, Window: 4 * time.Second, Algorithm: SlidingLog}}, true},
+		{"fixed window", []Limit{{Count: 3, Window: 2 * time.Second, Algorithm: FixedWindow}}, false},
+		{"token bucket", []Limit{{Count: 3, Window: 3 * time.Second, Algorithm: TokenBucket}}, false},
+		{"leaky bucket", []Limit{{Count: 3, Window: 3 * time.Second, Algorithm: LeakyBucket}}, false},
+		{"sliding buckets", []Limit{{Count: 3, Window: 4 * time.Second, Algorithm: SlidingBuckets}}, false},
+		{"two sliding logs", []Limit{{Count: 3, Window: 4 * time.Second, Algorithm: SlidingLog}, {Count: 5, Window: 20 * time.Second, Algorithm: SlidingLog}}, false},
+	}
+	steps, denials, routeDenials, fallbacks := 0, 0, 0, 0
+	for ti, tier := range tiers {
+		var tierArgs []string
+		for i, l := range tier.limits {
+			tierArgs = append(tierArgs, args(l, i == tier.shadow)...)
+		}
+		n := len(tier.limits)
+		for ri, route := range routes {
+			name := tier.name + ", " + route.name
+			code, per := mixedCode(route.limits[0].Algorithm), limitArgs(route.limits[0].Algorithm)
+			var routeArgs []string
+			for _, l := range route.limits {
+				routeArgs = append(routeArgs, args(l, route.shadow)...)
+			}
+			key := planKey{n: n, other: code, otherLimits: len(route.limits), otherPerLimit: per}
+			copy(key.args[:], tierArgs)
+			sc := set.plans.get(key)
+			if sc == nil {
+				t.Fatalf("%s: no plan script", name)
+			}
+			keys := func(form string) []string {
+				k := make([]string, n+len(route.limits))
+				for i := range k {
+					k[i] = fmt.Sprintf("mp:{%d-%d-%s}:%d", ti, ri, form, i)
+				}
+				return k
+			}
+			now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).UnixMicro()
+			for step := range 40 {
+				now += int64((step*7919)%1500) * 1000
+				cost := fmt.Sprint(1 + step%2)
+				if step%5 == 4 {
+					cost = "-" + cost
+				}
+				odd := planOddState(t, ctx, client, set, tierArgs, step, now)
+				var replies, states [2]string
+				for fi, form := range []string{"mixed", "plan"} {
+					k := keys(form)
+					if odd.key >= 0 {
+						if odd.value == "" {
+							client.Del(ctx, k[odd.key])
+						} else if err := client.Set(ctx, k[odd.key], odd.value, 30*time.Second).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if step%7 == 5 {
+						// The route's key gone, as after its expiry.
+						client.Del(ctx, k[n])
+					}
+					before, beforeExp := mixedKeyStates(t, ctx, client, k)
+					cmd := append([]any{nil, nil, len(k)}, anySlice(k)...)
+					script := &set.mixed
+					if form == "mixed" {
+						cmd = append(cmd, cost, "2", "1", n, "2")
+						cmd = append(cmd, anySlice(tierArgs)...)
+						cmd = append(cmd, code, len(route.limits), per)
+					} else {
+						script = sc
+						cmd = append(cmd, cost)
+					}
+					cmd = append(cmd, anySlice(routeArgs)...)
+					cmd = append(cmd, now)
+					r, err := script.run(ctx, client, cmd)
+					if err != nil {
+						t.Fatalf("%s, step %d, %s: %v", name, step, form, err)
+					}
+					after, afterExp := mixedKeyStates(t, ctx, client, k)
+					if r[0] == int64(0) && cost[0] != '-' {
+						if !holdsXForm(before) && fmt.Sprint(after, afterExp) != fmt.Sprint(before, beforeExp) {
+							t.Fatalf("%s, step %d, %s: a denied spend changed the keys from %v (expiries %v) to %v (%v)",
+								name, step, form, before, beforeExp, after, afterExp)
+						}
+						if form == "plan" {
+							denials++
+							if r[2] == int64(1) {
+								routeDenials++
+							}
+						}
+					}
+					replies[fi], states[fi] = fmt.Sprint(r), strings.Join(after, " | ")
+				}
+				if odd.key >= 0 && cost[0] != '-' {
+					fallbacks++
+				}
+				steps++
+				if replies[0] != replies[1] {
+					t.Fatalf("%s, step %d, cost %s: the plan script replied %s, mixed.lua %s", name, step, cost, replies[1], replies[0])
+				}
+				if states[0] != states[1] {
+					t.Fatalf("%s, step %d, cost %s: the plan script left %s, mixed.lua %s", name, step, cost, states[1], states[0])
+				}
+			}
+		}
+	}
+	// Denials by the tier and by the route both, and odd keys: else the
+	// put-backs and the fallback would go unchecked.
+	if denials < steps/10 || routeDenials < steps/20 || fallbacks < steps/10 {
+		t.Fatalf("%d steps, %d denied spends (%d by the route), %d spends meeting an odd key: too few", steps, denials, routeDenials, fallbacks)
+	}
+	t.Logf("%d steps, %d denied spends (%d by the route), %d spends meeting an odd key", steps, denials, routeDenials, fallbacks)
+}
+
+// mixedKeyStates is each key's state (its type and value; "-" for none)
+// and PEXPIRETIME, for keys of any algorithm.
+func mixedKeyStates(t *testing.T, ctx context.Context, client redis.UniversalClient, keys []string) ([]string, []int64) {
+	t.Helper()
+	vals := make([]string, len(keys))
+	exps := make([]int64, len(keys))
+	for i, k := range keys {
+		typ, err := client.Type(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch typ {
+		case "none":
+			vals[i] = "-"
+		case "string":
+			vals[i] = "s:" + client.Get(ctx, k).Val()
+		case "zset":
+			vals[i] = fmt.Sprint("z:", client.ZRangeWithScores(ctx, k, 0, -1).Val())
+		case "hash":
+			vals[i] = fmt.Sprint("h:", client.HGetAll(ctx, k).Val())
+		default:
+			vals[i] = typ
+		}
+		if exps[i], err = client.Do(ctx, "PEXPIRETIME", k).Int64(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vals, exps
+}
