@@ -209,7 +209,7 @@ func planMissExplanations(s *serverSideInfo, missed map[string]bool) string {
 		w("Each limit pays its Lua (about 25 VM steps with its constants written in, callgrind on redis-server 7.0) and its key (three limits send %d arguments, one limit %d; Redis spends about a thousand machine instructions on each), ",
 			three.arguments(), one.arguments())
 		w("and a caller seen less than once a second finds its 1-second key expired or in an older second, which costs that key's rewrite (a SET; the GET of the layout before it has gone; any layout that keeps a window's count in one key pays one write when the window changes). ")
-		w("1.5x needs fewer keys and less Lua per limit than this layout has: a one-key BITFIELD prototype measured 3.12x, worse.\n")
+		w("With each limit's counts and windows written into the plan's script, what is left is mostly the layout's own: 1.5x needs fewer keys than one per limit (one key per plan, say, read and rewritten whole), a new layout that `mixed.lua`, the controlled scripts and the operator command's view would have to share, with an import for a rolling deploy; a one-key BITFIELD prototype measured 3.12x, worse.\n")
 	}
 	log, mixed := s.find(serverPlanPrefix+"sliding-log route alone"), s.find(serverPlanPrefix+"mixed: tier + route")
 	ret, clock := s.find(nameReturnOne), 0.0

@@ -471,7 +471,7 @@ func pairedRatios(num *serverCase, dens ...*serverCase) (lo, mid, hi float64, ok
 // Names of the plan targets read from this section.
 const (
 	threeLimitsTargetName = "a plan with three limits, redis-benchmark"
-	loginTargetName       = "the login path (sliding-window tier + sliding-log route, mixed.lua), redis-benchmark"
+	loginTargetName       = "the login path (sliding-window tier + sliding-log route, one call of the plan's mixed script), redis-benchmark"
 )
 
 // clockCost is what reading Redis TIME adds to a script in this section:

@@ -92,6 +92,10 @@ type Limiter struct {
 	// lists the identities holding a control; shared with every
 	// NetworkControlCache built on the Limiter.
 	watch controlWatch
+	// plansLoaded holds the SHA-1 of every plan script (plan_scripts.go)
+	// this Limiter has loaded into its nodes' script caches, or tried to:
+	// at most maxPlanScripts.
+	plansLoaded sync.Map
 }
 
 // NewLimiter returns a Limiter deciding on client. It does not contact
@@ -345,6 +349,7 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		keys++
 	} else if plan = l.planScript(checks, g); plan != nil {
 		script = plan
+		l.loadPlan(ctx, plan)
 	}
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
 	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
@@ -374,6 +379,24 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		return false, AppliedControl{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
+}
+
+// loadPlan loads a plan script into the script cache of every node on its
+// Limiter's first use of it, as LoadScripts loads the others, so that its
+// first call on each node is one EVALSHA, not EVALSHA, NOSCRIPT, then
+// EVAL. Once per script and Limiter, whatever the outcome: should the load
+// fail, the call's NOSCRIPT repair loads it anyway, and a Redis that is
+// down is not sent a load with every decision.
+func (l *Limiter) loadPlan(ctx context.Context, sc *script) {
+	if _, tried := l.plansLoaded.LoadOrStore(sc.sha, true); tried {
+		return
+	}
+	load := func(ctx context.Context, node redis.Scripter) error { return node.ScriptLoad(ctx, sc.src).Err() }
+	if cluster, ok := l.client.(*redis.ClusterClient); ok {
+		_ = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
+		return
+	}
+	_ = load(ctx, l.client)
 }
 
 // planScript is the plan script (plan_scripts.go) of a group of several
@@ -464,6 +487,7 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 	if plan != nil {
 		// The plan script holds the sliding-window group's arguments.
 		script = plan
+		l.loadPlan(ctx, plan)
 		cmd = l.appendLimitArgs(cmd, checks, groups[1])
 	} else if shape, ok := pairShape(groups); ok {
 		cmd = append(cmd, shape)

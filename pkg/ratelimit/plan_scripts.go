@@ -15,9 +15,9 @@ import (
 // counts and windows, instead of sliding_window.lua's general path: the
 // same keys, layout and reply, for about two thirds of the Redis time (see
 // docs/benchmarks.md). A plan is fixed by configuration, so a process
-// makes a handful of these scripts; they are made on first use, kept for
-// the process's life and loaded into Redis by the EVALSHA fallback, like
-// any script a node lacks.
+// makes a handful of these scripts; they are made on first use and kept
+// for the process's life, and a Limiter loads each into its nodes on its
+// first decision of the plan (Limiter.loadPlan).
 
 const (
 	// maxPlanLimits is the most limits a plan script decides; a group of

@@ -244,8 +244,11 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 		t.Fatalf("first decision: %+v, %v", res, err)
 	}
 	args := hook.last()
-	if args[0] != "eval" || args[1] == l.scripts.slidingWindow.src || len(args) != 6 || args[5] != "1" {
+	if args[0] != "evalsha" || args[1] == l.scripts.slidingWindow.sha || len(args) != 6 || args[5] != "1" {
 		t.Fatalf("the plan was sent as %v, want the plan script's EVALSHA with 2 keys and the cost alone", args)
+	}
+	if err := hook.lastCmd().Err(); err != nil {
+		t.Fatalf("the plan script's first call: %v (it is loaded before)", err)
 	}
 	if allowed, ours, err := DecisionReply(hook.lastCmd()); !ours || !allowed || err != nil {
 		t.Fatalf("DecisionReply of the plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
