@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"text/template"
 )
 
 // A plan of several sliding-window limits of one identity (a tier's
@@ -100,72 +99,47 @@ func (p *planScripts) has(body string) bool {
 	return p.bodies[body]
 }
 
-// planTemplates are the templates of lua/*.tmpl, parsed on first use.
-var planTemplates = sync.OnceValue(func() *template.Template {
-	return template.Must(template.New("").ParseFS(luaFiles, "lua/*.tmpl"))
-})
-
-// planLimit is what the template writes of one limit: every value a
-// decimal literal, worked out here as sliding_window.lua works it out on
-// each call.
-type planLimit struct {
-	I                   int
-	CountArg, WindowArg string // the arguments sliding_window.lua takes
-	Count, Window       string // the count, and the window in its clock's unit
-	M, PM, Period, LW   string
-	Clock               string // now or ms: the clock the limit is decided on
-	Expiry              string // the PX of a key rewritten for this window
-	Shadow, Long        bool
-}
-
-// planData is what the templates are filled in with.
-type planData struct {
-	N        int // the sliding-window group's limits
-	Limits   []planLimit
-	AnyLong  bool
-	Enforced string // Lua: whether every enforced limit admits
-	NowArg   int    // ARGV's index of the injected now
-	// NowArgBefore is NowArg - 1, the last of the other group's arguments.
-	NowArgBefore int
-	// General is the script that decides what the plan's own code does
-	// not: sliding_window.lua, or (with another group) mixed.lua composed.
-	General string
-	// The other group, after the sliding-window one (mixed_plan.lua.tmpl).
-	OtherCode, OtherKeys, OtherPerLimit int
-	OtherFile, OtherSource              string
-	OtherKeyList, OtherArgList          string // Lua: its KEYS; its ARGV, each after ", "
-}
-
 // planSource is the Lua source of a plan's script: stored_forms.lua (which
-// the general path reads x forms with), then the filled-in template.
+// the general path reads x forms with), then its template
+// (lua/sliding_window_plan.lua.tmpl, or lua/mixed_plan.lua.tmpl for a
+// plan with another group) filled in by expandPlan. Every value written
+// in is a decimal literal worked out here as sliding_window.lua works it
+// out on each call.
 func planSource(key planKey) (string, error) {
 	if key.n < 1 || key.n > maxPlanLimits || key.n < 2 && key.other == 0 {
 		return "", fmt.Errorf("plan of %d limits", key.n)
 	}
-	data := planData{N: key.n, NowArg: 2, General: mustReadScript("sliding_window.lua")}
-	name := "sliding_window_plan.lua.tmpl"
+	plan := map[string]string{
+		"N": strconv.Itoa(key.n), "NowArg": "2", "MsClock": "",
+		"General": mustReadScript("sliding_window.lua"),
+	}
+	file := "sliding_window_plan.lua.tmpl"
 	if key.other != 0 {
-		if key.other < 1 || key.other > maxMixedCode || key.otherLimits < 1 || key.otherPerLimit < 2 || key.otherPerLimit > 3 {
+		if key.other > maxMixedCode || key.otherLimits < 1 || key.otherPerLimit < 2 || key.otherPerLimit > 3 {
 			return "", fmt.Errorf("plan's other group: code %d, %d limits of %d arguments", key.other, key.otherLimits, key.otherPerLimit)
 		}
-		name = "mixed_plan.lua.tmpl"
-		data.OtherCode, data.OtherKeys, data.OtherPerLimit = key.other, key.otherLimits, key.otherPerLimit
-		data.OtherFile = mixedFiles[key.other]
-		data.OtherSource = mustReadScript(data.OtherFile)
+		file = "mixed_plan.lua.tmpl"
+		plan["OtherCode"], plan["OtherKeys"], plan["OtherPerLimit"] = strconv.Itoa(key.other), strconv.Itoa(key.otherLimits), strconv.Itoa(key.otherPerLimit)
+		plan["OtherFile"] = mixedFiles[key.other]
+		plan["OtherSource"] = mustReadScript(mixedFiles[key.other])
 		keys := make([]string, key.otherLimits)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("KEYS[%d]", key.n+1+i)
 		}
-		data.OtherKeyList = strings.Join(keys, ", ")
+		plan["OtherKeyList"] = strings.Join(keys, ", ")
+		var args strings.Builder
 		m := key.otherLimits * key.otherPerLimit
 		for i := range m {
-			data.OtherArgList += fmt.Sprintf(", ARGV[%d]", 2+i)
+			fmt.Fprintf(&args, ", ARGV[%d]", 2+i)
 		}
-		data.NowArg = 2 + m
-		data.General = mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
+		plan["OtherArgList"] = args.String()
+		plan["NowArg"] = strconv.Itoa(2 + m)
+		plan["General"] = mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
 	}
-	data.NowArgBefore = data.NowArg - 1
-	var enforced []string
+	nowArg, _ := strconv.Atoi(plan["NowArg"])
+	plan["NowArgBefore"] = strconv.Itoa(nowArg - 1)
+	limits := make([]map[string]string, key.n)
+	var numbers, admit, enforced, vs, rs, tierArgs, summary []string
 	for i := range key.n {
 		countArg, windowArg := key.args[2*i], key.args[2*i+1]
 		count, err := strconv.ParseInt(countArg, 10, 64)
@@ -176,7 +150,7 @@ func planSource(key planKey) (string, error) {
 		if err != nil || window == 0 {
 			return "", fmt.Errorf("limit %d: window %q", i+1, windowArg)
 		}
-		l := planLimit{I: i + 1, CountArg: countArg, WindowArg: windowArg, Shadow: count < 0, Long: window < 0, Clock: "now"}
+		shadow, long := count < 0, window < 0
 		count, window = abs(count), abs(window)
 		m := 2*count + 1
 		pm := (count + 1) * m
@@ -184,34 +158,146 @@ func planSource(key planKey) (string, error) {
 		// floor(2^53 / pm) after a rounded division.
 		period := float64(1<<53) / float64(pm)
 		period -= math.Mod(period, 1)
-		l.Count, l.Window = strconv.FormatInt(count, 10), strconv.FormatInt(window, 10)
-		l.M, l.PM = strconv.FormatInt(m, 10), strconv.FormatInt(pm, 10)
-		l.Period = strconv.FormatFloat(period, 'f', 0, 64)
-		l.LW = strconv.FormatInt(count*window, 10)
-		if l.Long {
-			data.AnyLong = true
-			l.Clock = "ms"
+		n := strconv.Itoa(i + 1)
+		l := map[string]string{
+			"I": n, "Count": strconv.FormatInt(count, 10), "Window": strconv.FormatInt(window, 10),
+			"M": strconv.FormatInt(m, 10), "PM": strconv.FormatInt(pm, 10),
+			"Period": strconv.FormatFloat(period, 'f', 0, 64), "LW": strconv.FormatInt(count*window, 10),
+			"Clock": "now", "Unit": " us", "ShadowNote": "",
+			"Expiry": fmt.Sprintf("math.ceil((%d - e%s) / 1000)", 2*window, n),
+		}
+		note := ""
+		if long {
+			plan["MsClock"] = "local ms = (now - now % 1000) / 1000\n"
+			l["Clock"], l["Unit"] = "ms", " ms, on the millisecond clock"
 			// (2 * window - elapsed) * 1000 / 1000 in the general path:
 			// whole milliseconds already.
-			l.Expiry = fmt.Sprintf("%d - e%d", 2*window, l.I)
+			l["Expiry"] = fmt.Sprintf("%d - e%s", 2*window, n)
+			note = " long"
+		}
+		if shadow {
+			l["ShadowNote"] = ", shadow"
+			note += " shadow"
 		} else {
-			l.Expiry = fmt.Sprintf("math.ceil((%d - e%d) / 1000)", 2*window, l.I)
+			enforced = append(enforced, "a"+n)
 		}
-		if !l.Shadow {
-			enforced = append(enforced, "a"+strconv.Itoa(l.I))
-		}
-		data.Limits = append(data.Limits, l)
+		limits[i] = l
+		numbers = append(numbers, "type(s"+n+") == 'number'")
+		admit = append(admit, "a"+n)
+		vs = append(vs, ", v"+n)
+		rs = append(rs, ", r"+n)
+		tierArgs = append(tierArgs, fmt.Sprintf(", '%s', '%s'", countArg, windowArg))
+		summary = append(summary, l["Count"]+"/"+l["Window"]+note+"; ")
 	}
-	data.Enforced = "true"
+	plan["AllNumbers"] = strings.Join(numbers, " and ")
+	plan["AllAdmit"] = strings.Join(admit, " and ")
+	plan["Enforced"] = "true"
 	if len(enforced) > 0 {
-		data.Enforced = strings.Join(enforced, " and ")
+		plan["Enforced"] = strings.Join(enforced, " and ")
+	}
+	plan["Vs"], plan["Rs"] = strings.Join(vs, ""), strings.Join(rs, "")
+	plan["TierArgs"], plan["Plan"] = strings.Join(tierArgs, ""), strings.Join(summary, "")
+	src, err := expandPlan(mustReadScript(file), planParts(), plan, limits)
+	if err != nil {
+		return "", fmt.Errorf("plan script %s: %w", file, err)
+	}
+	return mustReadScript("stored_forms.lua") + src, nil
+}
+
+// planParts are the parts of lua/plan_parts.lua.tmpl by name, read once.
+var planParts = sync.OnceValue(func() map[string]string {
+	parts := map[string]string{}
+	src := mustReadScript("plan_parts.lua.tmpl")
+	for {
+		i := strings.Index(src, "{{define ")
+		if i < 0 {
+			return parts
+		}
+		rest := src[i+len("{{define "):]
+		j := strings.Index(rest, "}}")
+		k := strings.Index(rest, "{{/define}}")
+		if j < 0 || k < j {
+			// The file is embedded; a malformed one is a build bug.
+			panic("ratelimit: lua/plan_parts.lua.tmpl: a {{define}} without its {{/define}}")
+		}
+		parts[rest[:j]] = rest[j+2 : k]
+		src = rest[k+len("{{/define}}"):]
+	}
+})
+
+// expandPlan fills in a plan template: {{part name}} puts in a part of
+// plan_parts.lua.tmpl; {{each}} ... {{/each}} is repeated for every limit;
+// {{Name}} is a value, the limit's inside {{each}}, else the plan's. Values
+// are written as they are (Lua source among them), never read for more
+// of these marks. (Not text/template: linking it keeps every exported
+// method of the binary, which doubled the functions' bootstrap.)
+func expandPlan(tmpl string, parts, plan map[string]string, limits []map[string]string) (string, error) {
+	for {
+		i := strings.Index(tmpl, "{{part ")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(tmpl[i:], "}}")
+		if j < 0 {
+			return "", fmt.Errorf("unclosed {{part")
+		}
+		part, ok := parts[tmpl[i+len("{{part "):i+j]]
+		if !ok {
+			return "", fmt.Errorf("no part %q", tmpl[i+len("{{part "):i+j])
+		}
+		tmpl = tmpl[:i] + part + tmpl[i+j+2:]
 	}
 	var b strings.Builder
-	b.WriteString(mustReadScript("stored_forms.lua"))
-	if err := planTemplates().ExecuteTemplate(&b, name, data); err != nil {
-		return "", fmt.Errorf("plan script: %w", err)
+	for {
+		i := strings.Index(tmpl, "{{each}}")
+		if i < 0 {
+			if err := fill(&b, tmpl, plan, nil); err != nil {
+				return "", err
+			}
+			return b.String(), nil
+		}
+		if err := fill(&b, tmpl[:i], plan, nil); err != nil {
+			return "", err
+		}
+		rest := tmpl[i+len("{{each}}"):]
+		j := strings.Index(rest, "{{/each}}")
+		if j < 0 {
+			return "", fmt.Errorf("{{each}} without {{/each}}")
+		}
+		for _, l := range limits {
+			if err := fill(&b, rest[:j], plan, l); err != nil {
+				return "", err
+			}
+		}
+		tmpl = rest[j+len("{{/each}}"):]
 	}
-	return b.String(), nil
+}
+
+// fill writes text with every {{Name}} replaced by its value, the limit's
+// first.
+func fill(b *strings.Builder, text string, plan, limit map[string]string) error {
+	for {
+		i := strings.Index(text, "{{")
+		if i < 0 {
+			b.WriteString(text)
+			return nil
+		}
+		j := strings.Index(text[i:], "}}")
+		if j < 0 {
+			return fmt.Errorf("unclosed {{ in %.40q", text[i:])
+		}
+		name := text[i+2 : i+j]
+		v, ok := limit[name]
+		if !ok {
+			v, ok = plan[name]
+		}
+		if !ok {
+			return fmt.Errorf("no value for {{%s}}", name)
+		}
+		b.WriteString(text[:i])
+		b.WriteString(v)
+		text = text[i+j+2:]
+	}
 }
 
 func abs(v int64) int64 {
