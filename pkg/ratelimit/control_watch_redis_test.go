@@ -23,13 +23,12 @@ import (
 type scriptHook struct {
 	controlled map[string]bool
 	plain      map[string]bool
-	plans      *planScripts // plain too
 
 	controlledCalls, plainCalls, reads atomic.Int64
 }
 
 func newScriptHook(l *Limiter) *scriptHook {
-	h := &scriptHook{controlled: map[string]bool{}, plain: map[string]bool{}, plans: l.scripts.plans}
+	h := &scriptHook{controlled: map[string]bool{}, plain: map[string]bool{}}
 	for _, sc := range l.scripts.controlled() {
 		h.controlled[sc.sha] = true
 	}
@@ -53,7 +52,7 @@ func (h *scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			switch {
 			case h.controlled[sha]:
 				h.controlledCalls.Add(1)
-			case h.plain[sha] || h.plans.has(sha):
+			case h.plain[sha]:
 				h.plainCalls.Add(1)
 			}
 		}
