@@ -12,8 +12,8 @@ import (
 // per-second, per-minute and per-day limits, say) is decided by a script
 // of its own, lua/sliding_window_plan.lua.tmpl filled in with the plan's
 // counts and windows, instead of sliding_window.lua's general path: the
-// same keys, layout and reply, for about two thirds of the Redis time (see
-// docs/benchmarks.md). A plan is fixed by configuration, so a process
+// same keys, layout and reply, for 0.7x to 0.8x the general path's Redis
+// time (docs/design.md). A plan is fixed by configuration, so a process
 // makes a handful of these scripts; they are made on first use and kept
 // for the process's life, and a Limiter loads each into its nodes on its
 // first decision of the plan (Limiter.loadPlan).
@@ -70,10 +70,16 @@ func (p *planScripts) get(key planKey) *script {
 	if len(p.byPlan) >= maxPlanScripts {
 		return nil
 	}
+	if p.byPlan == nil {
+		p.byPlan = make(map[planKey]*script)
+		p.bodies = make(map[string]bool)
+	}
 	src, err := planSource(key)
 	if err != nil {
 		// Arguments the Limiter formatted from a validated Limit always
-		// parse; if one ever did not, the general script still decides.
+		// parse; if one ever did not, the general script decides, and the
+		// plan is not tried again.
+		p.byPlan[key] = nil
 		return nil
 	}
 	name := fmt.Sprintf("sliding_window_plan.lua (%d limits)", key.n)
@@ -82,10 +88,6 @@ func (p *planScripts) get(key planKey) *script {
 	}
 	made := newScript(name, src)
 	sc = &made
-	if p.byPlan == nil {
-		p.byPlan = make(map[planKey]*script)
-		p.bodies = make(map[string]bool)
-	}
 	p.byPlan[key] = sc
 	p.bodies[sc.sha], p.bodies[sc.src] = true, true
 	return sc
