@@ -112,10 +112,11 @@ func planSource(key planKey) (string, error) {
 		return "", fmt.Errorf("plan of %d limits", key.n)
 	}
 	plan := map[string]string{
-		"N": strconv.Itoa(key.n), "NowArg": "2", "MsClock": "",
+		"N": strconv.Itoa(key.n), "MsClock": "",
 		"General": mustReadScript("sliding_window.lua"),
 	}
 	file := "sliding_window_plan.lua.tmpl"
+	nowArg := 2 // ARGV's index of an injected now: after the cost
 	if key.other != 0 {
 		if key.other > maxMixedCode || key.otherLimits < 1 || key.otherPerLimit < 2 || key.otherPerLimit > 3 {
 			return "", fmt.Errorf("plan's other group: code %d, %d limits of %d arguments", key.other, key.otherLimits, key.otherPerLimit)
@@ -135,11 +136,10 @@ func planSource(key planKey) (string, error) {
 			fmt.Fprintf(&args, ", ARGV[%d]", 2+i)
 		}
 		plan["OtherArgList"] = args.String()
-		plan["NowArg"] = strconv.Itoa(2 + m)
+		nowArg = 2 + m // after the other group's arguments
 		plan["General"] = mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
 	}
-	nowArg, _ := strconv.Atoi(plan["NowArg"])
-	plan["NowArgBefore"] = strconv.Itoa(nowArg - 1)
+	plan["NowArg"], plan["NowArgBefore"] = strconv.Itoa(nowArg), strconv.Itoa(nowArg-1)
 	limits := make([]map[string]string, key.n)
 	var numbers, admit, enforced, vs, rs, tierArgs, summary []string
 	for i := range key.n {

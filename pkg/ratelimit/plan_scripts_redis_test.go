@@ -80,13 +80,7 @@ func TestPlanScriptAgreesWithSlidingWindow(t *testing.T) {
 			var expiries [2][]int64
 			for fi, form := range []string{"general", "plan"} {
 				k := keys(form)
-				if odd.key >= 0 {
-					if odd.value == "" {
-						client.Del(ctx, k[odd.key])
-					} else if err := client.Set(ctx, k[odd.key], odd.value, 30*time.Second).Err(); err != nil {
-						t.Fatal(err)
-					}
-				}
+				odd.plant(t, ctx, client, k)
 				before, beforeExp := planKeyStates(t, ctx, client, k)
 				var cmd []any
 				if form == "general" {
@@ -151,6 +145,22 @@ func TestPlanScriptAgreesWithSlidingWindow(t *testing.T) {
 type planOdd struct {
 	key   int
 	value string
+}
+
+// plant puts the odd state into its key of keys, if any.
+func (o planOdd) plant(t *testing.T, ctx context.Context, client redis.UniversalClient, keys []string) {
+	t.Helper()
+	switch {
+	case o.key < 0:
+	case o.value == "":
+		if err := client.Del(ctx, keys[o.key]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		if err := client.Set(ctx, keys[o.key], o.value, 30*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // planOddState picks, one step in three, a key and an odd state for it:
@@ -436,13 +446,7 @@ func TestMixedPlanScriptAgreesWithMixed(t *testing.T) {
 				var replies, states [2]string
 				for fi, form := range []string{"mixed", "plan"} {
 					k := keys(form)
-					if odd.key >= 0 {
-						if odd.value == "" {
-							client.Del(ctx, k[odd.key])
-						} else if err := client.Set(ctx, k[odd.key], odd.value, 30*time.Second).Err(); err != nil {
-							t.Fatal(err)
-						}
-					}
+					odd.plant(t, ctx, client, k)
 					if step%7 == 5 {
 						// The route's key gone, as after its expiry.
 						client.Del(ctx, k[n])
