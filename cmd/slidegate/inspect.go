@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -182,7 +183,7 @@ func readStage(f stageFlags, e env) (*stageConfig, error) {
 
 // connectStage connects to the stage's Redis as the functions do.
 func connectStage(ctx context.Context, sc *stageConfig, timeout time.Duration, e env) (*operator.Conn, error) {
-	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: timeout})
+	op, err := operator.Connect(ctx, sc.cfg, operator.Options{Timeout: timeout, AWSConfig: sdkconfig.Load})
 	if err != nil {
 		return nil, err
 	}

@@ -51,13 +51,17 @@ type Options struct {
 	Redis redis.UniversalClient
 	// HTTPClient fetches the JWKS; a client with a short timeout when nil.
 	HTTPClient *http.Client
+	// AWSConfig loads the AWS configuration the clients below are built
+	// from when nil; the function's environment when AWSConfig is nil
+	// (awsclients.FromEnvironment: what Lambda sets). make local gives the
+	// SDK's full loader (sdkconfig.Load).
+	AWSConfig awsclients.Loader
 	// APIGateway lists the API keys and usage plans when API_KEY_HASHES is
 	// unset (*apigateway.Client, or a test server behind the real SDK);
-	// the aws-sdk-go-v2 API Gateway client of the default AWS
-	// configuration when nil.
+	// the aws-sdk-go-v2 API Gateway client of AWSConfig when nil.
 	APIGateway identity.GatewayAPI
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and JWT_HS256_SECRET_ARN;
-	// the aws-sdk-go-v2 client of the default AWS configuration when nil.
+	// the aws-sdk-go-v2 client of AWSConfig when nil.
 	SecretsManager awsclients.SecretReader
 	// Now is the clock of API key refreshes and of the decision log
 	// budget; time.Now when nil. Rate-limit decisions use the Redis clock,
@@ -204,7 +208,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		logger.LogAttrs(ctx, slog.LevelWarn, "configuration loosens a limit", slog.String("warning", w))
 	}
 
-	aws := awsclients.New(opts.APIGateway, opts.SecretsManager)
+	aws := awsclients.New(opts.AWSConfig, opts.APIGateway, opts.SecretsManager)
 
 	// Who is counted: these loads start first and run alongside Redis's.
 	// Only a request with an API key or a bearer token needs them, and it

@@ -1,7 +1,9 @@
 // Package awsclients builds the AWS SDK clients a slidegate process needs,
-// only when it needs them, from the default AWS configuration: Secrets
-// Manager reads, the API Gateway key listing, and the credentials that sign
-// ElastiCache IAM authentication tokens for Redis. The functions' runtime
+// only when it needs them: Secrets Manager reads, the API Gateway key
+// listing, and the credentials that sign ElastiCache IAM authentication
+// tokens for Redis. A function's configuration comes from its environment
+// (FromEnvironment), an operator's command's from the SDK's full loader
+// (package sdkconfig). The functions' runtime
 // (internal/app) and the operator's tool (internal/operator) share it, so
 // both reach Redis and read secrets the same way.
 package awsclients
@@ -11,12 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/apigateway"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/slidegate/slidegate/internal/config"
@@ -42,35 +44,40 @@ const SecretReadTimeout = 3 * time.Second
 const secretRetryMaxBackoff = 250 * time.Millisecond
 
 // Clients builds the AWS SDK clients a process needs, only when it needs
-// them, from the default configuration (environment, Lambda role). The
-// SDK's own environment variables apply, e.g. AWS_ENDPOINT_URL_API_GATEWAY
-// and AWS_ENDPOINT_URL_SECRETS_MANAGER to point it at a local endpoint. It
-// is safe for concurrent use: the cold-start loads run in parallel.
+// them, from the configuration its Loader returns (by default the
+// function's environment: FromEnvironment, e.g. AWS_ENDPOINT_URL_API_GATEWAY
+// and AWS_ENDPOINT_URL_SECRETS_MANAGER to point it at a local endpoint).
+// It is safe for concurrent use: the cold-start loads run in parallel.
 type Clients struct {
 	mu         sync.Mutex
+	load       Loader
 	loaded     bool
-	cfg        aws.Config
+	cfg        Config
 	apiGateway identity.GatewayAPI
 	secrets    SecretReader
 }
 
-func (c *Clients) configLocked(ctx context.Context) (aws.Config, error) {
+func (c *Clients) configLocked(ctx context.Context) (Config, error) {
 	if c.loaded {
 		return c.cfg, nil
 	}
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	cfg, err := c.load(ctx)
 	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+		return Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	c.cfg, c.loaded = cfg, true
 	return cfg, nil
 }
 
 // New returns the clients of a process: apiGateway and secrets when given
-// (a test's, say), else built from the default AWS configuration when
-// first needed.
-func New(apiGateway identity.GatewayAPI, secrets SecretReader) *Clients {
-	return &Clients{apiGateway: apiGateway, secrets: secrets}
+// (a test's, say), else built when first needed from the configuration
+// load returns, or, when load is nil, from the process's environment
+// (FromEnvironment).
+func New(load Loader, apiGateway identity.GatewayAPI, secrets SecretReader) *Clients {
+	if load == nil {
+		load = func(context.Context) (Config, error) { return FromEnvironment(os.Getenv) }
+	}
+	return &Clients{load: load, apiGateway: apiGateway, secrets: secrets}
 }
 
 // APIGateway returns the API Gateway client that lists API keys and usage
@@ -83,12 +90,15 @@ func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.apiGateway = apigateway.NewFromConfig(cfg)
+		c.apiGateway = apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
+			cfg.applyTo(serviceAPIGateway, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
+		})
 	}
 	return c.apiGateway, nil
 }
 
-func (c *Clients) secretsClient(ctx context.Context) (SecretReader, error) {
+// SecretsManager returns the Secrets Manager client that reads secrets.
+func (c *Clients) SecretsManager(ctx context.Context) (SecretReader, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.secrets == nil {
@@ -96,15 +106,16 @@ func (c *Clients) secretsClient(ctx context.Context) (SecretReader, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.secrets = secretsmanager.NewFromConfig(cfg)
+		c.secrets = secretsmanager.NewFromConfig(cfg.AWS, func(o *secretsmanager.Options) {
+			cfg.applyTo(serviceSecretsManager, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
+		})
 	}
 	return c.secrets, nil
 }
 
-// Credentials returns the credentials and region of the default AWS
+// Credentials returns the credentials and region of the process's AWS
 // configuration (in Lambda, the function role's credentials and the
 // function's region), for signing ElastiCache IAM authentication tokens.
-// The provider caches the credentials and renews them before they expire.
 func (c *Clients) Credentials(ctx context.Context) (aws.CredentialsProvider, string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -112,16 +123,16 @@ func (c *Clients) Credentials(ctx context.Context) (aws.CredentialsProvider, str
 	if err != nil {
 		return nil, "", err
 	}
-	if cfg.Credentials == nil {
+	if cfg.AWS.Credentials == nil {
 		return nil, "", errors.New("load AWS configuration: no credentials provider")
 	}
-	return cfg.Credentials, cfg.Region, nil
+	return cfg.AWS.Credentials, cfg.AWS.Region, nil
 }
 
 // ReadSecret returns a secret's SecretString, waiting at most
 // SecretReadTimeout (less when ctx ends sooner).
 func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
-	client, err := c.secretsClient(ctx)
+	client, err := c.SecretsManager(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -148,7 +159,7 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 
 // RedisIAM returns cc set up to authenticate every new connection as
 // iam.User with an ElastiCache IAM authentication token signed with the
-// default AWS configuration's credentials, and that configuration's region.
+// process's AWS configuration's credentials, and that configuration's region.
 // logger receives the token provider's own records.
 func (c *Clients) RedisIAM(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
 	creds, region, err := c.Credentials(ctx)

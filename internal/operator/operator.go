@@ -22,15 +22,21 @@ import (
 )
 
 // Options are the dependencies of Connect. The zero value reads secrets
-// with the default AWS configuration.
+// with the AWS configuration of the process's environment.
 type Options struct {
 	// Timeout bounds connecting and each Redis command; it replaces
 	// REDIS_TIMEOUT, a decision's budget, which is too short for an
 	// operator across a VPN. DefaultTimeout when zero.
 	Timeout time.Duration
+	// AWSConfig loads the AWS configuration secrets are read and IAM
+	// tokens signed with; the process's environment when nil
+	// (awsclients.FromEnvironment, what the operator function has). The
+	// slidegate command gives the SDK's full loader (sdkconfig.Load), for
+	// an operator's profiles and single sign-on.
+	AWSConfig awsclients.Loader
 	// SecretsManager reads REDIS_AUTH_SECRET_ARN and
-	// RATE_LIMIT_HASH_KEY_SECRET_ARN; the aws-sdk-go-v2 client of the
-	// default AWS configuration when nil.
+	// RATE_LIMIT_HASH_KEY_SECRET_ARN; the aws-sdk-go-v2 client of
+	// AWSConfig when nil.
 	SecretsManager awsclients.SecretReader
 	// Logger receives the IAM token provider's records; none when nil.
 	Logger *slog.Logger
@@ -84,7 +90,7 @@ func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, erro
 	if cfg.Redis.URL == "" {
 		return nil, errors.New("REDIS_URL is not set: give the URL of the Redis the functions use")
 	}
-	aws := awsclients.New(nil, opts.SecretsManager)
+	aws := awsclients.New(opts.AWSConfig, nil, opts.SecretsManager)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
