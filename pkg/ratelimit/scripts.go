@@ -66,13 +66,23 @@ func scriptSetFor(controls bool) scriptSet {
 	return s
 }
 
+// luaSources holds each embedded file's text once read (file name to
+// string): the scripts are composed of the same few files many times over
+// (stored_forms.lua in four, every algorithm in two), and at a function's
+// cold start each copy is fresh memory the process must fault in.
+var luaSources sync.Map
+
 func mustReadScript(file string) string {
+	if src, ok := luaSources.Load(file); ok {
+		return src.(string)
+	}
 	src, err := luaFiles.ReadFile("lua/" + file)
 	if err != nil {
 		// The files are embedded at build time; a missing one is a build bug.
 		panic(fmt.Sprintf("ratelimit: embedded script %s: %v", file, err))
 	}
-	return string(src)
+	text, _ := luaSources.LoadOrStore(file, string(src))
+	return text.(string)
 }
 
 func newScript(name, src string) script {
@@ -187,6 +197,11 @@ func algorithmTable() string {
 // this one only. stored_forms.lua must come before it.
 func algorithmDispatch() string {
 	var b strings.Builder
+	size := 512
+	for code := 1; code < maxMixedCode; code++ {
+		size += len(mustReadScript(mixedFiles[code])) + 128
+	}
+	b.Grow(size)
 	b.WriteString("local function run_code(code, KEYS, ARGV)\n")
 	for code := 1; code < maxMixedCode; code++ {
 		cond := fmt.Sprintf("code == '%d'", code)
