@@ -175,7 +175,7 @@ func missExplanations(res *results) string {
 	}
 	if c := res.Lambda.ColdStart; missed[coldStartTargetName] && c != nil {
 		minimal, none := c.build("", true), c.build("noxray", false)
-		w("- **Cold start.** The first answer spans the bootstrap's process start, its package initialisation, main's cold start (configuration, the Redis client, the decision scripts' SHA-1s; the first connection and the script preload start in the background) and the first decision: two round trips to Redis, the live controls' read and the script call. ")
+		w("- **Cold start.** The first answer spans the bootstrap's process start, its package initialisation, main's cold start (configuration and the Redis client; the first connection opens in the background and reads the live controls on it, the scripts are composed on first use and their preload waits for the first decision to be answered) and the first decision: the script call, its script composed, and the wait for the background connection and read when they have not ended. ")
 		w("The `TRACER=none` bootstrap is %.1f MB (linux/arm64) against the minimal function's %.1f MB, and initialises its packages in %.1f ms against %.1f ms", float64(none.Arm64Bytes)/1e6, float64(minimal.Arm64Bytes)/1e6, median(none.InitMs), median(minimal.InitMs))
 		if len(c.NoneAWSSDKInitMs) > 0 {
 			w(", %.1f ms of it the AWS SDK for Go v2's packages (the Secrets Manager and API Gateway clients, linked whether or not the configuration calls AWS; the SDK's default configuration loader, with its profile, SSO, STS and sign-in clients, is no longer linked: the functions read their environment, `internal/awsclients.FromEnvironment`)", median(c.NoneAWSSDKInitMs))

@@ -197,6 +197,15 @@ func sameRequest(a, b edge.Request) bool {
 		maps.Equal(a.Headers, b.Headers) && maps.Equal(a.StageVariables, b.StageVariables)
 }
 
+// controlsCache is the network-controls cache decisions under gate read:
+// the gate's own once it has one, the runtime's while the key is pending.
+func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCache {
+	if gate.controls != nil {
+		return gate.controls
+	}
+	return rt.networkControls
+}
+
 // liveNetworks are the live network controls in force, as this process
 // read them last (ratelimit.NetworkControlCache: at most one HGETALL per
 // ratelimit.ControlPropagation, on the request that finds the list older;
@@ -211,11 +220,7 @@ func sameRequest(a, b edge.Request) bool {
 // waits on Redis longer than one decision's budget; zero otherwise.
 func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []ratelimit.NetworkControl, deadline time.Time) {
 	start := time.Now()
-	cache := rt.networkControls
-	if gate.controls != nil {
-		cache = gate.controls
-	}
-	list, err := cache.Get(ctx)
+	list, err := rt.controlsCache(gate).Get(ctx)
 	if err != nil {
 		rt.observer.NetworkControlsUnread(ctx, err)
 		if errors.Is(err, ratelimit.ErrUnavailable) {
@@ -275,6 +280,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.
 // observe records a decision that spent: one EMF record and, within the
 // log budget and level, one log line.
 func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outcome, err error) {
+	rt.firstDecided.Do(func() { close(rt.firstDecision) })
 	rt.observer.Observe(ctx, observe.Observation{
 		Request:    r.req,
 		Outcome:    out,

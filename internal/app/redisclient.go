@@ -74,16 +74,17 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsclients.Clients) red
 // cluster's slot map loaded) instead of opening it itself, within its own
 // budget. It is a PING, which Redis answers without touching a key; a
 // failure is left for the first decision to meet, and report, as it would
-// have without this: the decision dials again.
-func (rt *Runtime) dial(ctx context.Context, deadline time.Time) {
+// have without this: the decision dials again. It reports whether the
+// PING was answered.
+func (rt *Runtime) dial(ctx context.Context, deadline time.Time) bool {
 	if !rt.ownsClient || rt.cfg.Redis.URL == "" {
 		// A client given in Options is the caller's, already warm or
 		// not; an unconfigured one has nothing to dial.
-		return
+		return false
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
-	_ = rt.client.Ping(ctx).Err()
+	return rt.client.Ping(ctx).Err() == nil
 }
 
 // withIAMAuth returns cc set up to authenticate every new connection with

@@ -85,9 +85,12 @@ const (
 	// all from the start of NewRuntime. What has not loaded by then goes
 	// on loading in the background.
 	DefaultColdStartBudget = 4 * time.Second
-	// coldStartScriptBudget bounds the script preload (within the
-	// cold-start budget): decisions load scripts on demand anyway.
+	// coldStartScriptBudget bounds the script preload: decisions load
+	// scripts on demand anyway.
 	coldStartScriptBudget = time.Second
+	// preloadDelay is how long after the cold start the script preload
+	// starts when no decision has been answered by then.
+	preloadDelay = 100 * time.Millisecond
 )
 
 // Runtime is the process-wide state of a function: configuration, Redis
@@ -139,9 +142,17 @@ type Runtime struct {
 	// scriptsLoaded is closed when the script preload, which runs in the
 	// background, has ended.
 	scriptsLoaded chan struct{}
+	// firstDecision is closed by the first decision observed (observe),
+	// which starts the script preload; closed by Close, which stops the
+	// background work that has not started.
+	firstDecision, closed   chan struct{}
+	firstDecided, closeOnce sync.Once
 	// dialled is closed when the connection NewRuntime opens in the
-	// background has been dialled, or has failed to be.
+	// background has been dialled, or has failed to be, and the live
+	// controls' first read made on it has ended.
 	dialled chan struct{}
+	// gateSet is closed when NewRuntime has set the first gate (hashed).
+	gateSet chan struct{}
 	// secretRetryInterval paces re-reads of a secret that could not be read
 	// at cold start (Options.SecretRetryInterval).
 	secretRetryInterval time.Duration
@@ -201,7 +212,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	logConfigErrors(ctx, logger, cfgErr)
 
 	rt := &Runtime{cfg: cfg, logger: logger, observer: observe.New(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
-		coldStartDeadline: deadline, coldStartBudget: budget}
+		coldStartDeadline: deadline, coldStartBudget: budget, firstDecision: make(chan struct{}), closed: make(chan struct{})}
 	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
 	// What loosens a limit without being wrong, as slidegate check says it.
 	for _, w := range policy.Warnings(policy.StageOf(cfg, rt.stages.For(nil))) {
@@ -229,10 +240,24 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		// today: see internal/tracing); a no-op without a trace.
 		tracing.Instrument(rt.client)
 	}
-	rt.dialled = make(chan struct{})
+	rt.dialled, rt.gateSet = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(rt.dialled)
-		rt.dial(ctx, deadline)
+		if !rt.dial(ctx, deadline) {
+			return
+		}
+		// The live controls' first read, once the gate is set: the first
+		// decision then finds them read (within ControlPropagation)
+		// instead of reading them before its own script call. A read
+		// that fails leaves nothing cached, and the decision reads again.
+		select {
+		case <-rt.gateSet:
+		case <-rt.closed:
+			return
+		}
+		readCtx, cancelRead := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancelRead()
+		_, _ = rt.controlsCache(rt.hashed.Load()).Get(readCtx)
 	}()
 	// Live controls are always read: a block, an exemption or a scale
 	// set by an operator applies from the next decision (identities) or
@@ -251,16 +276,17 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
+	close(rt.gateSet)
 	rt.coldStartLoaded = loads.finished()
-	// The first decision does not need the scripts preloaded (EVALSHA falls
-	// back to EVAL on NOSCRIPT, which loads the script), so the preload
-	// runs in the background, within the cold-start budget. It loads the
-	// decisions' scripts, not the controlled ones (a Limiter without
-	// controls has none): only a decision for an identity holding a live
-	// control runs those, and it loads its script itself, once per node;
-	// composing and hashing them (about three quarters of the scripts'
-	// bytes) and sending them would compete with the first decision for
-	// the CPU of a small function.
+	// The scripts are preloaded in the background, once the first
+	// decision has been answered (or preloadDelay after this, should none
+	// come): composing, hashing and sending them would compete with the
+	// first decision for the CPU of a small function, and that decision
+	// does not need them (EVALSHA falls back to EVAL on NOSCRIPT, which
+	// loads its script). It loads the decisions' scripts, not the
+	// controlled ones (a Limiter without controls has none): only a
+	// decision for an identity holding a live control runs those, and it
+	// loads its script itself, once per node.
 	preload, err := ratelimit.NewLimiter(rt.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: cfg.Redis.Timeout})
 	if err != nil {
 		rt.Close()
@@ -269,11 +295,13 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	rt.scriptsLoaded = make(chan struct{})
 	go func() {
 		defer close(rt.scriptsLoaded)
-		loadDeadline := time.Now().Add(max(coldStartScriptBudget, cfg.Redis.Timeout))
-		if deadline.Before(loadDeadline) {
-			loadDeadline = deadline
+		select {
+		case <-rt.firstDecision:
+		case <-time.After(preloadDelay):
+		case <-rt.closed:
+			return
 		}
-		loadCtx, cancelLoad := context.WithDeadline(context.WithoutCancel(ctx), loadDeadline)
+		loadCtx, cancelLoad := context.WithTimeout(context.WithoutCancel(ctx), max(coldStartScriptBudget, cfg.Redis.Timeout))
 		defer cancelLoad()
 		if err := preload.LoadScripts(loadCtx); err != nil {
 			logger.LogAttrs(ctx, slog.LevelWarn, "preload rate-limit scripts failed; decisions will load them on demand",
@@ -329,6 +357,7 @@ func (rt *Runtime) HTTPAPIDenials() config.Denials { return rt.cfg.HTTPAPIDenial
 
 // Close releases the Redis client if the runtime built it.
 func (rt *Runtime) Close() error {
+	rt.closeOnce.Do(func() { close(rt.closed) })
 	if rt.ownsClient && rt.client != nil {
 		if err := rt.client.Close(); err != nil {
 			return fmt.Errorf("close redis client: %w", err)

@@ -388,10 +388,10 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 // fail, the call's NOSCRIPT repair loads it anyway, and a Redis that is
 // down is not sent a load with every decision.
 func (l *Limiter) loadPlan(ctx context.Context, sc *script) {
-	if _, tried := l.plansLoaded.LoadOrStore(sc.sha, true); tried {
+	if _, tried := l.plansLoaded.LoadOrStore(sc.sha(), true); tried {
 		return
 	}
-	load := func(ctx context.Context, node redis.Scripter) error { return node.ScriptLoad(ctx, sc.src).Err() }
+	load := func(ctx context.Context, node redis.Scripter) error { return node.ScriptLoad(ctx, sc.src()).Err() }
 	if cluster, ok := l.client.(*redis.ClusterClient); ok {
 		_ = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
 		return
@@ -465,7 +465,7 @@ func sameTag(groups []group) bool {
 // one group.
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
 	var plan *script
-	script := &l.scripts.mixed
+	script := l.scripts.mixed
 	keys := len(checks)
 	controlled := cc.any() && cc.reads(groups[0].tag)
 	if controlled {

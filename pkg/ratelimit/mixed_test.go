@@ -222,21 +222,21 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 		name string
 		c    counter
 	}{
-		{"sliding window: a key of this window", counter{1, &set.slidingWindow, nil}},
-		{"sliding window: no key", counter{1, &set.slidingWindow, func(*testing.T, string, int64) {}}},
-		{"sliding window: a key of the window before", counter{1, &set.slidingWindow, nil}},
-		{"sliding window: a value not its own", counter{1, &set.slidingWindow, func(t *testing.T, key string, _ int64) {
+		{"sliding window: a key of this window", counter{1, set.slidingWindow, nil}},
+		{"sliding window: no key", counter{1, set.slidingWindow, func(*testing.T, string, int64) {}}},
+		{"sliding window: a key of the window before", counter{1, set.slidingWindow, nil}},
+		{"sliding window: a value not its own", counter{1, set.slidingWindow, func(t *testing.T, key string, _ int64) {
 			if err := client.Set(ctx, key, "not ours", 90*time.Second).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}}},
-		{"sliding window: a scale control's x form", counter{1, &set.slidingWindow, func(t *testing.T, key string, now int64) {
+		{"sliding window: a scale control's x form", counter{1, set.slidingWindow, func(t *testing.T, key string, now int64) {
 			if err := client.Set(ctx, key, xForm(now), 100*time.Second).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}}},
-		{"fixed window: a key of this window", counter{4, &set.fixedWindow, nil}},
-		{"fixed window: a key of the window before", counter{4, &set.fixedWindow, nil}},
+		{"fixed window: a key of this window", counter{4, set.fixedWindow, nil}},
+		{"fixed window: a key of the window before", counter{4, set.fixedWindow, nil}},
 	}
 	now := t0 + 20*window
 	for i := range cases {
@@ -270,14 +270,14 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 				shape := []any{fmt.Sprintf("p%v%v", groups[0], groups[5]), groups[3], groups[4], groups[8], groups[9]}
 				for _, form := range [][]any{general, shape} {
 					args := func(cost string) []any { return append(append([]any{cost}, form...), now) }
-					v := run(t, &set.mixed, keys, args("1")...)
+					v := run(t, set.mixed, keys, args("1")...)
 					if v[0] != int64(0) || len(v) != 11 {
 						t.Fatalf("route first %v, %v: reply %v, want a denial of 11 values", routeFirst, form[0], v)
 					}
 					if after := read(t, tier); after != before {
 						t.Fatalf("route first %v, %v: the tier's key went from %+v to %+v on a denied request", routeFirst, form[0], before, after)
 					}
-					if p := run(t, &set.mixed, keys, args("-1")...); fmt.Sprint(p[1:]) != fmt.Sprint(v[1:]) {
+					if p := run(t, set.mixed, keys, args("-1")...); fmt.Sprint(p[1:]) != fmt.Sprint(v[1:]) {
 						t.Fatalf("route first %v, %v: the denial's reply %v is not the peek's %v", routeFirst, form[0], v, p)
 					}
 				}
@@ -288,10 +288,10 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 	t.Run("two counters and a route", func(t *testing.T) {
 		sw, fw, sl := "mx:{undo-3}:sw", "mx:{undo-3}:fw", "mx:{undo-3}:sl:login:1:3600000"
 		full(t, sl)
-		spendAt(&set.slidingWindow, now-window)(t, sw, now)
-		spendAt(&set.fixedWindow, now-time.Second.Microseconds())(t, fw, now)
+		spendAt(set.slidingWindow, now-window)(t, sw, now)
+		spendAt(set.fixedWindow, now-time.Second.Microseconds())(t, fw, now)
 		before := []state{read(t, sw), read(t, fw)}
-		v := run(t, &set.mixed, []string{sw, sl, fw}, "1", 3,
+		v := run(t, set.mixed, []string{sw, sl, fw}, "1", 3,
 			1, 1, 2, 600, window,
 			2, 1, 2, 1, hour,
 			4, 1, 2, 600, window, now)
@@ -468,9 +468,9 @@ func TestMixedPairAgreesWithTheGeneralForm(t *testing.T) {
 						}
 						return k
 					}
-					sc := &set.mixed
+					sc := set.mixed
 					if rec.record != "" {
-						sc = &controlled
+						sc = controlled
 						for _, form := range []string{"general", "pair"} {
 							if err := client.Set(ctx, keys(form)[2], rec.record, time.Hour).Err(); err != nil {
 								t.Fatal(err)

@@ -86,10 +86,9 @@ func (p *planScripts) get(key planKey) *script {
 	if key.other != 0 {
 		name = fmt.Sprintf("mixed_plan.lua (%d limits, then %s)", key.n, mixedFiles[key.other])
 	}
-	made := newScript(name, src)
-	sc = &made
+	sc = newScript(name, src)
 	p.byPlan[key] = sc
-	p.bodies[sc.sha], p.bodies[sc.src] = true, true
+	p.bodies[sc.sha()], p.bodies[src] = true, true
 	return sc
 }
 

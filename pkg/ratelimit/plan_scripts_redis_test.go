@@ -92,7 +92,7 @@ func TestPlanScriptAgreesWithSlidingWindow(t *testing.T) {
 					cmd = append(cmd, cost)
 				}
 				cmd = append(cmd, now)
-				script := &set.slidingWindow
+				script := set.slidingWindow
 				if form == "plan" {
 					script = sc
 				}
@@ -254,7 +254,7 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 		t.Fatalf("first decision: %+v, %v", res, err)
 	}
 	args := hook.last()
-	if args[0] != "evalsha" || args[1] == l.scripts.slidingWindow.sha || len(args) != 6 || args[5] != "1" {
+	if args[0] != "evalsha" || args[1] == l.scripts.slidingWindow.sha() || len(args) != 6 || args[5] != "1" {
 		t.Fatalf("the plan was sent as %v, want the plan script's EVALSHA with 2 keys and the cost alone", args)
 	}
 	if err := hook.lastCmd().Err(); err != nil {
@@ -284,7 +284,7 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		args := hook.last()
-		if args[1] == l.scripts.mixed.sha || args[1] == l.scripts.mixed.src || len(args) != 8 || args[5] != "1" || args[6] != "2" {
+		if args[1] == l.scripts.mixed.sha() || args[1] == l.scripts.mixed.src() || len(args) != 8 || args[5] != "1" || args[6] != "2" {
 			t.Fatalf("the tier and route were sent as %v, want the mixed plan script with 2 keys, the cost and the route's count and window", args)
 		}
 		if allowed, ours, err := DecisionReply(hook.lastCmd()); !ours || allowed != res.Allowed || err != nil {
@@ -318,7 +318,7 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 	if err != nil || !res.Allowed {
 		t.Fatalf("a plan past the bound: %+v, %v", res, err)
 	}
-	if args := hook.last(); args[1] != l.scripts.slidingWindow.sha || len(args) != 10 {
+	if args := hook.last(); args[1] != l.scripts.slidingWindow.sha() || len(args) != 10 {
 		t.Fatalf("a plan past the bound was sent as %v, want sliding_window.lua with its limits' arguments", args)
 	}
 	res, err = l.Decide(ctx, 1, Check{Identity: "c", Limit: late}, Check{Identity: "c", Limit: perHour})
@@ -453,7 +453,7 @@ func TestMixedPlanScriptAgreesWithMixed(t *testing.T) {
 					}
 					before, beforeExp := mixedKeyStates(t, ctx, client, k)
 					cmd := append([]any{nil, nil, len(k)}, anySlice(k)...)
-					script := &set.mixed
+					script := set.mixed
 					if form == "mixed" {
 						cmd = append(cmd, cost, "2", "1", n, "2")
 						cmd = append(cmd, anySlice(tierArgs)...)

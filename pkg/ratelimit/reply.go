@@ -104,18 +104,18 @@ var decisionScripts = sync.OnceValue(func() map[string]bool {
 	bodies := make(map[string]bool, 2*len(set.all()))
 	cs := set.controlled()
 	controlled := make(map[*script]bool, len(cs))
-	for i := range cs {
-		controlled[&cs[i]] = true
+	for _, sc := range cs {
+		controlled[sc] = true
 	}
 	for _, sc := range set.all() {
-		if sc == &set.release {
+		if sc == set.release {
 			continue
 		}
 		// A controlled script's reply may end in the control applied, or
 		// be a block's (lua/control.lua): its length says nothing.
-		short := sc == &set.slidingWindow || sc == &set.fixedWindow || sc == &set.mixed || sc == &set.acquire || controlled[sc]
-		bodies[sc.sha] = short
-		bodies[sc.src] = short
+		short := sc == set.slidingWindow || sc == set.fixedWindow || sc == set.mixed || sc == set.acquire || controlled[sc]
+		bodies[sc.sha()] = short
+		bodies[sc.src()] = short
 	}
 	return bodies
 })

@@ -16,11 +16,46 @@ import (
 //go:embed lua/*.lua lua/*.tmpl
 var luaFiles embed.FS
 
-// script is one embedded Lua script and its SHA-1, as EVALSHA wants it.
+// script is one Lua script and its SHA-1, as EVALSHA wants it, composed
+// and hashed on first use (src or sha): a function's cold start builds
+// only the scripts its first decisions run, not the whole set, whose
+// composing and hashing was most of the runtime's set-up on a small
+// function. Safe for concurrent use.
 type script struct {
-	name string
-	src  string
-	sha  string
+	name    string
+	compose func() string
+	once    sync.Once
+	text    string
+	hash    string
+}
+
+// lazyScript is the script that compose makes, made on first use.
+func lazyScript(name string, compose func() string) *script {
+	return &script{name: name, compose: compose}
+}
+
+// newScript is a script of a source already made, hashed on first use.
+func newScript(name, src string) *script {
+	return lazyScript(name, func() string { return src })
+}
+
+func (sc *script) build() {
+	sc.text = sc.compose()
+	sum := sha1.Sum([]byte(sc.text))
+	sc.hash = hex.EncodeToString(sum[:])
+	sc.compose = nil
+}
+
+// src is the script's source.
+func (sc *script) src() string {
+	sc.once.Do(sc.build)
+	return sc.text
+}
+
+// sha is the hex SHA-1 of the script's source.
+func (sc *script) sha() string {
+	sc.once.Do(sc.build)
+	return sc.hash
 }
 
 // scriptSet holds the script of every algorithm. Token and leaky buckets
@@ -37,10 +72,10 @@ type script struct {
 // identity that may hold a control, or the script preload, needs them.
 // nil when controls are not read.
 type scriptSet struct {
-	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets script
-	mixed                                                        script
-	acquire, release                                             script
-	controlled                                                   func() []script
+	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets *script
+	mixed                                                        *script
+	acquire, release                                             *script
+	controlled                                                   func() []*script
 	// plans are the plan scripts made so far (plan_scripts.go), shared
 	// by every copy of the set.
 	plans *planScripts
@@ -85,18 +120,16 @@ func mustReadScript(file string) string {
 	return text.(string)
 }
 
-func newScript(name, src string) script {
-	sum := sha1.Sum([]byte(src))
-	return script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+// mustLoadScript is the script of one embedded file, read on first use.
+func mustLoadScript(file string) *script {
+	return lazyScript(file, func() string { return mustReadScript(file) })
 }
-
-func mustLoadScript(file string) script { return newScript(file, mustReadScript(file)) }
 
 // sizedScript is a script whose state is sized by the count, after the
 // function that reads that state in the form a scale control leaves it in
 // (lua/stored_forms.lua).
-func sizedScript(file string) script {
-	return newScript(file, mustReadScript("stored_forms.lua")+mustReadScript(file))
+func sizedScript(file string) *script {
+	return lazyScript(file, func() string { return mustReadScript("stored_forms.lua") + mustReadScript(file) })
 }
 
 // newScriptSet builds every script but the controlled ones, which it
@@ -113,29 +146,36 @@ func newScriptSet(controls bool) scriptSet {
 		release:        mustLoadScript("concurrency_release.lua"),
 		plans:          &planScripts{},
 	}
-	s.mixed = newScript("mixed.lua", mixedRedis+mustReadScript("stored_forms.lua")+algorithmDispatch()+mustReadScript("mixed.lua"))
+	s.mixed = lazyScript("mixed.lua", func() string {
+		return mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
+	})
 	if controls {
 		s.controlled = sync.OnceValue(controlledScripts)
 	}
 	return s
 }
 
-// controlledScripts builds the controlled scripts (scriptSet.controlled).
-func controlledScripts() []script {
-	c := make([]script, maxMixedCode+1)
+// controlledScripts makes the controlled scripts (scriptSet.controlled),
+// each composed on its first use.
+func controlledScripts() []*script {
+	c := make([]*script, maxMixedCode+1)
 	// The record's path runs the groups from the table algorithms, which
 	// control.lua wraps under a scale; with no record, the dispatch of the
 	// plain mixed script.
-	c[0] = newScript("mixed.lua+control.lua", composeControlled(mixedRedis, algorithmTable()+
-		"local function run_code(code, KEYS, ARGV) return algorithms[code + 0](KEYS, ARGV) end\n"+
-		"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
-		algorithmDispatch()+mustReadScript("mixed.lua")))
+	c[0] = lazyScript("mixed.lua+control.lua", func() string {
+		return composeControlled(mixedRedis, algorithmTable()+
+			"local function run_code(code, KEYS, ARGV) return algorithms[code + 0](KEYS, ARGV) end\n"+
+			"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
+			algorithmDispatch()+mustReadScript("mixed.lua"))
+	})
 	for code := 1; code <= maxMixedCode; code++ {
 		file := mixedFiles[code]
-		src := mustReadScript(file)
-		c[code] = newScript(file+"+control.lua", composeControlled("",
-			fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
-			src))
+		c[code] = lazyScript(file+"+control.lua", func() string {
+			src := mustReadScript(file)
+			return composeControlled("",
+				fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
+				src)
+		})
 	}
 	return c
 }
@@ -240,30 +280,27 @@ func mixedCode(a Algorithm) int {
 
 // controlledScript is the controlled script of a group's algorithm, or of
 // mixed.lua for code 0.
-func (s *scriptSet) controlledScript(code int) *script { return &s.controlled()[code] }
+func (s *scriptSet) controlledScript(code int) *script { return s.controlled()[code] }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	switch a.orDefault() {
 	case SlidingLog:
-		return &s.slidingLog
+		return s.slidingLog
 	case TokenBucket, LeakyBucket:
-		return &s.gcra
+		return s.gcra
 	case FixedWindow:
-		return &s.fixedWindow
+		return s.fixedWindow
 	case SlidingBuckets:
-		return &s.slidingBuckets
+		return s.slidingBuckets
 	default:
-		return &s.slidingWindow
+		return s.slidingWindow
 	}
 }
 
 func (s *scriptSet) all() []*script {
-	all := []*script{&s.slidingWindow, &s.slidingLog, &s.gcra, &s.fixedWindow, &s.slidingBuckets, &s.mixed, &s.acquire, &s.release}
+	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.fixedWindow, s.slidingBuckets, s.mixed, s.acquire, s.release}
 	if s.controlled != nil {
-		c := s.controlled()
-		for i := range c {
-			all = append(all, &c[i])
-		}
+		all = append(all, s.controlled()...)
 	}
 	return all
 }
@@ -272,12 +309,12 @@ func (s *scriptSet) all() []*script {
 // node computed the SHA-1 this package will ask for.
 func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
 	for _, sc := range s.all() {
-		sha, err := node.ScriptLoad(ctx, sc.src).Result()
+		sha, err := node.ScriptLoad(ctx, sc.src()).Result()
 		if err != nil {
 			return fmt.Errorf("load script %s: %w", sc.name, err)
 		}
-		if sha != sc.sha {
-			return fmt.Errorf("load script %s: server returned SHA %s, want %s", sc.name, sha, sc.sha)
+		if sha != sc.sha() {
+			return fmt.Errorf("load script %s: server returned SHA %s, want %s", sc.name, sha, sc.sha())
 		}
 	}
 	return nil
@@ -297,12 +334,12 @@ func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
 // cmd is the whole command: its first two values are set here (the verb and
 // the SHA-1 or source), then come the key count, KEYS and ARGV.
 func (sc *script) run(ctx context.Context, c redis.UniversalClient, cmd []any) ([]any, error) {
-	cmd[0], cmd[1] = "evalsha", sc.sha
+	cmd[0], cmd[1] = "evalsha", sc.sha()
 	res, err := sc.call(ctx, c, cmd)
 	if err != nil && isNoScript(err) {
 		// A copy: the failed command, which hooks may have kept, keeps its
 		// own arguments.
-		cmd = append([]any{"eval", sc.src}, cmd[2:]...)
+		cmd = append([]any{"eval", sc.src()}, cmd[2:]...)
 		res, err = sc.call(ctx, c, cmd)
 	}
 	if err != nil {

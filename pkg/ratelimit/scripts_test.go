@@ -1,6 +1,10 @@
 package ratelimit
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -32,19 +36,73 @@ func TestLimitersShareTheirScripts(t *testing.T) {
 		t.Fatalf("%d and %d scripts, want %d", len(got), len(other), len(want))
 	}
 	for i := range want {
-		if got[i].sha != want[i].sha || got[i].src != want[i].src || got[i].name != want[i].name {
-			t.Errorf("script %d: %s %s, want %s %s", i, got[i].name, got[i].sha, want[i].name, want[i].sha)
+		if got[i].sha() != want[i].sha() || got[i].src() != want[i].src() || got[i].name != want[i].name {
+			t.Errorf("script %d: %s %s, want %s %s", i, got[i].name, got[i].sha(), want[i].name, want[i].sha())
 		}
-		if other[i].sha != got[i].sha {
-			t.Errorf("script %d: two limiters disagree: %s and %s", i, other[i].sha, got[i].sha)
+		if other[i].sha() != got[i].sha() {
+			t.Errorf("script %d: two limiters disagree: %s and %s", i, other[i].sha(), got[i].sha())
 		}
 	}
-	if &a.scripts.controlled()[0] != &b.scripts.controlled()[0] {
+	if a.scripts.controlled()[0] != b.scripts.controlled()[0] {
 		t.Error("two limiters built the controlled scripts twice")
 	}
 	for i := range plain.scripts.all() {
-		if plain.scripts.all()[i].sha != got[i].sha {
+		if plain.scripts.all()[i].sha() != got[i].sha() {
 			t.Errorf("script %d differs between a Limiter with controls and one without", i)
 		}
+	}
+}
+
+// A script is composed and hashed on its first use, not when the set is
+// made: NewLimiter, at a function's cold start, composes nothing, and a
+// decision composes its own script alone.
+func TestScriptsAreComposedOnFirstUse(t *testing.T) {
+	set := newScriptSet(true)
+	composed := func() []string {
+		var names []string
+		for _, sc := range set.all() {
+			if sc.text != "" {
+				names = append(names, sc.name)
+			}
+		}
+		return names
+	}
+	if got := composed(); len(got) != 0 {
+		t.Fatalf("a new set has composed %v", got)
+	}
+	sw := set.forAlgorithm(SlidingWindow)
+	if sw.sha() == "" || !strings.Contains(sw.src(), "sliding_window.lua") {
+		t.Fatalf("sliding window script: sha %q, %d bytes", sw.sha(), len(sw.src()))
+	}
+	if got := composed(); len(got) != 1 || got[0] != "sliding_window.lua" {
+		t.Errorf("after one sliding-window script: composed %v, want only sliding_window.lua", got)
+	}
+	// Its SHA-1 is the source's, as Redis computes it.
+	if sum := sha1.Sum([]byte(sw.src())); hex.EncodeToString(sum[:]) != sw.sha() {
+		t.Errorf("sha %s is not the SHA-1 of the source", sw.sha())
+	}
+}
+
+// Concurrent first uses of one script compose it once and agree.
+func TestScriptFirstUseIsSafeConcurrently(t *testing.T) {
+	calls := 0
+	sc := lazyScript("t.lua", func() string { calls++; return "return 1" })
+	var wg sync.WaitGroup
+	shas := make([]string, 8)
+	for i := range shas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shas[i] = sc.sha()
+		}()
+	}
+	wg.Wait()
+	for _, s := range shas {
+		if s != "e0e1f9fabfc9d4800c877a703b823ac0578ff8db" {
+			t.Fatalf("sha %s, want Redis's SHA-1 of %q", s, "return 1")
+		}
+	}
+	if calls != 1 {
+		t.Errorf("composed %d times, want once", calls)
 	}
 }
