@@ -1,7 +1,9 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,12 +129,34 @@ func TestFirstDecisionOnAWarmConnection(t *testing.T) {
 // A decision asked for right after the cold start is not made to share
 // the CPU with the script preload: the preload starts once that decision
 // has been answered. On a server that has never seen the scripts, the
-// decision loads its own (EVALSHA, NOSCRIPT, then EVAL), and the preload
-// that follows loads the decisions' scripts.
+// decision loads its own (EVALSHA, NOSCRIPT, then EVAL) before any SCRIPT
+// LOAD, and the preload that follows loads the decisions' scripts. The
+// server's MONITOR gives the order of the commands.
 func TestScriptPreloadWaitsForTheFirstDecision(t *testing.T) {
 	srv := redistest.StartServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lines := monitor(t, srv.Addr())
+	// MONITOR is on once it shows a command sent after it.
 	admin := srv.Client(t)
-	before, _ := commandCalls(t, admin)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for on := false; !on; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("MONITOR ended")
+			}
+			on = strings.Contains(l, "monitor-on")
+		case <-tick.C:
+			if err := admin.Echo(ctx, "monitor-on").Err(); err != nil {
+				t.Fatal(err)
+			}
+		case <-ctx.Done():
+			t.Fatal("MONITOR showed nothing")
+		}
+	}
+
 	started := time.Now()
 	rt, logs := newRuntime(t, srv.URL(), nil)
 	out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.21"})
@@ -140,24 +164,88 @@ func TestScriptPreloadWaitsForTheFirstDecision(t *testing.T) {
 		t.Fatalf("decision: %+v, %v; logs:\n%s", out, err, logs)
 	}
 	decided := time.Since(started)
-	mid, _ := commandCalls(t, admin)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := rt.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := commandCalls(t, admin)
-	if decided < 50*time.Millisecond {
+	// The last SCRIPT LOAD is followed by this, so every command before
+	// it has been shown.
+	if err := admin.Echo(ctx, "monitor-off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for off := false; !off; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("MONITOR ended")
+			}
+			if strings.Contains(l, "monitor-off") {
+				off = true
+				continue
+			}
+			// 1700000000.000000 [0 127.0.0.1:4242] "verb" "arg" ...
+			if _, rest, ok := strings.Cut(l, "] \""); ok {
+				verb, args, _ := strings.Cut(rest, "\"")
+				verb = strings.ToLower(verb)
+				if verb == "script" && strings.HasPrefix(strings.ToLower(args), " \"load") {
+					verb = "script load"
+				}
+				verbs = append(verbs, verb)
+			}
+		case <-ctx.Done():
+			t.Fatal("MONITOR did not show the end")
+		}
+	}
+	firstEval, firstLoad, loads := -1, -1, 0
+	for i, v := range verbs {
+		switch v {
+		case "eval":
+			if firstEval < 0 {
+				firstEval = i
+			}
+		case "script load":
+			loads++
+			if firstLoad < 0 {
+				firstLoad = i
+			}
+		}
+	}
+	if loads != 8 {
+		t.Errorf("%d SCRIPT LOADs, want 8 (the preload, after the decision): %v", loads, verbs)
+	}
+	if decided < 50*time.Millisecond && (firstEval < 0 || firstLoad < firstEval) {
 		// Well within the preload's delay: only the decision can have
-		// started it.
-		if n := mid["script|load"] - before["script|load"]; n != 0 {
-			t.Errorf("%d SCRIPT LOADs before the first decision was answered, want none", n)
-		}
-		if n := mid["eval"] - before["eval"]; n != 1 {
-			t.Errorf("the first decision ran %d EVALs, want 1 (its own script, not preloaded)", n)
-		}
+		// started the preload.
+		t.Errorf("the decision's EVAL at %d, the first SCRIPT LOAD at %d, want the EVAL first: %v", firstEval, firstLoad, verbs)
 	}
-	if n := after["script|load"] - before["script|load"]; n != 8 {
-		t.Errorf("%d SCRIPT LOADs in all, want 8 (the preload, after the decision)", n)
+}
+
+// monitor sends MONITOR on a connection of its own to the server at addr
+// and returns the lines it shows, until the test ends.
+func monitor(t *testing.T, addr string) <-chan string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 10_000)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReader(conn)
+		for {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			select {
+			case lines <- strings.TrimRight(l, "\r\n"):
+			default: // a test that stopped reading
+			}
+		}
+	}()
+	return lines
 }
