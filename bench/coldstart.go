@@ -117,6 +117,13 @@ func (c *coldStartInfo) build(tags string, minimal bool) *coldBuild {
 // traces, first answers), then measures each build's first answer under a
 // fresh emulator, rounds times, the builds in a rotating order within each
 // round so that drift on a shared machine falls on all of them.
+// coldStartRounds is how many rounds of first answers compareColdStarts
+// takes: the rounds' differences with the minimal function moved by 1.5 to
+// 3 ms between runs of 9 rounds on the shared bench machine (the same
+// code: 5.8 and 8.6 ms after minimal within an hour); a round costs about
+// a second.
+const coldStartRounds = 21
+
 func compareColdStarts(ctx context.Context, root, rie, tmp string, env []string, event []byte, rounds int, p *progress) (*coldStartInfo, error) {
 	builds := []*coldBuild{
 		{Name: "minimal aws-lambda-go function", pkg: "./minimal", dir: filepath.Join(root, "bench")},

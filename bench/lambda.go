@@ -159,7 +159,7 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 		}
 		inst.stop()
 	}
-	info.ColdStart, err = compareColdStarts(ctx, root, rie, tmp, env, event, 9, p)
+	info.ColdStart, err = compareColdStarts(ctx, root, rie, tmp, env, event, coldStartRounds, p)
 	if err != nil {
 		info.Note = "cold-start comparison: " + err.Error()
 		return info
