@@ -31,6 +31,17 @@ type results struct {
 	Plans        *plansInfo         `json:"several_limits,omitempty"`
 	ServerSide   *serverSideInfo    `json:"server_side,omitempty"`
 	Targets      []target           `json:"targets"`
+	// Remeasured lists the parts measured again after the run (-only),
+	// whose figures are then not the run's.
+	Remeasured []remeasure `json:"remeasured,omitempty"`
+}
+
+// remeasure is one part of a run measured again by -only.
+type remeasure struct {
+	Part       string `json:"part"`
+	Date       string `json:"date"`
+	LoadBefore string `json:"loadavg_before"`
+	LoadAfter  string `json:"loadavg_after"`
 }
 
 type traceInfo struct {
