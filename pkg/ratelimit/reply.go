@@ -102,7 +102,7 @@ func body(cmd redis.Cmder) string {
 var decisionScripts = sync.OnceValue(func() map[string]bool {
 	set := scriptSetFor(true)
 	bodies := make(map[string]bool, 2*len(set.all()))
-	cs := set.controlled()
+	cs := set.controlled
 	controlled := make(map[*script]bool, len(cs))
 	for _, sc := range cs {
 		controlled[sc] = true

@@ -64,28 +64,26 @@ func (sc *script) sha() string {
 // call (lua/mixed.lua). acquire and release are the concurrency limits'
 // (concurrency.go).
 //
-// controlled returns, when the Limiter reads live controls, the same
+// controlled holds, when the Limiter reads live controls, the same
 // decisions composed with lua/control.lua: each reads the identity's
 // control key (the last of KEYS) in the same call. They are indexed by
-// mixedCode, with mixed's at 0, and built on the first call: they are
-// about three quarters of the scripts' bytes, and only a decision for an
-// identity that may hold a control, or the script preload, needs them.
-// nil when controls are not read.
+// mixedCode, with mixed's at 0, and, like every script, composed on first
+// use: they are about three quarters of the scripts' bytes, and only a
+// decision for an identity that may hold a control needs them. nil when
+// controls are not read.
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets *script
 	mixed                                                        *script
 	acquire, release                                             *script
-	controlled                                                   func() []*script
+	controlled                                                   []*script
 	// plans are the plan scripts made so far (plan_scripts.go), shared
 	// by every copy of the set.
 	plans *planScripts
 }
 
-// The process's scripts, built on first use and shared by every Limiter
-// and by DecisionReply: they are embedded and never change, and composing
-// and hashing them is the costliest part of NewLimiter, which a
-// function's runtime calls two or three times at cold start. Nothing
-// writes to them once built.
+// The process's scripts, shared by every Limiter and by DecisionReply:
+// they are embedded and never change, so each is composed and hashed once
+// per process, on its first use. Nothing writes to them once built.
 var (
 	sharedScripts    = sync.OnceValue(func() scriptSet { return newScriptSet(false) })
 	sharedControlled = sync.OnceValue(controlledScripts)
@@ -96,7 +94,7 @@ var (
 func scriptSetFor(controls bool) scriptSet {
 	s := sharedScripts()
 	if controls {
-		s.controlled = sharedControlled
+		s.controlled = sharedControlled()
 	}
 	return s
 }
@@ -132,8 +130,8 @@ func sizedScript(file string) *script {
 	return lazyScript(file, func() string { return mustReadScript("stored_forms.lua") + mustReadScript(file) })
 }
 
-// newScriptSet builds every script but the controlled ones, which it
-// builds on first use when controls are read. A Limiter uses the shared
+// newScriptSet makes a set of scripts, each composed on first use, with
+// the controlled ones when controls are read. A Limiter uses the shared
 // set instead (scriptSetFor).
 func newScriptSet(controls bool) scriptSet {
 	s := scriptSet{
@@ -150,7 +148,7 @@ func newScriptSet(controls bool) scriptSet {
 		return mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
 	})
 	if controls {
-		s.controlled = sync.OnceValue(controlledScripts)
+		s.controlled = controlledScripts()
 	}
 	return s
 }
@@ -280,7 +278,7 @@ func mixedCode(a Algorithm) int {
 
 // controlledScript is the controlled script of a group's algorithm, or of
 // mixed.lua for code 0.
-func (s *scriptSet) controlledScript(code int) *script { return s.controlled()[code] }
+func (s *scriptSet) controlledScript(code int) *script { return s.controlled[code] }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	switch a.orDefault() {
@@ -300,7 +298,7 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 func (s *scriptSet) all() []*script {
 	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.fixedWindow, s.slidingBuckets, s.mixed, s.acquire, s.release}
 	if s.controlled != nil {
-		all = append(all, s.controlled()...)
+		all = append(all, s.controlled...)
 	}
 	return all
 }
