@@ -91,6 +91,9 @@ const (
 //   - UnauthorizedOverLimit: the same 429, with or without ReportOnly.
 //   - Unauthorized: 401 with the rate-limit headers and a JSON body of
 //     code UNAUTHORIZED; the handler is not called.
+//   - a decision of the local fallback (Redis unavailable on a fail-open
+//     route) adds wire.HeaderDegraded: true to whichever of these answers
+//     carries the rate-limit headers.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the outcome in the request's context
 //     (OutcomeFromContext).
@@ -141,6 +144,9 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 			ratelimit.SetHeaders(w.Header(), out.Result)
 			if out.Policy != "" {
 				w.Header().Set(headerRateLimitPolicy, out.Policy)
+			}
+			if out.Result.Degraded {
+				w.Header().Set(wire.HeaderDegraded, "true")
 			}
 			switch {
 			case kind == edge.UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):

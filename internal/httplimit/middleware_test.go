@@ -57,6 +57,27 @@ func TestMiddlewareAnswers(t *testing.T) {
 				"X-RateLimit-Remaining": "12",
 				"X-RateLimit-Reset":     "1700000041",
 				"Retry-After":           "",
+				wire.HeaderDegraded:     "",
+			},
+		},
+		{
+			name:       "allowed by the local fallback: the headers and the degraded sign",
+			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed}}},
+			wantStatus: http.StatusOK,
+			wantBody:   handlerBody,
+			wantHeaders: map[string]string{
+				"RateLimit":         `"anonymous";r=12;t=41`,
+				wire.HeaderDegraded: "true",
+			},
+		},
+		{
+			name:       "denied by the local fallback: the 429 carries the degraded sign",
+			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: false, Degraded: true, Decisions: []ratelimit.Decision{deniedAnon}}},
+			wantStatus: http.StatusTooManyRequests,
+			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
+			wantHeaders: map[string]string{
+				"Retry-After":       "18",
+				wire.HeaderDegraded: "true",
 			},
 		},
 		{

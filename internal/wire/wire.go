@@ -99,6 +99,13 @@ func errorBody(code, sentence string, seconds int64) []byte {
 	return []byte(b.String())
 }
 
+// HeaderDegraded is the header, with the value "true", on every answer
+// whose limits the local fallback decided because Redis (or a secret the
+// decision needs) could not be reached: the outside sign `slidegate
+// verify` reads. It tells a caller no more than GET /v1/quota's
+// "degraded" already does.
+const HeaderDegraded = "X-RateLimit-Degraded"
+
 // SpecHeaderName returns the spelling the contract (docs/contract.md) gives
 // a rate-limit header ("RateLimit-Policy", "X-RateLimit-Reset") for any
 // spelling of its name, and any other name unchanged. net/http stores
@@ -124,6 +131,8 @@ func SpecHeaderName(name string) string {
 		return "X-RateLimit-Remaining"
 	case "X-Ratelimit-Reset":
 		return "X-RateLimit-Reset"
+	case "X-Ratelimit-Degraded":
+		return HeaderDegraded
 	}
 	return name
 }
