@@ -14,6 +14,7 @@
 //	slidegate lift    [flags] [--yes] (CALLER | --network CIDR)
 //	slidegate controls [flags]
 //	slidegate check   [flags]
+//	slidegate verify  --url API_URL [--api auto|rest|http] [--api-key KEY]
 //	slidegate version
 //
 // Install it from a clone with `make slidegate` (into ./bin, version
@@ -22,7 +23,8 @@
 //	go install github.com/slidegate/slidegate/cmd/slidegate@v0.1.0
 //
 // Exit status: 0 when all is well, 1 for errors (check found the
-// configuration refused, Redis unreachable, reset not confirmed), 2 for a
+// configuration refused, Redis unreachable, reset not confirmed, verify
+// found a check failing), 2 for a
 // command line that does not parse.
 package main
 
@@ -81,6 +83,7 @@ Usage:
   slidegate lift    [flags] CALLER   end the caller's (or --network's) control now
   slidegate controls [flags]         every control in force: kind, target, factor, set by, set at, ends, reason
   slidegate check   [flags]          every limit, route and setting of a stage, with errors and warnings
+  slidegate verify  --url API_URL    prove a deployed API from outside: headers, 429, no fallback, unknown routes
   slidegate version                  the version of this build (the functions log theirs)
 
 CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT.
@@ -112,6 +115,12 @@ func run(ctx context.Context, args []string, e env) int {
 	case "check":
 		var failed bool
 		failed, err = runCheck(args[1:], e)
+		if err == nil && failed {
+			return exitError
+		}
+	case "verify":
+		var failed bool
+		failed, err = runVerify(ctx, args[1:], e)
 		if err == nil && failed {
 			return exitError
 		}
