@@ -31,7 +31,10 @@ own limit (RATE_LIMIT_QUOTA, 10/1m by default; GET /v1/quota spends nothing
 else) of the caller it runs as, which it spends to the 429, and one request of
 that caller's tier or plan limit for GET /v1/items and one for the unknown
 route when the API counts it. It runs as its source address (tier anonymous),
-or with --api-key as that key: give it a key set aside for verify.
+or with --api-key as that key: give it a key set aside for verify. When the
+caller has at most --max-spend requests left after GET /v1/items (a key set
+aside for verify, on a plan of a few requests a window), it spends them to
+see the authorizer's denial too: on a REST API, the gateway's 429.
 
 Flags:
 `
@@ -44,6 +47,9 @@ type verifyFlags struct {
 	// maxQuotaCalls bounds the calls spent looking for the quota route's
 	// 429.
 	maxQuotaCalls int
+	// maxSpend is the most requests of the caller's own limit the command
+	// spends to see the authorizer's denial.
+	maxSpend int
 	// wait is the longest the command waits for a quota route an earlier
 	// run spent to be free again.
 	wait    time.Duration
@@ -69,6 +75,9 @@ const (
 type verifyCheck struct {
 	name string
 	ok   bool
+	// skipped is a check that could not run without spending more than
+	// the command may (ok is true: nothing failed).
+	skipped bool
 	// saw is what was observed; fix, for a failed check, what to do.
 	saw, fix string
 }
@@ -86,7 +95,8 @@ func runVerify(ctx context.Context, args []string, e env) (failed bool, err erro
 	fs.StringVar(&f.api, "api", apiAuto, "the API type, for the unknown-route check: auto (accept either documented answer and say which), rest or http")
 	fs.StringVar(&f.apiKey, "api-key", "", "an API key to send as x-api-key (a key set aside for verify); none: the command is counted by its source address")
 	fs.IntVar(&f.maxQuotaCalls, "max-quota-calls", 100, "at most this many GET /v1/quota calls while looking for its 429")
-	fs.DurationVar(&f.wait, "wait", 65*time.Second, "longest wait for a quota limit an earlier run spent")
+	fs.IntVar(&f.maxSpend, "max-spend", 5, "spend the caller's remaining requests on GET /v1/items to see the authorizer's 429 only when at most this many are left (a key set aside for verify)")
+	fs.DurationVar(&f.wait, "wait", 90*time.Second, "longest wait for a quota limit an earlier run spent")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "timeout of each request")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,8 +119,8 @@ func runVerify(ctx context.Context, args []string, e env) (failed bool, err erro
 		fmt.Fprintf(e.stderr, "slidegate verify: --api: want auto, rest or http, got %q\n", f.api)
 		return false, errUsage
 	}
-	if f.maxQuotaCalls < 1 || f.timeout <= 0 || f.wait < 0 {
-		fmt.Fprintln(e.stderr, "slidegate verify: --max-quota-calls must be at least 1, --timeout above 0, --wait not negative")
+	if f.maxQuotaCalls < 1 || f.maxSpend < 0 || f.timeout <= 0 || f.wait < 0 {
+		fmt.Fprintln(e.stderr, "slidegate verify: --max-quota-calls must be at least 1, --max-spend and --wait not negative, --timeout above 0")
 		return false, errUsage
 	}
 
@@ -124,6 +134,9 @@ func runVerify(ctx context.Context, args []string, e env) (failed bool, err erro
 	checks := v.run(ctx)
 	for _, c := range checks {
 		verdict := "PASS"
+		if c.skipped {
+			verdict = "SKIP"
+		}
 		if !c.ok {
 			verdict, failed = "FAIL", true
 		}
@@ -223,8 +236,14 @@ func (v *verifier) run(ctx context.Context) []verifyCheck {
 	}
 	checks := []verifyCheck{{name: "reachable", ok: true, saw: "GET /health: 200"}}
 	checks = append(checks, v.checkQuota(ctx)...)
-	checks = append(checks, v.checkAuthorized(ctx)...)
+	authorized, remaining := v.checkAuthorized(ctx)
+	checks = append(checks, authorized...)
 	checks = append(checks, v.checkUnknownRoute(ctx))
+	// Last: once the caller is denied, an unknown route behind the
+	// authorizer would be denied too.
+	if remaining >= 0 {
+		checks = append(checks, v.checkAuthorizerDenial(ctx, remaining))
+	}
 	return checks
 }
 
@@ -335,31 +354,96 @@ func (v *verifier) checkDenial(ctx context.Context) verifyCheck {
 }
 
 // checkAuthorized sends one request through the authorizer (GET
-// /v1/items): an allowed answer with the headers, decided on Redis.
-func (v *verifier) checkAuthorized(ctx context.Context) []verifyCheck {
+// /v1/items): an allowed answer with the headers, decided on Redis. It
+// also returns the caller's RateLimit-Remaining, -1 when the answer does
+// not say.
+func (v *verifier) checkAuthorized(ctx context.Context) ([]verifyCheck, int64) {
 	c := verifyCheck{name: "authorized route"}
 	a, err := v.get(ctx, verifyItemsPath)
 	if err != nil {
 		c.saw, c.fix = err.Error(), fixURL
-		return []verifyCheck{c}
+		return []verifyCheck{c}, -1
 	}
 	switch a.status {
 	case http.StatusOK:
 	case http.StatusTooManyRequests:
 		c.saw = fmt.Sprintf("GET %s answered 429: the caller this command runs as has spent its limit", verifyItemsPath)
 		c.fix = "run again after Retry-After (" + a.header.Get("Retry-After") + " s), or with --api-key of a key set aside for verify"
-		return []verifyCheck{c}
+		return []verifyCheck{c}, -1
 	default:
 		c.saw = fmt.Sprintf("GET %s answered %d %s, not 200", verifyItemsPath, a.status, clipBody(a.body))
 		c.fix = "GET /v1/items passes the authorizer: a 401 means --api-key is not a known key; a 403 or 5xx, read the authorizer's CloudWatch logs"
-		return []verifyCheck{c}
+		return []verifyCheck{c}, -1
 	}
 	if problems := headerProblems(a.header, false); len(problems) > 0 {
 		c.saw, c.fix = fmt.Sprintf("GET %s: 200, but %s", verifyItemsPath, strings.Join(problems, "; ")), fixStripped
 	} else {
 		c.ok, c.saw = true, fmt.Sprintf("GET %s: 200, RateLimit %s", verifyItemsPath, a.header.Get("RateLimit"))
 	}
-	return []verifyCheck{c, fallbackCheck("authorizer on Redis", "authorizer (or the API function behind it)", verifyItemsPath, a)}
+	remaining, err := strconv.ParseInt(a.header.Get("RateLimit-Remaining"), 10, 64)
+	if err != nil {
+		remaining = -1
+	}
+	return []verifyCheck{c, fallbackCheck("authorizer on Redis", "authorizer (or the API function behind it)", verifyItemsPath, a)}, remaining
+}
+
+// checkAuthorizerDenial spends what is left of the caller's limit on GET
+// /v1/items to see the authorizer's denial (on a REST API, API Gateway's
+// ACCESS_DENIED gateway response), when that is at most --max-spend
+// requests: a key set aside for verify, on a plan of a few requests a
+// window. Otherwise it is skipped, saying how to run it.
+func (v *verifier) checkAuthorizerDenial(ctx context.Context, remaining int64) verifyCheck {
+	c := verifyCheck{name: "authorizer denial (429)"}
+	if remaining > int64(v.flags.maxSpend) {
+		c.ok, c.skipped = true, true
+		c.saw = fmt.Sprintf("the caller has %d requests left on GET %s, more than --max-spend %d: give --api-key of a key set aside for verify, on a plan of a few requests a window, to see the authorizer's 429", remaining, verifyItemsPath, v.flags.maxSpend)
+		return c
+	}
+	// Two more than remaining: the unknown route may not have spent one.
+	for call := int64(1); call <= remaining+2; call++ {
+		a, err := v.get(ctx, verifyItemsPath)
+		if err != nil {
+			c.saw, c.fix = err.Error(), fixURL
+			return c
+		}
+		switch {
+		case a.status == http.StatusOK:
+			continue
+		case a.status == http.StatusTooManyRequests:
+			problems := headerProblems(a.header, true)
+			c.fix = fixStripped
+			if p := denialBodyProblem(a); p != "" {
+				problems = append(problems, p)
+				c.fix = fixBody
+			}
+			if len(problems) > 0 {
+				c.saw = fmt.Sprintf("GET %s: 429, but %s", verifyItemsPath, strings.Join(problems, "; "))
+				return c
+			}
+			c.ok, c.fix = true, ""
+			c.saw = fmt.Sprintf("GET %s: 429, Retry-After %s, headers and JSON body as the contract says", verifyItemsPath, a.header.Get("Retry-After"))
+			return c
+		case a.status == http.StatusForbidden && isForbidden(a.body) && v.flags.api != apiREST:
+			c.ok = true
+			c.saw = fmt.Sprintf("GET %s: 403 Forbidden from the HTTP API's gateway (HTTP_API_DENIALS=refuse: no rate-limit headers, as docs/contract.md says)", verifyItemsPath)
+			return c
+		default:
+			c.saw = fmt.Sprintf("GET %s answered %d %s where the authorizer's 429 was due", verifyItemsPath, a.status, clipBody(a.body))
+			c.fix = "a REST API answers the authorizer's Deny with the template's ACCESS_DENIED gateway response (429): check that the stack's gateway responses are the template's"
+			return c
+		}
+	}
+	c.saw = fmt.Sprintf("GET %s still 200 after %d more requests, when the caller had %d left", verifyItemsPath, remaining+2, remaining)
+	c.fix = "the authorizer is not counting this caller's requests: read its CloudWatch logs, and check that GET /v1/items has the authorizer"
+	return c
+}
+
+// isForbidden reports whether body is an HTTP API's own 403 body.
+func isForbidden(body []byte) bool {
+	var m struct {
+		Message string `json:"message"`
+	}
+	return json.Unmarshal(body, &m) == nil && m.Message == "Forbidden"
 }
 
 // checkUnknownRoute checks what an unknown route is answered: the API

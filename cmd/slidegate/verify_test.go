@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -65,25 +66,44 @@ func runVerifyCommand(t *testing.T, args ...string) (int, string) {
 	return code, stdout.String() + stderr.String()
 }
 
+// verifyKey is the API key the tests set aside for verify: known (its
+// hash in API_KEY_HASHES) on plan verify, of two requests a minute.
+const verifyKey = "verify-key-set-aside"
+
+// verifyKeyEnv is make local's environment with verifyKey set aside.
+func verifyKeyEnv() map[string]string {
+	return map[string]string{
+		"API_KEY_HASHES":   identity.KeyHash(verifyKey) + ":verify",
+		"RATE_LIMIT_PLANS": "verify=2/1m",
+	}
+}
+
 // TestVerifyPassesAgainstMakeLocal: make local, as it starts (embedded
 // Redis), passes every check, on the REST API (whose unknown routes API
 // Gateway answers 403 itself) and on the HTTP API (the counted 404); the
-// command says which unknown-route answer it saw.
+// command says which unknown-route answer it saw. With a key set aside on
+// a plan of two requests, it also sees the authorizer's 429 (on the REST
+// API, the gateway's ACCESS_DENIED response); without one, it skips that
+// check rather than spend an address's budget.
 func TestVerifyPassesAgainstMakeLocal(t *testing.T) {
 	cases := []struct {
 		name    string
 		httpAPI bool
-		api     string
+		env     map[string]string
+		args    []string
 		unknown string
+		denial  string
 	}{
-		{"REST API", false, "rest", "403 MISSING_AUTHENTICATION_TOKEN from API Gateway"},
-		{"HTTP API", true, "http", "404 NOT_FOUND from the API function, counted"},
-		{"REST API, type not given", false, "auto", "403 MISSING_AUTHENTICATION_TOKEN from API Gateway"},
+		{"REST API", false, nil, []string{"--api", "rest"}, "403 MISSING_AUTHENTICATION_TOKEN from API Gateway", "SKIP  authorizer denial (429)"},
+		{"HTTP API", true, nil, []string{"--api", "http"}, "404 NOT_FOUND from the API function, counted", "SKIP  authorizer denial (429)"},
+		{"REST API, type not given", false, nil, nil, "403 MISSING_AUTHENTICATION_TOKEN from API Gateway", "SKIP  authorizer denial (429)"},
+		{"REST API, a key set aside", false, verifyKeyEnv(), []string{"--api-key", verifyKey}, "403 MISSING_AUTHENTICATION_TOKEN from API Gateway", "PASS  authorizer denial (429)    GET /v1/items: 429"},
+		{"HTTP API, a key set aside", true, verifyKeyEnv(), []string{"--api-key", verifyKey, "--api", "http"}, "404 NOT_FOUND from the API function, counted", "PASS  authorizer denial (429)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			base := startLocal(t, c.httpAPI, map[string]string{})
-			code, out := runVerifyCommand(t, "--url", base+"/", "--api", c.api)
+			base := startLocal(t, c.httpAPI, c.env)
+			code, out := runVerifyCommand(t, append([]string{"--url", base + "/"}, c.args...)...)
 			if code != exitOK {
 				t.Fatalf("exit %d, want 0:\n%s", code, out)
 			}
@@ -92,8 +112,8 @@ func TestVerifyPassesAgainstMakeLocal(t *testing.T) {
 					t.Errorf("no PASS for %q:\n%s", name, out)
 				}
 			}
-			if !strings.Contains(out, c.unknown) || strings.Contains(out, "FAIL") {
-				t.Errorf("want the unknown route reported as %q, and no FAIL:\n%s", c.unknown, out)
+			if !strings.Contains(out, c.unknown) || !strings.Contains(out, c.denial) || strings.Contains(out, "FAIL") {
+				t.Errorf("want the unknown route reported as %q, %q, and no FAIL:\n%s", c.unknown, c.denial, out)
 			}
 		})
 	}
@@ -207,6 +227,21 @@ func TestVerifyFailsNamingTheFault(t *testing.T) {
 			},
 			fail: "FAIL  unknown route              GET /slidegate-verify/no-such-route answered 404",
 			fix:  "docs/contract.md documents the API function's counted 404",
+		},
+		{
+			name: "the REST gateway's 429 loses its rate-limit headers",
+			url: func(t *testing.T) string {
+				return rewritingProxy(t, startLocal(t, false, verifyKeyEnv()), func(resp *http.Response) error {
+					if resp.StatusCode == http.StatusTooManyRequests && resp.Request.URL.Path == verifyItemsPath {
+						resp.Header.Del("RateLimit")
+						resp.Header.Del("RateLimit-Policy")
+					}
+					return nil
+				})
+			},
+			args: []string{"--api-key", verifyKey},
+			fail: "FAIL  authorizer denial (429)    GET /v1/items: 429, but missing RateLimit-Policy, RateLimit",
+			fix:  "drops or rewrites the rate-limit headers",
 		},
 		{
 			name: "a REST API verified as an HTTP API",
