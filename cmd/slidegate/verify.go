@@ -216,7 +216,8 @@ const (
 		"an API function that fails answers 5xx: its CloudWatch logs say why"
 	fixStripped = "something between this command and API Gateway drops or rewrites the rate-limit headers (a CDN, a proxy, a custom domain's " +
 		"distribution): forward RateLimit, RateLimit-Policy, RateLimit-Limit/-Remaining/-Reset, X-RateLimit-* and Retry-After unchanged; " +
-		"if nothing is in between, the deployed functions are not this version of slidegate"
+		"if nothing is in between, the address this runs from may be in an unlimited network or under a live network exemption " +
+		"(answered without rate-limit headers: run it from another address), or the deployed functions are not this version of slidegate"
 	fixFallback = "the %s decides from its local fallback: it cannot reach Redis, or cannot read the Redis AUTH token or the identity hash key " +
 		"from Secrets Manager. Read its cold-start errors in CloudWatch Logs; check the Secrets Manager VPC endpoint (or a NAT), the security " +
 		"group that lets the functions reach the cache's port, REDIS_URL, and the function role's secretsmanager:GetSecretValue"
@@ -654,9 +655,9 @@ func jsonEqual(body []byte, want string) bool {
 
 // clipBody quotes at most the first 120 bytes of a body for a message.
 func clipBody(body []byte) string {
-	const max = 120
-	if len(body) > max {
-		return strconv.Quote(string(body[:max])) + "..."
+	const shown = 120
+	if len(body) > shown {
+		return strconv.Quote(string(body[:shown])) + "..."
 	}
 	return strconv.Quote(string(body))
 }
