@@ -26,7 +26,7 @@ contract's JSON body, the functions deciding on Redis and not on their local
 fallback, and what an unknown route is answered. It prints each check, and
 for each that failed, the fix. Exit status 1 when any check failed.
 
-What it spends (docs/operations.md, "Verify a deployment"): the quota route's
+What it spends (docs/operations.md, "slidegate verify"): the quota route's
 own limit (RATE_LIMIT_QUOTA, 10/1m by default; GET /v1/quota spends nothing
 else) of the caller it runs as, which it spends to the 429, and one request of
 that caller's tier or plan limit for GET /v1/items and one for the unknown
