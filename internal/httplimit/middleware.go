@@ -91,12 +91,13 @@ const (
 //   - UnauthorizedOverLimit: the same 429, with or without ReportOnly.
 //   - Unauthorized: 401 with the rate-limit headers and a JSON body of
 //     code UNAUTHORIZED; the handler is not called.
-//   - a decision of the local fallback (Redis unavailable on a fail-open
-//     route) adds wire.HeaderDegraded: true to whichever of these answers
-//     carries the rate-limit headers.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the outcome in the request's context
 //     (OutcomeFromContext).
+//
+// Every answer above that carries the rate-limit headers also carries
+// wire.HeaderDegraded: true when the local fallback decided it (Redis
+// unavailable on a fail-open route, Result.Degraded).
 //
 // Every JSON body is written with Content-Type: application/json and
 // Cache-Control: no-store, as API Gateway's own gateway responses are: a
