@@ -16,6 +16,9 @@
 //   - a limit is enforced unless every owner that brings it says shadow;
 //     a plan whose every limit is shadowed leaves its caller's tier limits
 //     enforced beneath it;
+//   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
+//     rate limits in force (Caller.HeldBy): beneath a plan wholly in
+//     shadow, the tier's entry holds, not the plan's;
 //   - a network exempts an address (unlimited, or a plan) only when every
 //     form of the address is under that same entry's verdict; a blocked
 //     network refuses it when any form is under it;
@@ -29,6 +32,8 @@
 package policy
 
 import (
+	"slices"
+
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -111,6 +116,11 @@ type Caller struct {
 	// every limit of its plan is shadowed, the plan's followed by the
 	// tier's, enforced beneath it.
 	Own []Limit
+	// HeldBy are the plans and tier whose limits hold the caller, in
+	// force: Owner, but the tier beneath a plan wholly in shadow. Its
+	// in-flight limits are theirs (Stage.EveryInFlight): they follow the
+	// same owner as its rate limits.
+	HeldBy []string
 }
 
 // Rules are a request's rules.
@@ -174,22 +184,29 @@ func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
-// accepts: the entry of c's plan when its limits are the plan's, else of
-// its tier, falling back to the tier's entry when the plan has none (a
-// plan never lifts its tier's in-flight limit by saying nothing), then
-// every accepted route entry, in order. Each counts the caller's requests
-// on its own. A blocked or unlimited network's caller has none: no limit
-// applies to it.
+// accepts: the entry of each plan or tier that holds c (Caller.HeldBy: its
+// plan, or its tier beneath a plan wholly in shadow), the tier's entry
+// for a plan that has none (a plan never lifts its tier's in-flight limit
+// by saying nothing), each once, then every accepted route entry, in
+// order. Each counts the caller's requests on its own. A blocked or
+// unlimited network's caller has none: no limit applies to it.
 func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
 	if c.Network == config.NetworkBlocked || c.Network == config.NetworkUnlimited {
 		return nil
 	}
 	conc := s.Limits.Concurrency
 	var out []config.ConcurrencyLimit
-	if n, ok := conc.Owners[c.Owner]; ok {
-		out = append(out, config.ConcurrencyLimit{Name: c.Owner, Max: n})
-	} else if n, ok := conc.Owners[c.Tier]; ok {
-		out = append(out, config.ConcurrencyLimit{Name: c.Tier, Max: n})
+	for _, owner := range c.HeldBy {
+		n, ok := conc.Owners[owner]
+		if !ok {
+			owner = c.Tier
+			if n, ok = conc.Owners[owner]; !ok {
+				continue
+			}
+		}
+		if !slices.ContainsFunc(out, func(l config.ConcurrencyLimit) bool { return l.Name == owner }) {
+			out = append(out, config.ConcurrencyLimit{Name: owner, Max: n})
+		}
 	}
 	for _, r := range conc.Routes {
 		if routeMatches(r.Method, r.Path) {
@@ -243,16 +260,19 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan
 			out.Own = s.addList(nil, plan, list)
+			out.HeldBy = []string{plan}
 			if allShadow(out.Own) {
 				// A plan tried in shadow: its callers keep the limits
-				// they had, their tier's, enforced beneath it.
+				// they had, their tier's, enforced beneath it, the
+				// in-flight limit included.
 				out.Own = s.addList(out.Own, tier, s.Limits.Tiers.ForTier(tier))
+				out.HeldBy = []string{tier}
 			}
 			return out
 		}
 		out.UnknownPlan = plan
 	}
-	out.Owner = tier
+	out.Owner, out.HeldBy = tier, []string{tier}
 	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
 	return out
 }
