@@ -19,9 +19,12 @@
 //   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
 //     rate limits in force (Caller.HeldBy): beneath a plan wholly in
 //     shadow, the tier's entry holds, not the plan's;
-//   - a network exempts an address (unlimited, or a plan) only when every
-//     form of the address is under that same entry's verdict; a blocked
-//     network refuses it when any form is under it;
+//   - a network exempts an address (unlimited) only when every form of
+//     the address is under that same entry's verdict; a blocked network
+//     refuses it when any form is under it; when the forms disagree about
+//     a network's plan, a caller with no plan of its own is held by every
+//     reading together, each plan's limits and its tier's (a stricter
+//     plan is not escaped through another form, a looser one not gained);
 //   - the live network controls (Stage.NetworkControls) join
 //     RATE_LIMIT_NETWORKS under the same rule (NetworkVerdict): blocked
 //     when either source blocks any form, a live exemption only when it
@@ -99,6 +102,11 @@ type Caller struct {
 	// Network is the source network's verdict (see NetworkVerdict):
 	// config.NetworkBlocked, config.NetworkUnlimited, a plan name or "".
 	Network string
+	// NetworkPlans are, when the forms of the source address disagree
+	// about a network's plan (Network ""), the plans any form's network
+	// names: a caller with no plan of its own is held by the limits of
+	// each and of its tier together.
+	NetworkPlans []string
 	// NetworkControl is the live network control that made Network what
 	// it is (a block, or an exemption read as unlimited); the zero
 	// AppliedControl when RATE_LIMIT_NETWORKS alone decided.
@@ -117,7 +125,8 @@ type Caller struct {
 	// tier's, enforced beneath it.
 	Own []Limit
 	// HeldBy are the plans and tier whose limits hold the caller, in
-	// force: Owner, but the tier beneath a plan wholly in shadow. Its
+	// force: Owner, but the tier beneath a plan wholly in shadow, and
+	// every plan of NetworkPlans not wholly in shadow with the tier. Its
 	// in-flight limits are theirs (Stage.EveryInFlight): they follow the
 	// same owner as its rate limits.
 	HeldBy []string
@@ -249,13 +258,17 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 	var out Caller
-	out.Network, out.NetworkControl = NetworkVerdict(s.Networks, s.NetworkControls, sourceIP)
+	network := readNetwork(s.Networks, s.NetworkControls, sourceIP)
+	out.Network, out.NetworkControl, out.NetworkPlans = network.verdict, network.control, network.plans
 	plan := c.Plan
 	if plan == "" && out.Network != config.NetworkBlocked && out.Network != config.NetworkUnlimited {
 		plan = out.Network
 	}
 	tier := tierName(c.Tier)
 	out.Tier = tier
+	if plan == "" && len(out.NetworkPlans) > 0 {
+		return s.everyReading(out)
+	}
 	if plan != "" {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan
@@ -274,6 +287,34 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 	}
 	out.Owner, out.HeldBy = tier, []string{tier}
 	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
+	return out
+}
+
+// everyReading completes out, a caller with no plan of its own whose
+// address's forms disagree about a network's plan, held by every reading
+// together: the limits of each configured plan any form names (with their
+// shadow flags), then its tier's, enforced. A plan wholly in shadow holds
+// nothing beyond; the tier is the owner (Owner) and holds always. An
+// unconfigured plan is reported as UnknownPlan (the first such).
+func (s Stage) everyReading(out Caller) Caller {
+	for _, p := range out.NetworkPlans {
+		list, ok := s.Limits.Plans[p]
+		if !ok {
+			if out.UnknownPlan == "" {
+				out.UnknownPlan = p
+			}
+			continue
+		}
+		own := s.addList(nil, p, list)
+		for _, l := range own {
+			out.Own = add(out.Own, l)
+		}
+		if !allShadow(own) {
+			out.HeldBy = append(out.HeldBy, p)
+		}
+	}
+	out.Own = s.addList(out.Own, out.Tier, s.Limits.Tiers.ForTier(out.Tier))
+	out.Owner, out.HeldBy = out.Tier, append(out.HeldBy, out.Tier)
 	return out
 }
 
