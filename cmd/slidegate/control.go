@@ -232,7 +232,7 @@ func (c *controlCommand) apply(ctx context.Context, req operator.ControlRequest,
 		return operator.ControlReply{}, err
 	}
 	defer op.Close()
-	return operator.ApplyControl(ctx, op.Limiter, req)
+	return operator.ApplyControl(ctx, op.Limiter, c.sc.limits.IPv6Prefix, req)
 }
 
 // invokeOperator sends req to the operator function (Lambda Invoke, with
@@ -357,8 +357,8 @@ func orDash(s string) string {
 
 // callerControls reads the caller's control, and the network controls
 // covering an --ip, for inspect.
-func callerControls(ctx context.Context, l *ratelimit.Limiter, id, sourceIP string) (*operator.ControlView, []operator.ControlView, error) {
-	reply, err := operator.ApplyControl(ctx, l, operator.ControlRequest{Action: "get", Identity: id})
+func callerControls(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, id, sourceIP string) (*operator.ControlView, []operator.ControlView, error) {
+	reply, err := operator.ApplyControl(ctx, l, ipv6Prefix, operator.ControlRequest{Action: "get", Identity: id})
 	if err != nil {
 		return nil, nil, err
 	}

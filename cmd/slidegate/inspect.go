@@ -48,23 +48,30 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	if given != 1 {
 		return identity.Caller{}, fmt.Errorf("give exactly one of --ip, --api-key, --api-key-hash, --sub")
 	}
+	// Every flag is read by identity.CanonicalIdentity, as the operator
+	// function reads the identity it is sent: one reading of a caller for
+	// every way into the controls.
 	switch {
 	case f.ip != "":
-		id, ok := identity.SourceIdentity(f.ip, ipv6Prefix)
-		if !ok {
+		id, err := identity.CanonicalIdentity(identity.KindIP+f.ip, ipv6Prefix)
+		if err != nil || strings.Contains(f.ip, "/") {
 			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip.Text(f.ip, clip.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
 	case f.apiKey != "":
 		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + identity.KeyHash(f.apiKey)}, nil
 	case f.apiKeyHash != "":
-		h := strings.ToLower(strings.TrimSpace(f.apiKeyHash))
-		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		id, err := identity.CanonicalIdentity(identity.KindKey+f.apiKeyHash, ipv6Prefix)
+		if err != nil {
 			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip.Text(f.apiKeyHash, clip.QuotedLen))
 		}
-		return identity.Caller{Tier: identity.TierOrg, Identity: identity.KindKey + h}, nil
+		return identity.Caller{Tier: identity.TierOrg, Identity: id}, nil
 	default:
-		return identity.Caller{Tier: identity.TierUser, Identity: identity.KindSubject + f.sub}, nil
+		id, err := identity.CanonicalIdentity(identity.KindSubject+f.sub, ipv6Prefix)
+		if err != nil {
+			return identity.Caller{}, fmt.Errorf("--sub: %w", err)
+		}
+		return identity.Caller{Tier: identity.TierUser, Identity: id}, nil
 	}
 }
 
@@ -300,7 +307,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if in.InFlight, err = peekSlots(ctx, op, sc.policy(), rules, caller.Identity); err != nil {
 		return inspection{}, err
 	}
-	if in.Control, in.Networks, err = callerControls(ctx, op.Limiter, caller.Identity, sourceIP); err != nil {
+	if in.Control, in.Networks, err = callerControls(ctx, op.Limiter, sc.limits.IPv6Prefix, caller.Identity, sourceIP); err != nil {
 		return inspection{}, fmt.Errorf("read controls: %w", err)
 	}
 	return in, nil

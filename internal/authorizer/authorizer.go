@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -56,6 +57,9 @@ type Handler struct {
 	// logger is the runtime's, within a log budget: a caller can send
 	// malformed events in a flood.
 	logger *slog.Logger
+	// wrongType logs, once per process, that the authorizer is
+	// configured as another type than REQUEST (misconfigured).
+	wrongType sync.Once
 }
 
 // New returns a handler deciding with rt. Its own log lines (malformed
@@ -129,6 +133,22 @@ func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 	return ErrUnauthorized
 }
 
+// misconfigured answers an event of an authorizer of another type than
+// REQUEST (a TOKEN authorizer: its event has a token and a method ARN, no
+// source address, method or path to decide on) with "Unauthorized", never
+// Allow, and logs what is wrong once per process: every request through
+// such an authorizer is the same mistake.
+func (h *Handler) misconfigured(ctx context.Context, typ string) error {
+	h.wrongType.Do(func() {
+		h.rt.Logger().LogAttrs(ctx, slog.LevelError,
+			clip.Text(typ, 16)+" authorizer event: slidegate's authorizer must be a REQUEST authorizer "+
+				"(REST API: Type REQUEST, identity source context.identity.sourceIp, result caching off; "+
+				"template.yaml's RateLimitAuthorizer is one); every request through this one is answered Unauthorized (401)",
+			slog.String("answer", "Unauthorized"), slog.String("type", clip.Text(typ, 16)))
+	})
+	return ErrUnauthorized
+}
+
 // maxLoggedLen bounds the request id and the error of a malformed event's
 // log line.
 const maxLoggedLen = 200
@@ -137,6 +157,9 @@ const maxLoggedLen = 200
 // request's own method ARN (no wildcard: with caching off, the policy is
 // only ever used for this request).
 func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
+	if ev.Type != "" && ev.Type != "REQUEST" {
+		return events.APIGatewayCustomAuthorizerResponse{}, h.misconfigured(ctx, ev.Type)
+	}
 	if ev.MethodArn == "" || !strings.HasPrefix(ev.MethodArn, "arn:") {
 		return events.APIGatewayCustomAuthorizerResponse{}, h.malformed(ctx, "REST event without a methodArn", nil)
 	}

@@ -447,3 +447,44 @@ func unavailableIn(ctx map[string]any) bool {
 	out, ok := edge.FromAuthorizerContext(ctx)
 	return ok && out.Kind == edge.Unavailable
 }
+
+// TestTokenEventIsRefused (issue 37, hole 4): a TOKEN authorizer event
+// (AWS's input format: type, authorizationToken and methodArn, nothing
+// else) carries no source address, method or path to decide on, so the
+// authorizer is misconfigured: it is answered "Unauthorized" (401), never
+// Allow, on a fail-closed route with Redis down as anywhere, and what is
+// wrong is logged once per process, however many such events come.
+func TestTokenEventIsRefused(t *testing.T) {
+	srv := redistest.StartServer(t)
+	var logs strings.Builder
+	env := map[string]string{"REDIS_URL": srv.URL(), "REDIS_TIMEOUT": "100ms", "RATE_LIMIT_ANONYMOUS": "1000/1m"}
+	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
+		app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	h := authorizer.New(rt)
+	token := func(route string) []byte {
+		return []byte(`{"type":"TOKEN","authorizationToken":"allow","methodArn":"arn:aws:execute-api:us-east-1:123456789012:abcdef123/prod/` + route + `"}`)
+	}
+	for i := 0; i < 3; i++ {
+		out, err := h.Invoke(context.Background(), token("GET/v1/items"))
+		if !errors.Is(err, authorizer.ErrUnauthorized) {
+			t.Fatalf("TOKEN event %d: %s, %v; want the error Unauthorized", i, out, err)
+		}
+	}
+	srv.Stop()
+	if out, err := h.Invoke(context.Background(), token("POST/auth/login")); !errors.Is(err, authorizer.ErrUnauthorized) {
+		t.Fatalf("TOKEN event for POST /auth/login with Redis down: %s, %v; want the error Unauthorized", out, err)
+	}
+	if n := strings.Count(logs.String(), "TOKEN authorizer"); n != 1 {
+		t.Errorf("the misconfiguration is logged %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "REQUEST") || !strings.Contains(logs.String(), "context.identity.sourceIp") {
+		t.Errorf("the log line does not say how to fix it:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), `"allow"`) {
+		t.Errorf("the token is logged:\n%s", logs.String())
+	}
+}

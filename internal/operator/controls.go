@@ -25,9 +25,12 @@ type ControlRequest struct {
 	// Action is block, exempt, scale, lift, get (one identity's control)
 	// or list (every control).
 	Action string `json:"action"`
-	// Identity is the caller as the functions count it: "ip:<address or
-	// IPv6 prefix>", "key:<sha256 hex>" or "sub:<subject>" (the command
-	// resolves its flags into it as inspect does). It is hashed before it
+	// Identity is the caller exactly as the functions count it
+	// (identity.CanonicalIdentity): "ip:<IPv4 address>", "ip:<IPv6
+	// prefix of RATE_LIMIT_IPV6_PREFIX bits>" (the address alone at
+	// 128), "key:<sha256 hex, lower case>" or "sub:<subject>" (the
+	// command resolves its flags into it as inspect does); any other
+	// spelling is refused with the one to send. It is hashed before it
 	// reaches Redis or a log.
 	Identity string `json:"identity,omitempty"`
 	// Network is a CIDR with no host bits set, for block, exempt and lift.
@@ -191,27 +194,34 @@ func ParseControlNetwork(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// checkIdentity refuses an identity the functions could never count.
-func checkIdentity(id string) error {
+// checkIdentity refuses an identity the functions could never count: one
+// that is not as identity.CanonicalIdentity reads it under ipv6Prefix,
+// with the identity to send instead when there is one.
+func checkIdentity(id string, ipv6Prefix int) error {
 	if id == "" {
 		return fmt.Errorf("%w: no identity", errBadRequest)
 	}
 	if len(id) > maxIdentityLen || !utf8.ValidString(id) {
 		return fmt.Errorf("%w: the identity is not valid UTF-8 of at most %d bytes", errBadRequest, maxIdentityLen)
 	}
-	for _, kind := range []string{identity.KindIP, identity.KindKey, identity.KindSubject} {
-		if rest, ok := strings.CutPrefix(id, kind); ok && rest != "" {
-			return nil
-		}
+	canonical, err := identity.CanonicalIdentity(id, ipv6Prefix)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadRequest, err)
 	}
-	return fmt.Errorf("%w: the identity does not start with a kind (ip, key or sub) and a colon", errBadRequest)
+	if canonical != id {
+		return fmt.Errorf("%w: identity %q is %w: send %q", errBadRequest, clip.Text(id, clip.QuotedLen), identity.ErrNotCanonical, canonical)
+	}
+	return nil
 }
 
 // ApplyControl carries out req on l: the one place a request becomes
 // admin calls, for the command on a direct connection and for the
 // operator function alike. A refused request is an error saying why;
-// nothing is written then.
-func ApplyControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest) (ControlReply, error) {
+// nothing is written then. An identity must be exactly one the functions
+// count (identity.CanonicalIdentity, IPv6 callers per ipv6Prefix bits):
+// any other spelling is refused with the identity to send, so that no
+// control is acknowledged on an identity no decision reads.
+func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req ControlRequest) (ControlReply, error) {
 	reply := ControlReply{Action: req.Action}
 	if req.Action == "list" {
 		if req.Identity != "" || req.Network != "" || req.Duration != "" || req.Factor != 0 || req.Reason != "" || req.By != "" {
@@ -228,7 +238,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest)
 		if network, err = ParseControlNetwork(req.Network); err != nil {
 			return reply, err
 		}
-	} else if err := checkIdentity(req.Identity); err != nil {
+	} else if err := checkIdentity(req.Identity, ipv6Prefix); err != nil {
 		return reply, err
 	}
 	switch req.Action {

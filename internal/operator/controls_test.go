@@ -1,10 +1,16 @@
 package operator
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
 func TestDecodeControlRequestIsStrict(t *testing.T) {
@@ -78,8 +84,58 @@ func FuzzDecodeControlRequest(f *testing.F) {
 		if len(payload) > MaxControlRequest {
 			t.Fatalf("accepted %d bytes", len(payload))
 		}
-		_ = checkIdentity(req.Identity)
+		_ = checkIdentity(req.Identity, 64)
 		_, _ = ParseControlDuration(req.Duration)
 		_, _ = ParseControlNetwork(req.Network)
 	})
+}
+
+// TestFunctionRefusesIdentitiesNeverCounted (issue 37, hole 3): the
+// operator function, invoked directly, acknowledges a control only on an
+// identity exactly as the functions count it, on a real Redis; every other
+// spelling of a caller is refused, before Redis is written, with the
+// identity to send, and nothing is set.
+func TestFunctionRefusesIdentitiesNeverCounted(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := map[string]string{"REDIS_URL": srv.URL()}
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFunction(cfg, Options{}, nil)
+	t.Cleanup(func() { f.Close() })
+	block := func(id string) (ControlReply, error) {
+		payload, _ := json.Marshal(ControlRequest{Action: "block", Identity: id, Duration: "1h", Reason: "test", By: "test"})
+		return f.Handle(context.Background(), payload)
+	}
+	hash := identity.KeyHash("some-key")
+	for _, tc := range []struct{ id, send string }{
+		{"ip:2001:db8:1:2::5", "ip:2001:db8:1:2::/64"},
+		{"ip:2001:DB8:1:2::/64", "ip:2001:db8:1:2::/64"},
+		{"ip:::ffff:203.0.113.7", "ip:203.0.113.7"},
+		{"ip:2002:cb00:7107::1", "ip:203.0.113.7"},
+		{"ip:203.0.113.9 ", "ip:203.0.113.9"},
+		{"key:" + strings.ToUpper(hash), "key:" + hash},
+		{"ip:2001:db8:1:2::/56", ""},
+		{"ip:203.0.113.0/24", ""},
+		{"key:abc", ""},
+	} {
+		reply, err := block(tc.id)
+		if err == nil || !IsBadRequest(err) {
+			t.Errorf("block %q: %+v, %v; want a refusal", tc.id, reply, err)
+			continue
+		}
+		if tc.send != "" && !strings.Contains(err.Error(), `send "`+tc.send+`"`) {
+			t.Errorf("block %q: %v; want it to say send %q", tc.id, err, tc.send)
+		}
+	}
+	list, err := f.Handle(context.Background(), []byte(`{"action":"list"}`))
+	if err != nil || len(list.Controls) != 0 {
+		t.Fatalf("after the refusals: %+v, %v; want no control", list, err)
+	}
+	for _, id := range []string{"ip:2001:db8:1:2::/64", "ip:203.0.113.7", "key:" + hash, "sub:alice", "ip:invalid"} {
+		if reply, err := block(id); err != nil || !reply.Found {
+			t.Errorf("block %q: %+v, %v; want it set", id, reply, err)
+		}
+	}
 }

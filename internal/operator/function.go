@@ -66,7 +66,7 @@ func (f *Function) Handle(ctx context.Context, payload []byte) (ControlReply, er
 		f.logger.LogAttrs(ctx, slog.LevelError, "operator cannot reach Redis", slog.String("action", req.Action), slog.String("error", err.Error()))
 		return ControlReply{}, fmt.Errorf("reach Redis: %w", err)
 	}
-	reply, err := ApplyControl(ctx, conn.Limiter, req)
+	reply, err := ApplyControl(ctx, conn.Limiter, f.cfg.IPv6Prefix, req)
 	attrs := []slog.Attr{slog.String("action", req.Action), slog.String("by", req.By)}
 	switch {
 	case req.Identity != "":

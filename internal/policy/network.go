@@ -2,6 +2,7 @@ package policy
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
@@ -20,7 +21,10 @@ import (
 //     a plan name): an exemption holds only for an address under it in
 //     every form;
 //   - "" when the forms disagree, none is under a network, or the address
-//     does not parse.
+//     does not parse. When they disagree about a network's plan, the
+//     caller is held by every reading together (Stage.Caller: the plans
+//     the forms name and its tier): a stricter plan cannot be escaped
+//     through another form, a looser one is not gained.
 //
 // It is NetworkVerdict without live network controls.
 func NetworkOf(networks config.Networks, sourceIP string) string {
@@ -41,7 +45,8 @@ func NetworkOf(networks config.Networks, sourceIP string) string {
 //     and no form is blocked by either source: a live exemption lifts the
 //     limits as an unlimited network does (not authentication), and never
 //     lifts a block, static or live;
-//   - otherwise NetworkOf's static verdict.
+//   - otherwise NetworkOf's static verdict ("" when the forms disagree;
+//     Stage.Caller then holds a caller by every reading together).
 //
 // control is the live control that made the verdict when the static one
 // alone would have been another: a block (Until: the latest end of the
@@ -51,16 +56,34 @@ func NetworkOf(networks config.Networks, sourceIP string) string {
 // both sources included (RATE_LIMIT_NETWORKS's block is the answer: it
 // does not end).
 func NetworkVerdict(networks config.Networks, live []ratelimit.NetworkControl, sourceIP string) (verdict string, control ratelimit.AppliedControl) {
+	r := readNetwork(networks, live, sourceIP)
+	return r.verdict, r.control
+}
+
+// networkReading is a source address's network verdict (NetworkVerdict)
+// with the plans its forms disagree on.
+type networkReading struct {
+	verdict string
+	control ratelimit.AppliedControl
+	// plans are, when the forms disagree about a network's plan (verdict
+	// ""), the plans any form's network names, in the forms' order, each
+	// once: a caller with no plan of its own is held by each and its tier
+	// together (Stage.Caller).
+	plans []string
+}
+
+// readNetwork is NetworkVerdict with the plans the forms disagree on.
+func readNetwork(networks config.Networks, live []ratelimit.NetworkControl, sourceIP string) networkReading {
 	if networks.Len() == 0 && len(live) == 0 {
-		return "", ratelimit.AppliedControl{}
+		return networkReading{}
 	}
 	forms, ok := identity.SourceForms(sourceIP)
 	if !ok {
-		return "", ratelimit.AppliedControl{}
+		return networkReading{}
 	}
-	static := staticVerdict(networks, forms)
+	static, plans := staticVerdict(networks, forms)
 	if static == config.NetworkBlocked {
-		return static, ratelimit.AppliedControl{}
+		return networkReading{verdict: static}
 	}
 	var blockEnd, exemptEnd time.Time
 	exempt := true
@@ -89,17 +112,19 @@ func NetworkVerdict(networks config.Networks, live []ratelimit.NetworkControl, s
 	}
 	switch {
 	case !blockEnd.IsZero():
-		return config.NetworkBlocked, ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: blockEnd}
+		return networkReading{verdict: config.NetworkBlocked, control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: blockEnd}}
 	case exempt && static != config.NetworkUnlimited:
-		return config.NetworkUnlimited, ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: exemptEnd}
+		return networkReading{verdict: config.NetworkUnlimited, control: ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: exemptEnd}}
 	}
-	return static, ratelimit.AppliedControl{}
+	return networkReading{verdict: static, plans: plans}
 }
 
-// staticVerdict is NetworkOf on parsed forms.
-func staticVerdict(networks config.Networks, forms []netip.Addr) string {
+// staticVerdict is NetworkOf on parsed forms, with, when the forms
+// disagree, the plans any form's most specific network names (an
+// unlimited form exempts nothing unless every form is unlimited).
+func staticVerdict(networks config.Networks, forms []netip.Addr) (verdict string, plans []string) {
 	if networks.Len() == 0 {
-		return ""
+		return "", nil
 	}
 	blocked, shared := false, true
 	first, _ := networks.LookupAddr(forms[0])
@@ -107,14 +132,17 @@ func staticVerdict(networks config.Networks, forms []netip.Addr) string {
 		plan, _ := networks.LookupAddr(a)
 		blocked = blocked || plan == config.NetworkBlocked
 		shared = shared && plan == first
+		if plan != "" && plan != config.NetworkUnlimited && !slices.Contains(plans, plan) {
+			plans = append(plans, plan)
+		}
 	}
 	switch {
 	case blocked:
-		return config.NetworkBlocked
+		return config.NetworkBlocked, nil
 	case shared:
-		return first
+		return first, nil
 	}
-	return ""
+	return "", plans
 }
 
 // NetworkDecision is the answer a caller's network gives alone, without a

@@ -16,9 +16,15 @@
 //   - a limit is enforced unless every owner that brings it says shadow;
 //     a plan whose every limit is shadowed leaves its caller's tier limits
 //     enforced beneath it;
-//   - a network exempts an address (unlimited, or a plan) only when every
-//     form of the address is under that same entry's verdict; a blocked
-//     network refuses it when any form is under it;
+//   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
+//     rate limits in force (Caller.HeldBy): beneath a plan wholly in
+//     shadow, the tier's entry holds, not the plan's;
+//   - a network exempts an address (unlimited) only when every form of
+//     the address is under that same entry's verdict; a blocked network
+//     refuses it when any form is under it; when the forms disagree about
+//     a network's plan, a caller with no plan of its own is held by every
+//     reading together, each plan's limits and its tier's (a stricter
+//     plan is not escaped through another form, a looser one not gained);
 //   - the live network controls (Stage.NetworkControls) join
 //     RATE_LIMIT_NETWORKS under the same rule (NetworkVerdict): blocked
 //     when either source blocks any form, a live exemption only when it
@@ -29,6 +35,8 @@
 package policy
 
 import (
+	"slices"
+
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -94,6 +102,11 @@ type Caller struct {
 	// Network is the source network's verdict (see NetworkVerdict):
 	// config.NetworkBlocked, config.NetworkUnlimited, a plan name or "".
 	Network string
+	// NetworkPlans are, when the forms of the source address disagree
+	// about a network's plan (Network ""), the plans any form's network
+	// names: a caller with no plan of its own is held by the limits of
+	// each and of its tier together.
+	NetworkPlans []string
 	// NetworkControl is the live network control that made Network what
 	// it is (a block, or an exemption read as unlimited); the zero
 	// AppliedControl when RATE_LIMIT_NETWORKS alone decided.
@@ -111,6 +124,12 @@ type Caller struct {
 	// every limit of its plan is shadowed, the plan's followed by the
 	// tier's, enforced beneath it.
 	Own []Limit
+	// HeldBy are the plans and tier whose limits hold the caller, in
+	// force: Owner, but the tier beneath a plan wholly in shadow, and
+	// every plan of NetworkPlans not wholly in shadow with the tier. Its
+	// in-flight limits are theirs (Stage.EveryInFlight): they follow the
+	// same owner as its rate limits.
+	HeldBy []string
 }
 
 // Rules are a request's rules.
@@ -174,22 +193,29 @@ func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
-// accepts: the entry of c's plan when its limits are the plan's, else of
-// its tier, falling back to the tier's entry when the plan has none (a
-// plan never lifts its tier's in-flight limit by saying nothing), then
-// every accepted route entry, in order. Each counts the caller's requests
-// on its own. A blocked or unlimited network's caller has none: no limit
-// applies to it.
+// accepts: the entry of each plan or tier that holds c (Caller.HeldBy: its
+// plan, or its tier beneath a plan wholly in shadow), the tier's entry
+// for a plan that has none (a plan never lifts its tier's in-flight limit
+// by saying nothing), each once, then every accepted route entry, in
+// order. Each counts the caller's requests on its own. A blocked or
+// unlimited network's caller has none: no limit applies to it.
 func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
 	if c.Network == config.NetworkBlocked || c.Network == config.NetworkUnlimited {
 		return nil
 	}
 	conc := s.Limits.Concurrency
 	var out []config.ConcurrencyLimit
-	if n, ok := conc.Owners[c.Owner]; ok {
-		out = append(out, config.ConcurrencyLimit{Name: c.Owner, Max: n})
-	} else if n, ok := conc.Owners[c.Tier]; ok {
-		out = append(out, config.ConcurrencyLimit{Name: c.Tier, Max: n})
+	for _, owner := range c.HeldBy {
+		n, ok := conc.Owners[owner]
+		if !ok {
+			owner = c.Tier
+			if n, ok = conc.Owners[owner]; !ok {
+				continue
+			}
+		}
+		if !slices.ContainsFunc(out, func(l config.ConcurrencyLimit) bool { return l.Name == owner }) {
+			out = append(out, config.ConcurrencyLimit{Name: owner, Max: n})
+		}
 	}
 	for _, r := range conc.Routes {
 		if routeMatches(r.Method, r.Path) {
@@ -232,28 +258,63 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 	var out Caller
-	out.Network, out.NetworkControl = NetworkVerdict(s.Networks, s.NetworkControls, sourceIP)
+	network := readNetwork(s.Networks, s.NetworkControls, sourceIP)
+	out.Network, out.NetworkControl, out.NetworkPlans = network.verdict, network.control, network.plans
 	plan := c.Plan
 	if plan == "" && out.Network != config.NetworkBlocked && out.Network != config.NetworkUnlimited {
 		plan = out.Network
 	}
 	tier := tierName(c.Tier)
 	out.Tier = tier
+	if plan == "" && len(out.NetworkPlans) > 0 {
+		return s.everyReading(out)
+	}
 	if plan != "" {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan
 			out.Own = s.addList(nil, plan, list)
+			out.HeldBy = []string{plan}
 			if allShadow(out.Own) {
 				// A plan tried in shadow: its callers keep the limits
-				// they had, their tier's, enforced beneath it.
+				// they had, their tier's, enforced beneath it, the
+				// in-flight limit included.
 				out.Own = s.addList(out.Own, tier, s.Limits.Tiers.ForTier(tier))
+				out.HeldBy = []string{tier}
 			}
 			return out
 		}
 		out.UnknownPlan = plan
 	}
-	out.Owner = tier
+	out.Owner, out.HeldBy = tier, []string{tier}
 	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
+	return out
+}
+
+// everyReading completes out, a caller with no plan of its own whose
+// address's forms disagree about a network's plan, held by every reading
+// together: the limits of each configured plan any form names (with their
+// shadow flags), then its tier's, enforced. A plan wholly in shadow holds
+// nothing beyond; the tier is the owner (Owner) and holds always. An
+// unconfigured plan is reported as UnknownPlan (the first such).
+func (s Stage) everyReading(out Caller) Caller {
+	for _, p := range out.NetworkPlans {
+		list, ok := s.Limits.Plans[p]
+		if !ok {
+			if out.UnknownPlan == "" {
+				out.UnknownPlan = p
+			}
+			continue
+		}
+		own := s.addList(nil, p, list)
+		for _, l := range own {
+			out.Own = add(out.Own, l)
+		}
+		if !allShadow(own) {
+			out.HeldBy = append(out.HeldBy, p)
+		}
+	}
+	out.Own = s.addList(out.Own, out.Tier, s.Limits.Tiers.ForTier(out.Tier))
+	out.Owner, out.HeldBy = out.Tier, append(out.HeldBy, out.Tier)
 	return out
 }
 

@@ -208,3 +208,38 @@ func TestInFlightLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestInFlightFollowsTheOwner (issue 37, hole 1): in-flight limits follow
+// the owner of the enforced rate limits. A plan wholly in shadow leaves
+// its callers held by their tier's in-flight entry, as before the plan was
+// tried, never by the plan's (looser or stricter); a plan partly in shadow
+// still owns them.
+func TestInFlightFollowsTheOwner(t *testing.T) {
+	cfg := mustEnv(t, map[string]string{
+		"RATE_LIMIT_CONCURRENCY": "org=1,pro=3,trial=5",
+		"RATE_LIMIT_PLANS":       "pro=100/1m;trial=10/1s,100/1m;quiet=5/1m",
+		"RATE_LIMIT_SHADOW":      "pro,trial-1s,quiet",
+	})
+	s := stageOf(cfg, nil)
+	for _, tc := range []struct{ name, plan, want string }{
+		{"a plan wholly in shadow: the tier's entry", "pro", "org=1"},
+		{"a plan partly in shadow owns its entry", "trial", "trial=5"},
+		{"a plan wholly in shadow with no entry: the tier's", "quiet", "org=1"},
+		{"no plan: the tier's", "", "org=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rules := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/slow")}, identity.Caller{Tier: identity.TierOrg, Identity: "key:abc", Plan: tc.plan})
+			var got []string
+			for _, l := range rules.InFlight {
+				got = append(got, l.Name+"="+strconv.FormatInt(l.Max, 10))
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("in-flight %v, want %s", got, tc.want)
+			}
+			every := s.EveryInFlight(rules.Caller)
+			if len(every) != len(rules.InFlight) || (len(every) > 0 && every[0] != rules.InFlight[0]) {
+				t.Errorf("inspect's in-flight %v, the request's %v", every, rules.InFlight)
+			}
+		})
+	}
+}

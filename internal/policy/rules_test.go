@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,4 +109,56 @@ func mustEnv(t *testing.T, env map[string]string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// TestDisagreeingFormsHoldEveryReading (issue 37, hole 2): when the forms
+// of a source address (a 6to4 address and the IPv4 address it carries)
+// disagree about a network's plan, a caller with no plan of its own is
+// held by the limits of every reading together, the plan's and its
+// tier's, rate and in-flight alike: a stricter plan cannot be escaped
+// through the other form, a looser one is not gained. Only an exemption
+// (unlimited) still needs every form to agree.
+func TestDisagreeingFormsHoldEveryReading(t *testing.T) {
+	cfg := mustEnv(t, map[string]string{
+		"RATE_LIMIT_ANONYMOUS":   "30/1h",
+		"RATE_LIMIT_PLANS":       "scrapers=3/1h;partner=1000/1h;trial=500/1h",
+		"RATE_LIMIT_SHADOW":      "trial",
+		"RATE_LIMIT_CONCURRENCY": "anonymous=4,scrapers=1,partner=50,trial=9",
+		// 2002:cb00:7107::/48 is 203.0.113.7's, 2002:c633:6407::/48
+		// 198.51.100.7's, 2002:c000:0207::/48 192.0.2.7's.
+		"RATE_LIMIT_NETWORKS": "203.0.113.0/24=scrapers,198.51.100.0/24=partner,192.0.2.0/24=trial,2002:c633:6407::/48=unlimited,2002:c000::/32=scrapers",
+	})
+	s := stageOf(cfg, nil)
+	anon := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
+	for _, tc := range []struct{ name, ip, limits, inFlight string }{
+		{"one form, a stricter plan", "203.0.113.7", "scrapers=enforced", "scrapers=1"},
+		{"mapped is the IPv4 form", "::ffff:203.0.113.7", "scrapers=enforced", "scrapers=1"},
+		{"6to4 of a stricter plan's network: the plan and the tier", "2002:cb00:7107::1", "scrapers=enforced anonymous=enforced", "scrapers=1,anonymous=4"},
+		{"6to4 of a looser plan's network: the tier still holds", "2002:c633:6408::1", "partner=enforced anonymous=enforced", "partner=50,anonymous=4"},
+		{"6to4 of a looser plan's network, the 6to4 form under an exemption: no exemption, both", "2002:c633:6407::1", "partner=enforced anonymous=enforced", "partner=50,anonymous=4"},
+		{"two plans disagree: both and the tier", "2002:c000:0207::1", "scrapers=enforced trial=shadow anonymous=enforced", "scrapers=1,anonymous=4"},
+		{"no network", "2001:db8::1", "anonymous=enforced", "anonymous=4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/items"), SourceIP: tc.ip}, anon)
+			var limits, inFlight []string
+			for _, l := range r.Limits {
+				limits = append(limits, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])
+			}
+			for _, l := range r.InFlight {
+				inFlight = append(inFlight, l.Name+"="+strconv.FormatInt(l.Max, 10))
+			}
+			if got := strings.Join(limits, " "); got != tc.limits {
+				t.Errorf("limits %s, want %s", got, tc.limits)
+			}
+			if got := strings.Join(inFlight, ","); got != tc.inFlight {
+				t.Errorf("in-flight %s, want %s", got, tc.inFlight)
+			}
+		})
+	}
+	// A caller's own plan still wins over its network's, as it does when
+	// the forms agree.
+	if c := s.Caller(identity.Caller{Tier: identity.TierOrg, Plan: "partner"}, "2002:cb00:7107::1"); c.Plan != "partner" || len(c.Own) != 1 {
+		t.Errorf("a caller with its own plan: %+v", c)
+	}
 }
