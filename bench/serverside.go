@@ -365,8 +365,10 @@ func captureControlCases(ctx context.Context, b *bench, capture func(name, group
 	if err := capture(nameControlsWatched, "controls", decide); err != nil {
 		return err
 	}
-	if w := lim.ControlWatch(); !w.Loaded || w.Identities == 0 {
-		return fmt.Errorf("controls: the watch lists no identity after %s (%+v)", ratelimit.ControlPropagation, w)
+	// The exemption applied: the watch listed the caller, so the
+	// captured call was the controlled script.
+	if res, err := lim.Decide(ctx, 1, checks...); err != nil || res.Control.Kind != ratelimit.ControlExempt {
+		return fmt.Errorf("controls: no exemption applied after %s (%+v, %v)", ratelimit.ControlPropagation, res.Control, err)
 	}
 	return nil
 }

@@ -134,7 +134,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 				t.Fatalf("after the watch's read: %+v, want blocked", res)
 			}
 			f.expect(t, "the decision that read the watch", 1, 0, 1)
-			if st := f.l.ControlWatch(); !st.Loaded || st.Identities != 1 || st.Overflow || !st.ReadAt.Equal(f.clock.Now()) {
+			if st := f.l.watchReport(); !st.Loaded || st.Identities != 1 || st.Overflow || !st.ReadAt.Equal(f.clock.Now()) {
 				t.Fatalf("watch state %+v", st)
 			}
 			// Lifted: the key is still read, and says no control.
@@ -148,7 +148,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 			f.clock.Advance(ControlPropagation)
 			f.decide(t, "A")
 			f.expect(t, "after the watch read the lift", 0, 1, 1)
-			if st := f.l.ControlWatch(); st.Identities != 0 {
+			if st := f.l.watchReport(); st.Identities != 0 {
 				t.Fatalf("watch state after the lift: %+v", st)
 			}
 		})
@@ -242,7 +242,7 @@ func getCalls(t *testing.T, client redis.UniversalClient) int64 {
 	return 0
 }
 
-// TestControlWatchOverflow: more identity controls than MaxWatchedControls
+// TestControlWatchOverflow: more identity controls than maxWatchedControls
 // keep no tag: every decision reads its identity's control key, and the
 // watch and the cache say so. Back within the bound, tags again.
 func TestControlWatchOverflow(t *testing.T) {
@@ -250,8 +250,8 @@ func TestControlWatchOverflow(t *testing.T) {
 	f := newWatchFixture(t, client, "watch-over")
 	hash := f.l.keys.networkControlsKey()
 	end := strconv.FormatInt(f.clock.Now().Add(time.Hour).UnixMicro(), 10)
-	fields := make([]any, 0, 2*(MaxWatchedControls+1))
-	for i := range MaxWatchedControls + 1 {
+	fields := make([]any, 0, 2*(maxWatchedControls+1))
+	for i := range maxWatchedControls + 1 {
 		fields = append(fields, fmt.Sprintf("i:fake-%04d", i), end)
 	}
 	if err := client.HSet(f.ctx, hash, fields...).Err(); err != nil {
@@ -262,8 +262,8 @@ func TestControlWatchOverflow(t *testing.T) {
 	if !errors.Is(err, ErrTooManyControls) || len(nets) != 0 {
 		t.Fatalf("cache past the bound: %+v, %v; want no networks and ErrTooManyControls", nets, err)
 	}
-	if st := f.l.ControlWatch(); !st.Overflow || st.Identities != MaxWatchedControls+1 {
-		t.Fatalf("watch state %+v, want Overflow with %d identities", st, MaxWatchedControls+1)
+	if st := f.l.watchReport(); !st.Overflow || st.Identities != maxWatchedControls+1 {
+		t.Fatalf("watch state %+v, want Overflow with %d identities", st, maxWatchedControls+1)
 	}
 	f.decide(t, "B")
 	f.decide(t, "C")
@@ -279,11 +279,11 @@ func TestControlWatchOverflow(t *testing.T) {
 	f.clock.Advance(ControlPropagation)
 	f.decide(t, "B")
 	f.expect(t, "back within the bound", 0, 1, 1)
-	if st := f.l.ControlWatch(); st.Overflow || st.Identities != MaxWatchedControls {
-		t.Fatalf("watch state %+v, want %d tags", st, MaxWatchedControls)
+	if st := f.l.watchReport(); st.Overflow || st.Identities != maxWatchedControls {
+		t.Fatalf("watch state %+v, want %d tags", st, maxWatchedControls)
 	}
-	if n := len(f.l.watch.last.tags); n != MaxWatchedControls {
-		t.Fatalf("%d tags kept, want %d", n, MaxWatchedControls)
+	if n := len(f.l.watch.last.tags); n != maxWatchedControls {
+		t.Fatalf("%d tags kept, want %d", n, maxWatchedControls)
 	}
 }
 
@@ -303,7 +303,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 				t.Fatalf("A: %+v", res)
 			}
 			f.expect(t, "the first read", 1, 0, 1)
-			readAt := f.l.ControlWatch().ReadAt
+			readAt := f.l.watchReport().ReadAt
 			hash := f.l.keys.networkControlsKey()
 			if err := client.Del(f.ctx, hash).Err(); err != nil {
 				t.Fatal(err)
@@ -317,7 +317,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			}
 			f.decide(t, "B")
 			f.expect(t, "a failed read", 1, 1, 1)
-			if st := f.l.ControlWatch(); !st.ReadAt.Equal(readAt) || st.Identities != 1 {
+			if st := f.l.watchReport(); !st.ReadAt.Equal(readAt) || st.Identities != 1 {
 				t.Fatalf("watch after a failed read: %+v, want the last list, read at %v", st, readAt)
 			}
 			f.clock.Advance(ControlPropagation - time.Microsecond)
@@ -341,7 +341,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 				}
 			}
 			f.expect(t, "a Limiter with no list", 2, 0, 1)
-			if st := fresh.ControlWatch(); st.Loaded {
+			if st := fresh.watchReport(); st.Loaded {
 				t.Fatalf("watch with no good read: %+v", st)
 			}
 		})
@@ -440,9 +440,9 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 	}
 }
 
-// TestControlWatchOverflowField: SetControl past MaxWatchedControls live
+// TestControlWatchOverflowField: SetControl past maxWatchedControls live
 // identity fields writes the one overflow field instead of a field per
-// identity, so the hash holds at most MaxWatchedControls+1 identity
+// identity, so the hash holds at most maxWatchedControls+1 identity
 // fields; every instance reading it is in overflow and applies a control
 // set past the bound; the field keeps the latest end (a lift, or an
 // earlier end, never brings it back); a freed place takes a new control
@@ -478,24 +478,24 @@ func TestControlWatchOverflowField(t *testing.T) {
 			}
 			us := func(at time.Time) string { return strconv.FormatInt(at.UnixMicro(), 10) }
 
-			// MaxWatchedControls mirrored by tag: 10 end in 30 minutes,
+			// maxWatchedControls mirrored by tag: 10 end in 30 minutes,
 			// the others in 2 hours.
 			short, long := t0.Add(30*time.Minute), t0.Add(2*time.Hour)
-			for i := range MaxWatchedControls {
+			for i := range maxWatchedControls {
 				end := long
 				if i < 10 {
 					end = short
 				}
 				set(fmt.Sprintf("tagged-%04d", i), end)
 			}
-			hlen(MaxWatchedControls)
+			hlen(maxWatchedControls)
 			// 50 more past the bound, each ending a second before the
 			// last: the overflow field holds the first's end.
 			overflowEnd := t0.Add(time.Hour)
 			for i := range 50 {
 				set(fmt.Sprintf("over-%02d", i), overflowEnd.Add(-time.Duration(i)*time.Second))
 			}
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if v := overflowValue(); v != us(overflowEnd) {
 				t.Fatalf("overflow field %s, want the latest end %s", v, us(overflowEnd))
 			}
@@ -508,7 +508,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 			overflowEnd = t0.Add(90 * time.Minute)
 			set("over-late", overflowEnd)
 			set("over-early", t0.Add(10*time.Minute))
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if v := overflowValue(); v != us(overflowEnd) {
 				t.Fatalf("overflow field %s, want the later end %s", v, us(overflowEnd))
 			}
@@ -526,9 +526,9 @@ func TestControlWatchOverflowField(t *testing.T) {
 						t.Fatalf("%s instance, %s in overflow: %+v", name, id, res)
 					}
 				}
-				st := l.ControlWatch()
-				if !st.Overflow || st.Identities != MaxWatchedControls || !st.OverflowUntil.Equal(overflowEnd) {
-					t.Fatalf("%s instance: watch state %+v, want overflow until %v with %d identities", name, st, overflowEnd, MaxWatchedControls)
+				st := l.watchReport()
+				if !st.Overflow || st.Identities != maxWatchedControls || !st.OverflowUntil.Equal(overflowEnd) {
+					t.Fatalf("%s instance: watch state %+v, want overflow until %v with %d identities", name, st, overflowEnd, maxWatchedControls)
 				}
 			}
 			f.expect(t, "this instance in overflow", 3, 0, 1)
@@ -546,9 +546,9 @@ func TestControlWatchOverflowField(t *testing.T) {
 			if _, ok, err := f.l.LiftControl(f.ctx, "tagged-0999"); !ok || err != nil {
 				t.Fatalf("lift tagged-0999: %v, %v", ok, err)
 			}
-			hlen(MaxWatchedControls)
+			hlen(maxWatchedControls)
 			set("late", long)
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag("late"))).Result(); !ok {
 				t.Fatal("a control set with a free place has no field of its own")
 			}
@@ -562,13 +562,13 @@ func TestControlWatchOverflowField(t *testing.T) {
 			f.hook.counts()
 			f.decide(t, "nobody")
 			f.expect(t, "just before the overflow's end", 1, 0, 1)
-			if st := f.l.ControlWatch(); !st.Overflow {
+			if st := f.l.watchReport(); !st.Overflow {
 				t.Fatalf("watch state %+v before the overflow's end", st)
 			}
 			// At its end (the next read), 990 tagged fields and late's in force (10 ended,
 			// one lifted): out of overflow, the mirrored controls applied.
 			f.clock.Set(overflowEnd)
-			inForce := MaxWatchedControls - 10 - 1 + 1
+			inForce := maxWatchedControls - 10 - 1 + 1
 			for name, l := range map[string]*Limiter{"this": f.l, "other": other} {
 				for id, blocked := range map[string]bool{"tagged-0500": true, "late": true, "tagged-0000": false, "over-49": false, "nobody": false} {
 					res, err := l.Decide(f.ctx, 1, Check{Identity: id, Limit: watchLimit})
@@ -579,7 +579,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 						t.Fatalf("%s instance, %s past the overflow's end: %+v, want blocked %v", name, id, res, blocked)
 					}
 				}
-				if st := l.ControlWatch(); st.Overflow || st.Identities != inForce || !st.OverflowUntil.IsZero() {
+				if st := l.watchReport(); st.Overflow || st.Identities != inForce || !st.OverflowUntil.IsZero() {
 					t.Fatalf("%s instance past the overflow's end: watch state %+v, want %d identities, no overflow", name, st, inForce)
 				}
 			}
@@ -597,7 +597,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 
 // TestControlWatchOverflowFieldConcurrent: concurrent SetControls across
 // the bound (the hash's script is atomic) leave at most
-// MaxWatchedControls+1 identity fields, and every control is either in a
+// maxWatchedControls+1 identity fields, and every control is either in a
 // field of its own or within the overflow field's end, which is the latest
 // of theirs: none is missed.
 func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
@@ -607,7 +607,7 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			f := newWatchFixture(t, client, "watch-ovfc")
 			hash := f.l.keys.networkControlsKey()
 			t0 := f.clock.Now()
-			const before, writers = MaxWatchedControls - 10, 40
+			const before, writers = maxWatchedControls - 10, 40
 			fields := make([]any, 0, 2*before)
 			for i := range before {
 				fields = append(fields, fmt.Sprintf("i:fake-%04d", i), strconv.FormatInt(t0.Add(time.Hour).UnixMicro(), 10))
@@ -634,8 +634,8 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(all) != MaxWatchedControls+1 {
-				t.Fatalf("the hash holds %d fields, want %d", len(all), MaxWatchedControls+1)
+			if len(all) != maxWatchedControls+1 {
+				t.Fatalf("the hash holds %d fields, want %d", len(all), maxWatchedControls+1)
 			}
 			over, err := strconv.ParseInt(all[overflowField], 10, 64)
 			if err != nil {
@@ -656,8 +656,8 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			if over != latest {
 				t.Fatalf("overflow field %d, want the latest end of the controls without a field, %d", over, latest)
 			}
-			if tagged != MaxWatchedControls-before {
-				t.Fatalf("%d controls took a field of their own, want %d", tagged, MaxWatchedControls-before)
+			if tagged != maxWatchedControls-before {
+				t.Fatalf("%d controls took a field of their own, want %d", tagged, maxWatchedControls-before)
 			}
 		})
 	}

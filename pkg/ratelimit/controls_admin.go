@@ -15,12 +15,12 @@ import (
 
 // Bounds of the live controls Redis may hold at once.
 const (
-	// MaxControls bounds the identity controls in force: SetControl
+	// maxControls bounds the identity controls in force: SetControl
 	// refuses a new identity past it, so a flood of controls cannot grow
 	// the index, or a listing, without bound. (The hash every instance
-	// reads holds at most MaxWatchedControls of them by tag, and one
+	// reads holds at most maxWatchedControls of them by tag, and one
 	// overflow field for the rest.)
-	MaxControls = 10_000
+	maxControls = 10_000
 	// MaxNetworkControls bounds the network controls in force: every
 	// instance reads them all, and keeps at most this many.
 	MaxNetworkControls = 1_000
@@ -31,9 +31,10 @@ const (
 // ignore such a record; the admin calls report it.
 var ErrMalformedControl = errMalformedControl
 
-// ErrTooManyControls wraps a refusal to store a control past MaxControls or
-// MaxNetworkControls (with ErrInvalid), and a read of more network controls
-// than MaxNetworkControls (the list returned keeps the strictest).
+// ErrTooManyControls wraps a refusal to store a control past 10,000
+// identity controls in force or MaxNetworkControls (with ErrInvalid), and a
+// read of more network controls than MaxNetworkControls (the list returned
+// keeps the strictest).
 var ErrTooManyControls = errors.New("too many live controls")
 
 // The admin scripts: they touch the index and the network hash, never a
@@ -73,7 +74,8 @@ type NetworkControl struct {
 // with nobody cleaning up. The identity's tag is first added to the index
 // ListControls reads, scored by the end; entries whose end has passed are
 // pruned then, and a new identity is refused with ErrInvalid and
-// ErrTooManyControls when MaxControls controls are already in force.
+// ErrTooManyControls when 10,000 identity controls (maxControls) are
+// already in force.
 //
 // Redis expires the record on its own clock, whatever Options.Now says: a
 // stepped clock in the past sets records that are gone at once.
@@ -82,8 +84,8 @@ type NetworkControl struct {
 // network-controls hash (field "i:<tag>"), which every instance's control
 // watch reads at most once per ControlPropagation: a decision of a
 // Limiter with Options.Controls reads the control key only of identities
-// its watch lists. The hash holds at most MaxWatchedControls such fields:
-// when they are all live and the identity has none, the control's end
+// its watch lists. The hash holds at most 1,000 such fields
+// (maxWatchedControls): when they are all live and the identity has none, the control's end
 // extends the one overflow field instead (to the later of the two ends;
 // lifting never brings it earlier), and every instance that reads it
 // reads every identity's control key until that end, so no control is
@@ -115,18 +117,18 @@ func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) er
 	tag := l.keys.identityTag(identity)
 	endMs := ceilMilli(c.Until)
 	vals, err := controlIndexSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
-		strconv.FormatInt(now.UnixMilli(), 10), tag, strconv.FormatInt(endMs, 10), strconv.Itoa(MaxControls)})
+		strconv.FormatInt(now.UnixMilli(), 10), tag, strconv.FormatInt(endMs, 10), strconv.Itoa(maxControls)})
 	if err != nil {
 		return fmt.Errorf("set control: index: %w: %w", ErrUnavailable, err)
 	}
 	if n, ok := firstInt(vals); !ok {
 		return fmt.Errorf("set control: %w: index script replied %v", ErrUnavailable, vals)
 	} else if n < 0 {
-		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
+		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, maxControls)
 	}
 	vals, err = networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
 		strconv.FormatInt(now.UnixMicro(), 10), identityField(tag), strconv.FormatInt(c.Until.UnixMicro(), 10),
-		strconv.FormatInt(endMs, 10), strconv.Itoa(MaxWatchedControls), overflowField})
+		strconv.FormatInt(endMs, 10), strconv.Itoa(maxWatchedControls), overflowField})
 	if err != nil {
 		return fmt.Errorf("set control: watch: %w: %w", ErrUnavailable, err)
 	}
@@ -224,7 +226,7 @@ func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
 	tags, err := l.client.ZRangeArgs(ctx, redis.ZRangeArgs{
 		Key: l.keys.controlIndexKey(), ByScore: true,
 		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf",
-		Count: MaxControls,
+		Count: maxControls,
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list controls: index: %w: %w", ErrUnavailable, err)
@@ -377,7 +379,7 @@ func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]Net
 // controls in force, strictest first (blocks, then exemptions; then by
 // network, for a deterministic order), the identity controls it mirrors
 // (fields "i:<tag>", each holding the control's end in Unix µs: the tags
-// in force, with their ends, at most MaxWatchedControls+1 of them), how
+// in force, with their ends, at most maxWatchedControls+1 of them), how
 // many identity fields are in force, the end of the overflow field
 // ("i:*", Unix µs) when it is in force (0 otherwise), and how many fields
 // could not be read. An identity field whose end cannot be read is
@@ -412,7 +414,7 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 			if tags == nil {
 				tags = make(map[string]int64)
 			}
-			if len(tags) <= MaxWatchedControls {
+			if len(tags) <= maxWatchedControls {
 				tags[tag] = end
 			}
 			continue

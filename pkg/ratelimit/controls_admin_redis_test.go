@@ -252,7 +252,7 @@ func TestControlsRefuseBadInput(t *testing.T) {
 	}
 }
 
-// TestControlsBounds: past MaxControls and MaxNetworkControls in force, a
+// TestControlsBounds: past maxControls and MaxNetworkControls in force, a
 // new identity or network is refused; replacing one is not; ended entries
 // do not count.
 func TestControlsBounds(t *testing.T) {
@@ -264,9 +264,9 @@ func TestControlsBounds(t *testing.T) {
 			now := redisNow(t, client)
 			c := Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "flood"}
 			index := l.keys.controlIndexKey()
-			members := make([]redis.Z, 0, MaxControls)
+			members := make([]redis.Z, 0, maxControls)
 			members = append(members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: l.keys.identityTag("key:present")})
-			for i := 1; i < MaxControls; i++ {
+			for i := 1; i < maxControls; i++ {
 				members = append(members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: fmt.Sprintf("fake-%05d", i)})
 			}
 			if err := client.ZAdd(ctx, index, members...).Err(); err != nil {
@@ -289,8 +289,8 @@ func TestControlsBounds(t *testing.T) {
 			if err := l.SetControl(ctx, "key:new", c); err != nil {
 				t.Fatalf("set once an entry ended: %v", err)
 			}
-			if n, _ := client.ZCard(ctx, index).Result(); n != MaxControls {
-				t.Fatalf("index holds %d, want %d", n, MaxControls)
+			if n, _ := client.ZCard(ctx, index).Result(); n != maxControls {
+				t.Fatalf("index holds %d, want %d", n, maxControls)
 			}
 
 			hash := l.keys.networkControlsKey()
@@ -333,7 +333,7 @@ func TestControlsBounds(t *testing.T) {
 			}
 
 			// The hash bounds the identity fields on its own too, pruning
-			// the ended ones: a hash already past MaxWatchedControls (as
+			// the ended ones: a hash already past maxWatchedControls (as
 			// written before the overflow field) takes a new identity's
 			// end in the overflow field, not in a field of its own, and
 			// grows by that one field at most.
@@ -342,8 +342,8 @@ func TestControlsBounds(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ids := make([]any, 0, 2*MaxControls)
-			for i := range MaxControls {
+			ids := make([]any, 0, 2*maxControls)
+			for i := range maxControls {
 				ids = append(ids, fmt.Sprintf("i:fake-%05d", i), strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10))
 			}
 			if err := client.HSet(ctx, hash, ids...).Err(); err != nil {
@@ -367,8 +367,8 @@ func TestControlsBounds(t *testing.T) {
 			if err := l.SetControl(ctx, "key:fourth", c); err != nil {
 				t.Fatalf("identity once a watched one ended: %v", err)
 			}
-			if n, _ := client.HLen(ctx, hash).Result(); n != MaxControls {
-				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned, the overflow field added)", n, MaxControls)
+			if n, _ := client.HLen(ctx, hash).Result(); n != maxControls {
+				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned, the overflow field added)", n, maxControls)
 			}
 		})
 	}

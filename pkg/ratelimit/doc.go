@@ -94,7 +94,7 @@
 //
 // The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
 // [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
-// [MaxControls] in force), [Limiter.SetNetworkControl],
+// 10,000 in force), [Limiter.SetNetworkControl],
 // [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
 // (at most [MaxNetworkControls]), which a process reads through one
 // [NetworkControlCache], at most once per [ControlPropagation].

@@ -65,7 +65,7 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 // interval later, so an outage costs one timeout per interval, not one per
 // request. A read that skipped malformed fields, kept only
 // MaxNetworkControls, or found more identity controls than
-// MaxWatchedControls (or the overflow field in force: ControlWatchState),
+// maxWatchedControls (1,000; or the overflow field in force),
 // returns its list with an error saying so (wrapping
 // ErrMalformedControl or ErrTooManyControls). Only the Get that made a
 // read returns its error; a read a decision of the Limiter made serves
