@@ -18,9 +18,11 @@
 //
 // Around them: the header values one by one ([Result.PolicyHeader],
 // [Decision.RateLimitHeader], ...) for answers that carry them other than
-// in an http.Header; [DecisionReply], for a go-redis hook that traces or
-// counts the decisions it sees; and [Options].Now, the clock a test steps
-// instead of Redis's.
+// in an http.Header; a RateLimitVerdict method on every script command a
+// Limiter sends, for a go-redis hook that traces or counts the decisions
+// it sees (found by a type assertion, as go-redis finds NoRetry:
+// cmd.(interface{ RateLimitVerdict() (allowed, ours bool, err error) }));
+// and [Options].Now, the clock a test steps instead of Redis's.
 //
 // # Limits and algorithms
 //
