@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // maxWatchedControls bounds the identity controls one process keeps in
@@ -53,7 +55,7 @@ type controlWatch struct {
 // watchState is one good read of the hash. Never written once published.
 type watchState struct {
 	readAt   time.Time
-	networks []NetworkControl // strictest first, at most MaxNetworkControls
+	networks []controls.Network // strictest first, at most controls.MaxNetworks
 	// tags maps each watched identity's tag to its control's end, Unix µs
 	// (maxInt64 for a field whose end could not be read); nil when
 	// overflow.
@@ -64,7 +66,7 @@ type watchState struct {
 	// it could not be read); 0 when it was not live at the read.
 	overflowUntil int64
 	// networkProblems is what the read says of the network fields:
-	// skipped, or past MaxNetworkControls.
+	// skipped, or past controls.MaxNetworks.
 	networkProblems error
 }
 
@@ -142,14 +144,14 @@ func (w *controlWatch) clock() time.Time {
 }
 
 // forDecision returns the list a decision uses, reading the hash first
-// when the list is older than ControlPropagation and no read is in
+// when the list is older than controls.Propagation and no read is in
 // flight; a decision never waits for another's read. The read is bounded
 // by ctx, the decision's own budget; a failed read keeps the last list,
 // and the next read is an interval later.
 func (w *controlWatch) forDecision(ctx context.Context) *watchState {
 	w.mu.Lock()
 	now := w.clock()
-	if w.inflight != nil || (!w.readAt.IsZero() && now.Sub(w.readAt) < ControlPropagation && !now.Before(w.readAt)) {
+	if w.inflight != nil || (!w.readAt.IsZero() && now.Sub(w.readAt) < controls.Propagation && !now.Before(w.readAt)) {
 		s := w.last
 		w.mu.Unlock()
 		return s
@@ -197,20 +199,20 @@ func (l *Limiter) readControlsHash(ctx context.Context, now time.Time) (*watchSt
 	s := &watchState{readAt: now, identities: identities, overflowUntil: overflowUntil}
 	var problems []error
 	if malformed > 0 {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", ErrMalformedControl, malformed))
+		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", controls.ErrMalformed, malformed))
 	}
-	if len(list) > MaxNetworkControls {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", ErrTooManyControls, len(list), MaxNetworkControls))
-		list = list[:MaxNetworkControls:MaxNetworkControls]
+	if len(list) > controls.MaxNetworks {
+		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", controls.ErrTooMany, len(list), controls.MaxNetworks))
+		list = list[:controls.MaxNetworks:controls.MaxNetworks]
 	}
 	s.networks, s.networkProblems = list, errors.Join(problems...)
 	switch {
 	case identities > maxWatchedControls:
 		s.overflow = true
-		problems = append(problems, fmt.Errorf("identity controls: %w: %d in force, more than the %d watched: every decision reads its identity's control", ErrTooManyControls, identities, maxWatchedControls))
+		problems = append(problems, fmt.Errorf("identity controls: %w: %d in force, more than the %d watched: every decision reads its identity's control", controls.ErrTooMany, identities, maxWatchedControls))
 	case overflowUntil > 0:
 		s.overflow = true
-		problems = append(problems, fmt.Errorf("identity controls: %w: controls past the %d watched are in force until %s: every decision reads its identity's control", ErrTooManyControls, maxWatchedControls, overflowEnd(overflowUntil)))
+		problems = append(problems, fmt.Errorf("identity controls: %w: controls past the %d watched are in force until %s: every decision reads its identity's control", controls.ErrTooMany, maxWatchedControls, overflowEnd(overflowUntil)))
 	default:
 		s.tags = tags
 	}

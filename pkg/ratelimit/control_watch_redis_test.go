@@ -16,6 +16,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // scriptHook counts, per command sent, the decisions' controlled and plain
@@ -110,7 +111,7 @@ func (f *watchFixture) expect(t *testing.T, what string, controlled, plain, read
 
 // TestControlWatchAppliesANewControlAfterItsRead: a control set with
 // SetControl applies from the first decision after the watch's next read,
-// ControlPropagation after its last one on the stepped clock; until then
+// controls.Propagation after its last one on the stepped clock; until then
 // the decisions run the plain script. Lifting applies at once (the control
 // key is still read); the watch then drops the identity at its next read.
 func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
@@ -124,13 +125,13 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
-			f.clock.Advance(ControlPropagation - time.Microsecond)
-			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != ControlNone {
+			f.clock.Advance(controls.Propagation - time.Microsecond)
+			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("before the watch's next read: %+v, want admitted, no control read", res)
 			}
 			f.expect(t, "before the watch's next read", 0, 1, 0)
 			f.clock.Advance(time.Microsecond)
-			if res := f.decide(t, "A"); res.Allowed || res.Control.Kind != ControlBlock {
+			if res := f.decide(t, "A"); res.Allowed || res.Control.Kind != controls.Block {
 				t.Fatalf("after the watch's read: %+v, want blocked", res)
 			}
 			f.expect(t, "the decision that read the watch", 1, 0, 1)
@@ -141,11 +142,11 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 			if _, ok, err := f.l.LiftControl(f.ctx, "A"); !ok || err != nil {
 				t.Fatalf("lift: %v, %v", ok, err)
 			}
-			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != ControlNone {
+			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("right after the lift: %+v, want admitted", res)
 			}
 			f.expect(t, "right after the lift", 1, 0, 0)
-			f.clock.Advance(ControlPropagation)
+			f.clock.Advance(controls.Propagation)
 			f.decide(t, "A")
 			f.expect(t, "after the watch read the lift", 0, 1, 1)
 			if st := f.l.watchReport(); st.Identities != 0 {
@@ -176,7 +177,7 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 				}
 			}
 			for range 10 {
-				if res := f.decide(t, "B"); res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 1000 {
+				if res := f.decide(t, "B"); res.Control.Kind != controls.None || res.Decisions[0].Limit.Count != 1000 {
 					t.Fatalf("B: %+v", res)
 				}
 			}
@@ -187,7 +188,7 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 				}
 			}
 			for range 10 {
-				if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+				if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 					t.Fatalf("A: %+v", res)
 				}
 			}
@@ -200,18 +201,18 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 			// A and B in one request: two slots, both peeked; A's block
 			// denies it.
 			res := f.decide(t, "A", "B")
-			if res.Allowed || res.Control.Kind != ControlBlock || !res.Decisions[1].Allowed {
+			if res.Allowed || res.Control.Kind != controls.Block || !res.Decisions[1].Allowed {
 				t.Fatalf("A and B: %+v", res)
 			}
 			f.expect(t, "A and B in one request", 1, 1, 0)
 			// Past the end, before the watch's next read: still read (the
 			// record is gone or ended; no control applies).
 			f.clock.Set(end.Add(500 * time.Millisecond))
-			if res := f.decide(t, "A"); res.Control.Kind != ControlNone {
+			if res := f.decide(t, "A"); res.Control.Kind != controls.None {
 				t.Fatalf("A past its end: %+v", res)
 			}
 			f.expect(t, "A past its end, before the next read", 1, 0, 0)
-			f.clock.Advance(ControlPropagation)
+			f.clock.Advance(controls.Propagation)
 			f.decide(t, "A")
 			f.decide(t, "A")
 			f.expect(t, "A after the next read", 0, 2, 1)
@@ -259,8 +260,8 @@ func TestControlWatchOverflow(t *testing.T) {
 	}
 	cache := NewNetworkControlCache(f.l, 0)
 	nets, err := cache.Get(f.ctx)
-	if !errors.Is(err, ErrTooManyControls) || len(nets) != 0 {
-		t.Fatalf("cache past the bound: %+v, %v; want no networks and ErrTooManyControls", nets, err)
+	if !errors.Is(err, controls.ErrTooMany) || len(nets) != 0 {
+		t.Fatalf("cache past the bound: %+v, %v; want no networks and controls.ErrTooMany", nets, err)
 	}
 	if st := f.l.watchReport(); !st.Overflow || st.Identities != maxWatchedControls+1 {
 		t.Fatalf("watch state %+v, want Overflow with %d identities", st, maxWatchedControls+1)
@@ -276,7 +277,7 @@ func TestControlWatchOverflow(t *testing.T) {
 	if err := client.HDel(f.ctx, hash, "i:fake-0000").Err(); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(ControlPropagation)
+	f.clock.Advance(controls.Propagation)
 	f.decide(t, "B")
 	f.expect(t, "back within the bound", 0, 1, 1)
 	if st := f.l.watchReport(); st.Overflow || st.Identities != maxWatchedControls {
@@ -299,7 +300,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
-			if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+			if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 				t.Fatalf("A: %+v", res)
 			}
 			f.expect(t, "the first read", 1, 0, 1)
@@ -311,8 +312,8 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			if err := client.Set(f.ctx, hash, "not a hash", time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
-			f.clock.Advance(ControlPropagation)
-			if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+			f.clock.Advance(controls.Propagation)
+			if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 				t.Fatalf("A after a failed read: %+v, want still blocked", res)
 			}
 			f.decide(t, "B")
@@ -320,7 +321,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			if st := f.l.watchReport(); !st.ReadAt.Equal(readAt) || st.Identities != 1 {
 				t.Fatalf("watch after a failed read: %+v, want the last list, read at %v", st, readAt)
 			}
-			f.clock.Advance(ControlPropagation - time.Microsecond)
+			f.clock.Advance(controls.Propagation - time.Microsecond)
 			f.decide(t, "A")
 			f.expect(t, "within the interval after a failed read", 1, 0, 0)
 			f.clock.Advance(time.Microsecond)
@@ -336,7 +337,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := id == "A"; res.Control.Kind == ControlBlock != want {
+				if want := id == "A"; res.Control.Kind == controls.Block != want {
 					t.Fatalf("%s with no list: %+v", id, res)
 				}
 			}
@@ -364,7 +365,7 @@ func TestControlWatchSharedWithTheCache(t *testing.T) {
 	}
 	cache := NewNetworkControlCache(f.l, 0)
 	for round := range 3 {
-		if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+		if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 			t.Fatalf("round %d: A %+v", round, res)
 		}
 		nets, err := cache.Get(f.ctx)
@@ -373,12 +374,12 @@ func TestControlWatchSharedWithTheCache(t *testing.T) {
 		}
 		f.decide(t, "B")
 		f.expect(t, fmt.Sprint("round ", round), 1, 1, 1)
-		f.clock.Advance(ControlPropagation)
+		f.clock.Advance(controls.Propagation)
 	}
 }
 
 // TestControlWatchRealClock: on the real clock, a control set on a warm
-// instance applies within ControlPropagation plus one request.
+// instance applies within controls.Propagation plus one request.
 func TestControlWatchRealClock(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
@@ -388,7 +389,7 @@ func TestControlWatchRealClock(t *testing.T) {
 		t.Fatalf("warm-up: %+v, %v", res, err)
 	}
 	set := time.Now()
-	if err := l.SetControl(ctx, "A", Control{Kind: ControlBlock, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
+	if err := l.SetControl(ctx, "A", controls.Control{Kind: controls.Block, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -396,11 +397,11 @@ func TestControlWatchRealClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Control.Kind == ControlBlock {
+		if res.Control.Kind == controls.Block {
 			break
 		}
-		// Generous: the bound is ControlPropagation plus one request.
-		if time.Since(set) > ControlPropagation+3*time.Second {
+		// Generous: the bound is controls.Propagation plus one request.
+		if time.Since(set) > controls.Propagation+3*time.Second {
 			t.Fatalf("not blocked %v after SetControl", time.Since(set))
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -413,13 +414,13 @@ func TestControlWatchRealClock(t *testing.T) {
 func TestControlWatchConcurrentDecisions(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	f := newWatchFixture(t, client, "watch-conc")
-	if err := f.l.SetControl(f.ctx, "A", Control{Kind: ControlExempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
+	if err := f.l.SetControl(f.ctx, "A", controls.Control{Kind: controls.Exempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
 		t.Fatal(err)
 	}
 	f.decide(t, "A")
 	f.hook.counts()
 	for round := range 2 {
-		f.clock.Advance(ControlPropagation)
+		f.clock.Advance(controls.Propagation)
 		var wg sync.WaitGroup
 		var wrong atomic.Int64
 		for range 50 {
@@ -427,7 +428,7 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				res, err := f.l.Decide(f.ctx, 1, Check{Identity: "A", Limit: watchLimit})
-				if err != nil || res.Control.Kind != ControlExempt {
+				if err != nil || res.Control.Kind != controls.Exempt {
 					wrong.Add(1)
 				}
 			}()
@@ -522,7 +523,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if want := id != "nobody"; res.Allowed == want || (res.Control.Kind == ControlBlock) != want {
+					if want := id != "nobody"; res.Allowed == want || (res.Control.Kind == controls.Block) != want {
 						t.Fatalf("%s instance, %s in overflow: %+v", name, id, res)
 					}
 				}
@@ -558,7 +559,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 
 			// An interval before the overflow field's end: still in
 			// overflow.
-			f.clock.Set(overflowEnd.Add(-ControlPropagation))
+			f.clock.Set(overflowEnd.Add(-controls.Propagation))
 			f.hook.counts()
 			f.decide(t, "nobody")
 			f.expect(t, "just before the overflow's end", 1, 0, 1)
@@ -575,7 +576,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if res.Allowed == blocked || (res.Control.Kind == ControlBlock) != blocked {
+					if res.Allowed == blocked || (res.Control.Kind == controls.Block) != blocked {
 						t.Fatalf("%s instance, %s past the overflow's end: %+v, want blocked %v", name, id, res, blocked)
 					}
 				}
