@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

@@ -11,7 +11,7 @@ import (
 // Kind is what happened to one request. Every answer derives from it, each
 // in one place: the REST authorizer's policy or error and the HTTP API
 // authorizer's simple response (internal/authorizer), the middleware's
-// status (internal/httplimit), the log level and reason and the metrics'
+// status (pkg/httplimit), the log level and reason and the metrics'
 // outcome (internal/observe).
 type Kind uint8
 
