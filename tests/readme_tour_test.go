@@ -13,6 +13,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestReadmeTour runs the README's quick-start tour against `make local`'s
@@ -92,7 +93,7 @@ func TestReadmeTour(t *testing.T) {
 		for range 31 {
 			api.do(t, "GET", "/v1/items", nil)
 		}
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: api.srv.RedisURL, Timeout: 2 * time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: api.srv.RedisURL, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

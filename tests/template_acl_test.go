@@ -14,6 +14,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestTemplateIamUserAccessString: the access string of the cache user the
@@ -168,7 +169,7 @@ func aclOnEveryTopology(t *testing.T, userName, resource string, rules []string,
 	}
 	connect := func(t *testing.T, u string, cluster bool) redis.UniversalClient {
 		t.Helper()
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: u, Cluster: cluster, Timeout: 2 * time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: u, Cluster: cluster, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("NewClient: %v", err)
 		}

@@ -24,7 +24,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
@@ -161,7 +161,7 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 // iam.User with an ElastiCache IAM authentication token signed with the
 // process's AWS configuration's credentials, and that configuration's region.
 // logger receives the token provider's own records.
-func (c *Clients) RedisIAM(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
+func (c *Clients) RedisIAM(ctx context.Context, cc redisclient.Config, iam config.RedisIAM, logger *slog.Logger) (redisclient.Config, string, error) {
 	creds, region, err := c.Credentials(ctx)
 	if err != nil {
 		return cc, "", fmt.Errorf("no AWS credentials to sign IAM auth tokens with: %w", err)

@@ -7,9 +7,9 @@
 // Many processes (Lambda instances, pods) can therefore share one budget
 // without racing, and their own clocks never matter.
 //
-// The pieces, in the order a program uses them: [NewClient] builds the
-// Redis client from a [ClientConfig]; [NewLimiter] builds the [Limiter]
-// that decides on it; a [Check] names an identity and the [Limit] it
+// The pieces, in the order a program uses them: [NewLimiter] builds the
+// [Limiter] that decides on a go-redis client (package redisclient beside
+// this one builds one with verified TLS and IAM authentication); a [Check] names an identity and the [Limit] it
 // spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
 // per check; [SetHeaders] writes the result's rate-limit headers. A [Gate]
 // wraps the Limiter with what to do when Redis cannot answer. Errors wrap

@@ -51,10 +51,10 @@ type Options struct {
 	// read, within ControlPropagation (plus one request) on a warm
 	// instance; a lift, or a change of a watched identity's control,
 	// from the next decision. Before the first good read, or when more
-	// than MaxWatchedControls identities hold a control (until the latest
+	// than 1,000 identities hold a control (until the latest
 	// control set past them ends: SetControl mirrors those in one overflow
 	// field), every decision reads its identity's control key
-	// (ControlWatch says which).
+	// (an error of NetworkControlCache.Get says so).
 	// Without Controls, controls are neither read nor paid for.
 	Controls bool
 	// HashedIdentities makes an identity of the form "hash:" and 32
@@ -89,7 +89,7 @@ type Check struct {
 // Limiter makes rate-limit decisions on Redis. It is safe for concurrent
 // use and meant to be built once per process and reused.
 type Limiter struct {
-	client  redis.UniversalClient
+	client  rediser
 	limits  limitCache
 	keys    keyspace
 	scripts scriptSet
@@ -108,10 +108,14 @@ type Limiter struct {
 	plansLoaded sync.Map
 }
 
-// NewLimiter returns a Limiter deciding on client. It does not contact
+// NewLimiter returns a Limiter deciding on client: any go-redis v9 client
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient),
+// of which it uses only the few commands its scripts, resets and live
+// controls need (Process for EVALSHA/EVAL, SCRIPT LOAD, pipelines, HGETALL,
+// GET, GETDEL, SET, ZRANGE, TIME). It does not contact
 // Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
 // back to EVAL on its own if they are missing).
-func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
+func NewLimiter(client rediser, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
 	}
@@ -401,7 +405,7 @@ func (l *Limiter) loadPlan(ctx context.Context, sc *script) {
 	if _, tried := l.plansLoaded.LoadOrStore(sc.sha(), true); tried {
 		return
 	}
-	load := func(ctx context.Context, node redis.Scripter) error { return node.ScriptLoad(ctx, sc.src()).Err() }
+	load := func(ctx context.Context, node scriptLoader) error { return node.ScriptLoad(ctx, sc.src()).Err() }
 	if cluster, ok := l.client.(*redis.ClusterClient); ok {
 		_ = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
 		return

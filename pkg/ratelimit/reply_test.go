@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // What DecisionReply says of a command, in a word: one of ours that
@@ -137,7 +138,7 @@ func (r *outcomeRecorder) take() []string {
 func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 	server := redistest.StartServer(t)
 	ctx := context.Background()
-	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: 5 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestEmbeddedRedisRunsEveryScript pins down that `make local`'s embedded
@@ -20,7 +21,7 @@ import (
 // scripts is tested against real redis-server in tests/.)
 func TestEmbeddedRedisRunsEveryScript(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -91,7 +92,7 @@ func runEveryScript(ctx context.Context, t *testing.T, limiter *ratelimit.Limite
 // then expects each from its first decision.
 func TestEmbeddedRedisAppliesControls(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
