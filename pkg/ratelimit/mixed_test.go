@@ -150,12 +150,11 @@ func anySlice(ss []string) []any {
 	return out
 }
 
-// TestMixedScriptPutsTheCountersBackExactly: the counters' groups spend
-// first, under a journal; when a later group denies, every key they wrote
-// must hold again exactly what it held, with the same expiry, whichever
-// path their script took (this window's INCRBY, a new key, a window change,
-// a value not theirs), and their replies must be
-// the ones a peek gives.
+// TestMixedScriptPutsTheCountersBackExactly: the counters' groups are
+// decided first; when a later group denies, every key of theirs must hold
+// exactly what it held, with the same expiry, whichever path their script
+// would take (this window's INCRBY, a new key, a window change, a value
+// not theirs), and their replies must be the ones a peek gives.
 func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 	ctx := context.Background()
 	client := redistest.StartServer(t).Client(t)
@@ -293,8 +292,8 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 }
 
 // TestMixedScaledDenialPutsTheTierBack: under a scale control, the tier's
-// spend is decided with the scaled count; when the route then denies, the journal puts the tier's key back as it
-// was (value and expiry), as it does with no control.
+// spend is decided with the scaled count; when the route then denies, the
+// tier's key is as it was (value and expiry), as with no control.
 func TestMixedScaledDenialPutsTheTierBack(t *testing.T) {
 	ctx := context.Background()
 	client := redistest.StartServer(t).Client(t)
