@@ -16,6 +16,7 @@ import (
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
@@ -31,7 +32,7 @@ import (
 // without spending, until its end; an exemption admits without spending; a
 // scale decides against the scaled limits, which the Result reports); the
 // network controls as this process last read them, at most
-// ratelimit.ControlPropagation old (liveNetworks).
+// controls.Propagation old (liveNetworks).
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -209,7 +210,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 
 // liveNetworks are the live network controls in force, as this process
 // read them last (ratelimit.NetworkControlCache: at most one HGETALL per
-// ratelimit.ControlPropagation, on the request that finds the list older;
+// controls.Propagation, on the request that finds the list older;
 // the other requests read memory): gate's, whose read also serves its
 // decisions' identity controls, or, while gate is not ready, the
 // runtime's. A read that failed, or skipped
@@ -219,7 +220,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 // failed read may have taken the whole Redis timeout: deadline is then
 // when the decision's own Redis calls must end, so that the request never
 // waits on Redis longer than one decision's budget; zero otherwise.
-func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []ratelimit.NetworkControl, deadline time.Time) {
+func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []controls.Network, deadline time.Time) {
 	start := time.Now()
 	list, err := rt.controlsCache(gate).Get(ctx)
 	if err != nil {
