@@ -18,7 +18,6 @@ package apihandler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -29,7 +28,6 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Runtime is what the handler needs of the process-wide state; *app.Runtime
@@ -166,12 +164,6 @@ type deciders struct {
 	rt Runtime
 }
 
-// errAuthorizerUnavailable is what a decider reports for a request the HTTP
-// API authorizer could not decide on a fail-closed route (edge.CtxUnavailable
-// in its context): the middleware answers it 503, like a Redis outage seen
-// by the function itself.
-var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
-
 // spend reuses the authorizer's outcome when the event carries one
 // (edge.FromAuthorizerContext), and otherwise counts the request through
 // the Runtime. An authorizer that could not decide a fail-closed route is
@@ -180,7 +172,7 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 	req := readRequest(r)
 	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok {
 		if out.Kind == edge.Unavailable {
-			return out, errAuthorizerUnavailable
+			return out, httplimit.ErrAuthorizerUnavailable
 		}
 		// Counted by the authorizer: nothing is counted twice.
 		return out, nil
@@ -202,7 +194,7 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 	req := readRequest(r)
 	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok && out.Kind == edge.Unavailable {
-		return out, errAuthorizerUnavailable
+		return out, httplimit.ErrAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(d.rt.Quota(r.Context(), req.Request))

@@ -42,6 +42,12 @@ type Options struct {
 	// Key names the caller a request is counted against, for Limit only;
 	// ClientIP() when nil. Middleware's decide function names its own.
 	Key func(*http.Request) string
+	// Authorizer, for Limit only, returns the context slidegate's
+	// authorizer gave a request (nil for none), whose decision Limit then
+	// answers instead of deciding again. With aws-lambda-go-api-proxy
+	// behind an HTTP API: core.GetAPIGatewayV2ContextFromContext(r.Context())
+	// and its Authorizer.Lambda.
+	Authorizer func(*http.Request) map[string]any
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after
