@@ -14,6 +14,7 @@ import (
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -93,7 +94,7 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, edge.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -105,7 +106,7 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = edge.KindOf(out.Result, false, err)
+	out.Kind = httplimit.KindOf(out.Result, false, err)
 	return out, err
 }
 
@@ -273,7 +274,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, edge.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
 	rt.observe(ctx, r, out, err)
 	return out, err
 }

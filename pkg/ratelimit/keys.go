@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,6 +39,27 @@ const defaultKeyPrefix = "rl"
 type keyspace struct {
 	prefix  string
 	hashKey []byte
+	// hashed: Options.HashedIdentities.
+	hashed bool
+}
+
+// hashedIdentityPrefix starts an identity given as its hash
+// (Options.HashedIdentities).
+const hashedIdentityPrefix = "hash:"
+
+// digest is the hash of an identity whose first 16 bytes make its tag:
+// identityDigest, or, under Options.HashedIdentities, the 16 bytes an
+// identity given as its hash spells.
+func (k keyspace) digest(identity string) [sha256.Size]byte {
+	if k.hashed {
+		if h, ok := strings.CutPrefix(identity, hashedIdentityPrefix); ok && len(h) == 32 && strings.ToLower(h) == h {
+			var sum [sha256.Size]byte
+			if _, err := hex.Decode(sum[:16], []byte(h)); err == nil {
+				return sum
+			}
+		}
+	}
+	return identityDigest(k.hashKey, identity)
 }
 
 // validatePrefix rejects a prefix that could move the hash tag.
@@ -55,7 +77,7 @@ func validatePrefix(prefix string) error {
 // HMAC-SHA-256), unpadded base64url, 22 characters that never contain a
 // brace. Whatever bytes the identity holds, it cannot choose its slot.
 func (k keyspace) identityTag(identity string) string {
-	sum := identityDigest(k.hashKey, identity)
+	sum := k.digest(identity)
 	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
@@ -93,7 +115,7 @@ func (k keyspace) keyWithSuffix(tag, suffix string) string {
 // keyForIdentity is key for an identity not yet hashed: the tag is encoded
 // straight into the key, with one allocation in all.
 func (k keyspace) keyForIdentity(identity, suffix string) string {
-	sum := identityDigest(k.hashKey, identity)
+	sum := k.digest(identity)
 	var tag [tagLen]byte
 	base64.RawURLEncoding.Encode(tag[:], sum[:16])
 	var b strings.Builder

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,40 @@ func TestKeyLayouts(t *testing.T) {
 		if got := ks.legacyKey(tag, tt.lim); got != tt.legacy {
 			t.Errorf("legacyKey(%v) = %q, want %q", tt.lim, got, tt.legacy)
 		}
+	}
+}
+
+// TestHashedIdentities: under Options.HashedIdentities an identity given
+// as its hash ("hash:" and the 32 hex digits of its tag's 128 bits) names
+// the same keys as the identity; any other spelling, and any limiter
+// without the option, hashes it as an ordinary identity.
+func TestHashedIdentities(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	id := "ip:203.0.113.7"
+	sum := identityDigest(key, id)
+	h := hex.EncodeToString(sum[:16])
+	operator := keyspace{prefix: "rl", hashKey: key, hashed: true}
+	deciding := keyspace{prefix: "rl", hashKey: key}
+	for _, tc := range []struct {
+		name     string
+		ks       keyspace
+		identity string
+		same     bool
+	}{
+		{"the hash, under the option", operator, "hash:" + h, true},
+		{"the identity itself, under the option", operator, id, true},
+		{"upper case is another spelling", operator, "hash:" + strings.ToUpper(h), false},
+		{"without the prefix", operator, h, false},
+		{"one digit short", operator, "hash:" + h[:31], false},
+		{"not hex", operator, "hash:" + h[:31] + "g", false},
+		{"a limiter deciding requests", deciding, "hash:" + h, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			same := tc.ks.identityTag(tc.identity) == deciding.identityTag(id) &&
+				tc.ks.keyForIdentity(tc.identity, ":x") == deciding.keyForIdentity(id, ":x")
+			if same != tc.same {
+				t.Errorf("%q names the keys of %q: %v, want %v", tc.identity, id, same, tc.same)
+			}
+		})
 	}
 }

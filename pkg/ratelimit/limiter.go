@@ -59,6 +59,16 @@ type Options struct {
 	// (an error of NetworkControlCache.Get says so).
 	// Without Controls, controls are neither read nor paid for.
 	Controls bool
+	// HashedIdentities makes an identity of the form "hash:" and 32
+	// lower-case hex digits stand for the identity whose hash it is: the
+	// 128 bits of its (keyed) hash that its keys carry as their hash tag,
+	// in hex, as a product's logs may show them. It is for an operator's
+	// tools, which know a caller only by that hash: with it, every method
+	// that takes an identity (SetControl, Peek, Reset...) acts on that
+	// caller's keys. Any other identity, a "hash:" one of another spelling
+	// included, is hashed as usual. Never set it on a Limiter that decides
+	// requests: an identity taken from a request could then choose its keys.
+	HashedIdentities bool
 }
 
 // Check asks for one limit to be applied to one identity.
@@ -120,7 +130,7 @@ func NewLimiter(client rediser, opts Options) (*Limiter, error) {
 	}
 	l := &Limiter{
 		client:   client,
-		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey},
+		keys:     keyspace{prefix: prefix, hashKey: opts.IdentityHashKey, hashed: opts.HashedIdentities},
 		scripts:  scriptSetFor(opts.Controls),
 		timeout:  opts.Timeout,
 		now:      opts.Now,
