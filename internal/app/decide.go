@@ -13,6 +13,7 @@ import (
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
@@ -94,7 +95,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 // without spending, until its end; an exemption admits without spending; a
 // scale decides against the scaled limits, which the Result reports); the
 // network controls as this process last read them, at most
-// ratelimit.ControlPropagation old (liveNetworks).
+// controls.Propagation old (liveNetworks).
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -217,7 +218,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 
 // liveNetworks are the live network controls in force, as this process
 // read them last (ratelimit.NetworkControlCache: at most one HGETALL per
-// ratelimit.ControlPropagation, on the request that finds the list older;
+// controls.Propagation, on the request that finds the list older;
 // the other requests read memory): gate's, whose read also serves its
 // decisions' identity controls, or, while gate is not ready, the
 // runtime's. A read that failed, or skipped
@@ -227,7 +228,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 // failed read may have taken the whole Redis timeout: deadline is then
 // when the decision's own Redis calls must end, so that the request never
 // waits on Redis longer than one decision's budget; zero otherwise.
-func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []ratelimit.NetworkControl, deadline time.Time) {
+func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []controls.Network, deadline time.Time) {
 	start := time.Now()
 	list, err := rt.controlsCache(gate).Get(ctx)
 	if err != nil {

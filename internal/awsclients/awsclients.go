@@ -24,7 +24,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
@@ -90,9 +90,9 @@ func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.apiGateway = apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
+		c.apiGateway = gatewayCalls{api: apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
 			cfg.applyTo(serviceAPIGateway, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
-		})
+		}), region: cfg.AWS.Region}
 	}
 	return c.apiGateway, nil
 }
@@ -144,12 +144,11 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 				o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, secretRetryMaxBackoff)
 			}
 		})
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Most often a function in a VPC with no route to Secrets Manager.
-		return "", fmt.Errorf("read secret %s: no answer from Secrets Manager in time (at most %s; does the VPC have a NAT gateway or a secretsmanager endpoint?): %w", arn, SecretReadTimeout, err)
-	}
 	if err != nil {
-		return "", fmt.Errorf("read secret %s: %w", arn, err)
+		c.mu.Lock()
+		region := c.cfg.AWS.Region
+		c.mu.Unlock()
+		return "", fmt.Errorf("read secret %s: %w", arn, unreachable(serviceSecretsManager, region, err))
 	}
 	if out.SecretString == nil || *out.SecretString == "" {
 		return "", fmt.Errorf("read secret %s: no SecretString", arn)
@@ -161,7 +160,7 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 // iam.User with an ElastiCache IAM authentication token signed with the
 // process's AWS configuration's credentials, and that configuration's region.
 // logger receives the token provider's own records.
-func (c *Clients) RedisIAM(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
+func (c *Clients) RedisIAM(ctx context.Context, cc redisclient.Config, iam config.RedisIAM, logger *slog.Logger) (redisclient.Config, string, error) {
 	creds, region, err := c.Credentials(ctx)
 	if err != nil {
 		return cc, "", fmt.Errorf("no AWS credentials to sign IAM auth tokens with: %w", err)

@@ -10,6 +10,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Authorizer context keys: the contract between the authorizer, the API
@@ -84,14 +85,14 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if name := o.Control(); name != "" {
 		ctx[CtxControl] = name
 		ctx[CtxControlUntil] = unixCeil(o.Result.Control.Until)
-		if o.Result.Control.Kind == ratelimit.ControlScale {
+		if o.Result.Control.Kind == controls.Scale {
 			ctx[CtxControlFactor] = o.Result.Control.Factor
 		}
 	}
 	switch {
 	case o.Kind == Blocked:
 		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
-		if o.Result.Control.Kind == ratelimit.ControlBlock {
+		if o.Result.Control.Kind == controls.Block {
 			retry = ratelimit.RetryAfterSeconds(time.Until(o.Result.Control.Until))
 		}
 		ctx[CtxBlocked] = true
@@ -123,6 +124,52 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if o.Result.Degraded {
 		ctx[CtxDegraded] = true
 	}
+	return ctx
+}
+
+// DenyResponseKeys are the context keys a REST API's ACCESS_DENIED gateway
+// response maps (template.yaml's and template-authorizer.yaml's headers and
+// body): every Deny carries each of them (DenyContext).
+var DenyResponseKeys = []string{CtxRetryAfter, CtxRetryIn, CtxPolicy, CtxRateLimit, CtxLimit, CtxRemaining, CtxReset, CtxResetAt}
+
+// BlockedPolicyName is the policy name of a blocked network's REST 429
+// headers: a quota of 0 over the wait.
+const BlockedPolicyName = "blocked"
+
+// DenyContext is the context of a REST authorizer's Deny: AuthorizerContext,
+// and every key of DenyResponseKeys the outcome does not describe, so that
+// each header the ACCESS_DENIED gateway response maps is well formed and
+// its body is valid JSON whatever denied the request. AWS documents no
+// value for a mapped context key the authorizer did not return, so none is
+// left missing.
+//
+// A Deny that describes no limit (a blocked network: no limit was asked)
+// is described as a quota of 0, named BlockedPolicyName, spent until its
+// Retry-After: RateLimit-Limit and RateLimit-Remaining 0, RateLimit-Reset
+// the Retry-After, RateLimit-Policy `"blocked";q=0;w=<retryAfter>` and
+// RateLimit `"blocked";r=0;t=<retryAfter>`. A Deny without a Retry-After
+// of its own (none is built today) gets BlockedRetryAfter's.
+func DenyContext(o Outcome) map[string]any {
+	ctx := AuthorizerContext(o)
+	retry, ok := ctxInt(ctx, CtxRetryAfter)
+	if !ok || retry < 1 {
+		retry = ratelimit.RetryAfterSeconds(BlockedRetryAfter)
+		ctx[CtxRetryAfter] = retry
+	}
+	fill := func(key string, v any) {
+		if _, present := ctx[key]; !present {
+			ctx[key] = v
+		}
+	}
+	zero := ratelimit.Decision{Limit: ratelimit.Limit{Name: BlockedPolicyName, Window: time.Duration(retry) * time.Second},
+		RetryAfter: time.Duration(retry) * time.Second}
+	fill(CtxRetryIn, wire.RetryPhrase(retry))
+	fill(CtxLimit, int64(0))
+	fill(CtxRemaining, int64(0))
+	fill(CtxReset, retry)
+	fill(CtxResetAt, unixCeil(time.Now())+retry)
+	fill(CtxPolicy, ratelimit.Result{Decisions: []ratelimit.Decision{zero}}.PolicyHeader())
+	fill(CtxRateLimit, zero.RateLimitHeader())
 	return ctx
 }
 
@@ -185,27 +232,27 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 }
 
 // controlFromContext is the live control an authorizer context names
-// (CtxControl), the zero AppliedControl when it names none it knows. Its
+// (CtxControl), the zero controls.Applied when it names none it knows. Its
 // end is CtxControlUntil's, its factor CtxControlFactor's (a scale's,
 // within the library's bounds, or none).
-func controlFromContext(ctx map[string]any) ratelimit.AppliedControl {
+func controlFromContext(ctx map[string]any) controls.Applied {
 	name, _ := ctxString(ctx, CtxControl)
-	var c ratelimit.AppliedControl
+	var c controls.Applied
 	switch name {
 	case ControlBlocked:
-		c.Kind = ratelimit.ControlBlock
+		c.Kind = controls.Block
 	case ControlExempt:
-		c.Kind = ratelimit.ControlExempt
+		c.Kind = controls.Exempt
 	case ControlScaled:
-		c.Kind = ratelimit.ControlScale
+		c.Kind = controls.Scale
 	default:
-		return ratelimit.AppliedControl{}
+		return controls.Applied{}
 	}
 	if until, ok := ctxInt(ctx, CtxControlUntil); ok && until > 0 && until < 1<<40 {
 		c.Until = time.Unix(until, 0)
 	}
-	if c.Kind == ratelimit.ControlScale {
-		if f, ok := ctxFloat(ctx, CtxControlFactor); ok && f >= ratelimit.MinScaleFactor && f <= ratelimit.MaxScaleFactor {
+	if c.Kind == controls.Scale {
+		if f, ok := ctxFloat(ctx, CtxControlFactor); ok && f >= controls.MinScaleFactor && f <= controls.MaxScaleFactor {
 			c.Factor = f
 		}
 	}

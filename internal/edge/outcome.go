@@ -6,6 +6,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Kind is what happened to one request. Every answer derives from it, each
@@ -151,13 +152,13 @@ const (
 
 // ControlName is the name of the live control c (ControlBlocked,
 // ControlExempt, ControlScaled), "" for none.
-func ControlName(c ratelimit.AppliedControl) string {
+func ControlName(c controls.Applied) string {
 	switch c.Kind {
-	case ratelimit.ControlBlock:
+	case controls.Block:
 		return ControlBlocked
-	case ratelimit.ControlExempt:
+	case controls.Exempt:
 		return ControlExempt
-	case ratelimit.ControlScale:
+	case controls.Scale:
 		return ControlScaled
 	}
 	return ""

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // Options are the dependencies of Connect. The zero value reads secrets
@@ -118,7 +119,7 @@ func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, erro
 		}
 		op.Auth = "secret"
 	}
-	if op.client, err = ratelimit.NewClient(cc); err != nil {
+	if op.client, err = redisclient.New(cc); err != nil {
 		return nil, err
 	}
 	op.Limiter, err = ratelimit.NewLimiter(op.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: timeout, IdentityHashKey: key})

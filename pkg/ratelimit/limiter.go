@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
@@ -34,7 +36,7 @@ type Options struct {
 	// are skewed in agreement.
 	Now func() time.Time
 	// Controls makes decisions apply the live control of each identity
-	// they check (see Control), read inside the same script call: a
+	// they check (see controls.Control), read inside the same script call: a
 	// blocked identity is denied, an exempt one admitted without
 	// spending, a scaled one decided against its scaled limits (see
 	// Result.Control for the exact answers).
@@ -42,19 +44,19 @@ type Options struct {
 	// The Limiter keeps a control watch: the tags of the identities
 	// holding a control and their ends, read from the network-controls
 	// hash (one HGETALL) on the decision path when older than
-	// ControlPropagation, within the decision's own budget, one read in
+	// controls.Propagation, within the decision's own budget, one read in
 	// flight at a time (the others use the last list; a failed read keeps
 	// it, and the next is an interval later). Only a watched identity's
 	// script call reads its control key; every other is the plain
 	// script, exactly a Limiter's without Controls. So a control set by
 	// SetControl applies from the first decision after the watch's next
-	// read, within ControlPropagation (plus one request) on a warm
+	// read, within controls.Propagation (plus one request) on a warm
 	// instance; a lift, or a change of a watched identity's control,
 	// from the next decision. Before the first good read, or when more
-	// than MaxWatchedControls identities hold a control (until the latest
+	// than 1,000 identities hold a control (until the latest
 	// control set past them ends: SetControl mirrors those in one overflow
 	// field), every decision reads its identity's control key
-	// (ControlWatch says which).
+	// (an error of NetworkControlCache.Get says so).
 	// Without Controls, controls are neither read nor paid for.
 	Controls bool
 }
@@ -79,7 +81,7 @@ type Check struct {
 // Limiter makes rate-limit decisions on Redis. It is safe for concurrent
 // use and meant to be built once per process and reused.
 type Limiter struct {
-	client  redis.UniversalClient
+	client  rediser
 	limits  limitCache
 	keys    keyspace
 	scripts scriptSet
@@ -98,10 +100,14 @@ type Limiter struct {
 	plansLoaded sync.Map
 }
 
-// NewLimiter returns a Limiter deciding on client. It does not contact
+// NewLimiter returns a Limiter deciding on client: any go-redis v9 client
+// (*redis.Client, *redis.ClusterClient, *redis.Ring, redis.UniversalClient),
+// of which it uses only the few commands its scripts, resets and live
+// controls need (Process for EVALSHA/EVAL, SCRIPT LOAD, pipelines, HGETALL,
+// GET, GETDEL, SET, ZRANGE, TIME). It does not contact
 // Redis; call LoadScripts at start to preload the scripts (EVALSHA falls
 // back to EVAL on its own if they are missing).
-func NewLimiter(client redis.UniversalClient, opts Options) (*Limiter, error) {
+func NewLimiter(client rediser, opts Options) (*Limiter, error) {
 	if client == nil {
 		return nil, fmt.Errorf("new limiter: %w: nil Redis client", ErrInvalid)
 	}
@@ -332,7 +338,7 @@ var singleIndex = []int{0}
 
 // runGroup makes one script call for a group and fills in its decisions;
 // it returns the group's answer and the control that applied to it.
-func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
 	n := len(g.indexes)
 	var plan *script
 	script := l.scripts.forAlgorithm(g.algorithm)
@@ -368,15 +374,15 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	}
 	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !controlled {
 		ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
-		return ok, AppliedControl{}, err
+		return ok, controls.Applied{}, err
 	}
 	body, ctl, err := splitControl(vals, groupReplyLen(g))
 	if err != nil {
-		return false, AppliedControl{}, err
+		return false, controls.Applied{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
 }
@@ -391,7 +397,7 @@ func (l *Limiter) loadPlan(ctx context.Context, sc *script) {
 	if _, tried := l.plansLoaded.LoadOrStore(sc.sha(), true); tried {
 		return
 	}
-	load := func(ctx context.Context, node redis.Scripter) error { return node.ScriptLoad(ctx, sc.src()).Err() }
+	load := func(ctx context.Context, node scriptLoader) error { return node.ScriptLoad(ctx, sc.src()).Err() }
 	if cluster, ok := l.client.(*redis.ClusterClient); ok {
 		_ = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
 		return
@@ -463,7 +469,7 @@ func sameTag(groups []group) bool {
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
-func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	var plan *script
 	script := l.scripts.mixed
 	keys := len(checks)
@@ -506,15 +512,15 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 	}
 	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !controlled {
 		ok, err := mixedDecisions(vals, cost, spend, checks, groups, 0, out)
-		return ok, AppliedControl{}, err
+		return ok, controls.Applied{}, err
 	}
 	body, ctl, err := splitControl(vals, mixedReplyLen(groups))
 	if err != nil {
-		return false, AppliedControl{}, err
+		return false, controls.Applied{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
 }

@@ -81,7 +81,7 @@ type scriptSet struct {
 	plans *planScripts
 }
 
-// The process's scripts, shared by every Limiter and by DecisionReply:
+// The process's scripts, shared by every Limiter and by decisionReply:
 // they are embedded and never change, so each is composed and hashed once
 // per process, on its first use. Nothing writes to them once built.
 var (
@@ -305,7 +305,7 @@ func (s *scriptSet) all() []*script {
 
 // loadOn loads every script into one node's script cache and checks that the
 // node computed the SHA-1 this package will ask for.
-func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
+func (s *scriptSet) loadOn(ctx context.Context, node scriptLoader) error {
 	for _, sc := range s.all() {
 		sha, err := node.ScriptLoad(ctx, sc.src()).Result()
 		if err != nil {
@@ -331,7 +331,7 @@ func (s *scriptSet) loadOn(ctx context.Context, node redis.Scripter) error {
 //
 // cmd is the whole command: its first two values are set here (the verb and
 // the SHA-1 or source), then come the key count, KEYS and ARGV.
-func (sc *script) run(ctx context.Context, c redis.UniversalClient, cmd []any) ([]any, error) {
+func (sc *script) run(ctx context.Context, c rediser, cmd []any) ([]any, error) {
 	cmd[0], cmd[1] = "evalsha", sc.sha()
 	res, err := sc.call(ctx, c, cmd)
 	if err != nil && isNoScript(err) {
@@ -350,7 +350,7 @@ func (sc *script) run(ctx context.Context, c redis.UniversalClient, cmd []any) (
 	return vals, nil
 }
 
-func (sc *script) call(ctx context.Context, c redis.UniversalClient, args []any) (any, error) {
+func (sc *script) call(ctx context.Context, c rediser, args []any) (any, error) {
 	cmd := redis.NewCmd(ctx, args...)
 	// Process's own error is the command's error, read below.
 	_ = c.Process(ctx, noRetryCmd{cmd})
