@@ -234,19 +234,10 @@ func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []c
 	if err != nil {
 		rt.observer.NetworkControlsUnread(ctx, err)
 		if errors.Is(err, ratelimit.ErrUnavailable) {
-			deadline = start.Add(rt.redisTimeout())
+			deadline = start.Add(rt.cfg.Redis.Timeout)
 		}
 	}
 	return list, deadline
-}
-
-// redisTimeout is one decision's Redis budget (REDIS_TIMEOUT), as the
-// gates apply it.
-func (rt *Runtime) redisTimeout() time.Duration {
-	if t := rt.cfg.Redis.Timeout; t > 0 {
-		return t
-	}
-	return 100 * time.Millisecond
 }
 
 // outcome is the Outcome of the request before its decision: who is
