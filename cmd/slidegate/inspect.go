@@ -267,8 +267,8 @@ type inspection struct {
 	Stage string `json:"stage"`
 	// EnvironmentOnly is true when no stage files were found: the limits
 	// are the environment's (and defaults), not Stage's.
-	EnvironmentOnly bool `json:"environmentOnly,omitempty"`
-	Tier  string `json:"tier"`
+	EnvironmentOnly bool   `json:"environmentOnly,omitempty"`
+	Tier            string `json:"tier"`
 	// Plan is the plan whose limits count the caller ("" for its tier's),
 	// UnknownPlan one it carries that the stage does not configure, and
 	// Network its source network's verdict (unlimited, blocked, a plan).
