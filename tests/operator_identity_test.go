@@ -16,7 +16,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // TestOperatorActsOnTheIdentityTheLogsPrint (issue 41): the identity a
@@ -99,8 +99,8 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	// block with it: the caller is denied once the control reaches the
 	// warm instance.
 	run(t, "block", "--identity", line.Identity, "--for", "10m", "--reason", "from the logs", "--yes")
-	time.Sleep(ratelimit.ControlPropagation + 500*time.Millisecond)
-	if out := decide(); out.Result.Allowed || out.Result.Control.Kind != ratelimit.ControlBlock {
+	time.Sleep(controls.Propagation + 500*time.Millisecond)
+	if out := decide(); out.Result.Allowed || out.Result.Control.Kind != controls.Block {
 		t.Fatalf("after block --identity %s: %v (control %v), want the caller blocked", line.Identity, out.Kind, out.Result.Control.Kind)
 	}
 	if r := run(t, "controls"); !lineWith(r.stdout, "block ", line.Identity, "from the logs") {
@@ -111,7 +111,7 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	}
 	run(t, "lift", "--identity", "hash:"+strings.ToUpper(line.Identity), "--yes")
 	// The block's denial the instance cached may be repeated this long.
-	time.Sleep(ratelimit.ControlPropagation + 500*time.Millisecond)
+	time.Sleep(controls.Propagation + 500*time.Millisecond)
 	if out := decide(); !out.Result.Allowed {
 		t.Fatalf("after lift: %v, want the caller admitted again", out.Kind)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
@@ -117,7 +118,7 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TIME through the operator's user: %v", err)
 		}
-		c := ratelimit.Control{Kind: ratelimit.ControlBlock, Until: now.Add(time.Hour), Reason: "acl test"}
+		c := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "acl test"}
 		if err := l.SetControl(ctx, "ip:203.0.113.7", c); err != nil {
 			t.Fatalf("SetControl through the operator's user: %v", err)
 		}

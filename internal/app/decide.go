@@ -14,7 +14,9 @@ import (
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Decide answers one request: who the caller is, which limits apply (the
@@ -30,7 +32,7 @@ import (
 // without spending, until its end; an exemption admits without spending; a
 // scale decides against the scaled limits, which the Result reports); the
 // network controls as this process last read them, at most
-// ratelimit.ControlPropagation old (liveNetworks).
+// controls.Propagation old (liveNetworks).
 //
 // The Outcome's Kind says what happened, and every answer derives from it
 // (see edge.Kind). Unauthorized requests are not errors: they were counted
@@ -92,7 +94,7 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, edge.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -104,7 +106,7 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = edge.KindOf(out.Result, false, err)
+	out.Kind = httplimit.KindOf(out.Result, false, err)
 	return out, err
 }
 
@@ -208,7 +210,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 
 // liveNetworks are the live network controls in force, as this process
 // read them last (ratelimit.NetworkControlCache: at most one HGETALL per
-// ratelimit.ControlPropagation, on the request that finds the list older;
+// controls.Propagation, on the request that finds the list older;
 // the other requests read memory): gate's, whose read also serves its
 // decisions' identity controls, or, while gate is not ready, the
 // runtime's. A read that failed, or skipped
@@ -218,7 +220,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 // failed read may have taken the whole Redis timeout: deadline is then
 // when the decision's own Redis calls must end, so that the request never
 // waits on Redis longer than one decision's budget; zero otherwise.
-func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []ratelimit.NetworkControl, deadline time.Time) {
+func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []controls.Network, deadline time.Time) {
 	start := time.Now()
 	list, err := rt.controlsCache(gate).Get(ctx)
 	if err != nil {
@@ -272,7 +274,7 @@ func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, edge.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
 	rt.observe(ctx, r, out, err)
 	return out, err
 }

@@ -90,9 +90,9 @@ func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.apiGateway = apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
+		c.apiGateway = gatewayCalls{api: apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
 			cfg.applyTo(serviceAPIGateway, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
-		})
+		}), region: cfg.AWS.Region}
 	}
 	return c.apiGateway, nil
 }
@@ -144,12 +144,11 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 				o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, secretRetryMaxBackoff)
 			}
 		})
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Most often a function in a VPC with no route to Secrets Manager.
-		return "", fmt.Errorf("read secret %s: no answer from Secrets Manager in time (at most %s; does the VPC have a NAT gateway or a secretsmanager endpoint?): %w", arn, SecretReadTimeout, err)
-	}
 	if err != nil {
-		return "", fmt.Errorf("read secret %s: %w", arn, err)
+		c.mu.Lock()
+		region := c.cfg.AWS.Region
+		c.mu.Unlock()
+		return "", fmt.Errorf("read secret %s: %w", arn, unreachable(serviceSecretsManager, region, err))
 	}
 	if out.SecretString == nil || *out.SecretString == "" {
 		return "", fmt.Errorf("read secret %s: no SecretString", arn)

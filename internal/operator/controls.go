@@ -18,6 +18,7 @@ import (
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // ControlRequest is one change or reading of live controls: what the
@@ -179,8 +180,8 @@ func ParseControlDuration(s string) (time.Duration, error) {
 	if d <= 0 {
 		return 0, fmt.Errorf("%w: duration %q is not positive", errBadRequest, clip.Text(s, clip.QuotedLen))
 	}
-	if d > ratelimit.MaxControlDuration {
-		return 0, fmt.Errorf("%w: duration %s is more than the %s a control may last", errBadRequest, d, ratelimit.MaxControlDuration)
+	if d > controls.MaxDuration {
+		return 0, fmt.Errorf("%w: duration %s is more than the %s a control may last", errBadRequest, d, controls.MaxDuration)
 	}
 	return d, nil
 }
@@ -259,7 +260,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		if req.Duration != "" || req.Factor != 0 || req.Reason != "" {
 			return reply, fmt.Errorf("%w: %s takes only an identity or a network (and by)", errBadRequest, req.Action)
 		}
-		var c ratelimit.Control
+		var c controls.Control
 		var err error
 		switch {
 		case req.Action == "lift" && req.Network != "":
@@ -270,7 +271,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 			return reply, fmt.Errorf("%w: get takes an identity; list shows the networks", errBadRequest)
 		default:
 			c, reply.Found, err = l.GetControl(ctx, req.Identity)
-			if errors.Is(err, ratelimit.ErrMalformedControl) {
+			if errors.Is(err, controls.ErrMalformed) {
 				reply.Found, err = true, nil
 				tag := l.Tag(req.Identity)
 				reply.Control = &ControlView{Kind: "malformed", Tag: tag, Hash: hashOfTag(tag)}
@@ -293,14 +294,14 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 }
 
 func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, network netip.Prefix, reply ControlReply) (ControlReply, error) {
-	kind, err := ratelimit.ParseControlKind(req.Action)
+	kind, err := controls.ParseKind(req.Action)
 	if err != nil {
 		return reply, err
 	}
-	if kind == ratelimit.ControlScale && req.Network != "" {
+	if kind == controls.Scale && req.Network != "" {
 		return reply, fmt.Errorf("%w: a network takes a block or an exemption, not a scale", errBadRequest)
 	}
-	if kind != ratelimit.ControlScale && req.Factor != 0 {
+	if kind != controls.Scale && req.Factor != 0 {
 		return reply, fmt.Errorf("%w: %s takes no factor", errBadRequest, req.Action)
 	}
 	d, err := ParseControlDuration(req.Duration)
@@ -311,7 +312,7 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
-	c := ratelimit.Control{Kind: kind, Factor: req.Factor, Until: now.Add(d), Reason: req.Reason, SetBy: req.By}
+	c := controls.Control{Kind: kind, Factor: req.Factor, Until: now.Add(d), Reason: req.Reason, SetBy: req.By}
 	if req.Network != "" {
 		err = l.SetNetworkControl(ctx, network, c)
 	} else {
@@ -354,7 +355,7 @@ func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply)
 	return reply, nil
 }
 
-func viewOf(c ratelimit.Control, tag string, network netip.Prefix) ControlView {
+func viewOf(c controls.Control, tag string, network netip.Prefix) ControlView {
 	v := ControlView{Kind: c.Kind.String(), Tag: tag, Hash: hashOfTag(tag), Factor: c.Factor, SetBy: c.SetBy, Reason: c.Reason,
 		SetAt: c.SetAt.UTC(), Until: c.Until.UTC()}
 	if network.IsValid() {

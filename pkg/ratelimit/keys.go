@@ -234,5 +234,5 @@ func (k keyspace) controlIndexKey() string { return k.prefix + ":controls" }
 
 // networkControlsKey is the hash of network controls: one field per
 // network (its canonical CIDR), each a control record. Every instance
-// reads it, at most once per ControlPropagation.
+// reads it, at most once per controls.Propagation.
 func (k keyspace) networkControlsKey() string { return k.prefix + ":netcontrols" }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
@@ -34,7 +36,7 @@ type Options struct {
 	// are skewed in agreement.
 	Now func() time.Time
 	// Controls makes decisions apply the live control of each identity
-	// they check (see Control), read inside the same script call: a
+	// they check (see controls.Control), read inside the same script call: a
 	// blocked identity is denied, an exempt one admitted without
 	// spending, a scaled one decided against its scaled limits (see
 	// Result.Control for the exact answers).
@@ -42,13 +44,13 @@ type Options struct {
 	// The Limiter keeps a control watch: the tags of the identities
 	// holding a control and their ends, read from the network-controls
 	// hash (one HGETALL) on the decision path when older than
-	// ControlPropagation, within the decision's own budget, one read in
+	// controls.Propagation, within the decision's own budget, one read in
 	// flight at a time (the others use the last list; a failed read keeps
 	// it, and the next is an interval later). Only a watched identity's
 	// script call reads its control key; every other is the plain
 	// script, exactly a Limiter's without Controls. So a control set by
 	// SetControl applies from the first decision after the watch's next
-	// read, within ControlPropagation (plus one request) on a warm
+	// read, within controls.Propagation (plus one request) on a warm
 	// instance; a lift, or a change of a watched identity's control,
 	// from the next decision. Before the first good read, or when more
 	// than 1,000 identities hold a control (until the latest
@@ -346,7 +348,7 @@ var singleIndex = []int{0}
 
 // runGroup makes one script call for a group and fills in its decisions;
 // it returns the group's answer and the control that applied to it.
-func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
 	n := len(g.indexes)
 	var plan *script
 	script := l.scripts.forAlgorithm(g.algorithm)
@@ -382,15 +384,15 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	}
 	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !controlled {
 		ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
-		return ok, AppliedControl{}, err
+		return ok, controls.Applied{}, err
 	}
 	body, ctl, err := splitControl(vals, groupReplyLen(g))
 	if err != nil {
-		return false, AppliedControl{}, err
+		return false, controls.Applied{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
 }
@@ -477,7 +479,7 @@ func sameTag(groups []group) bool {
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
-func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	var plan *script
 	script := l.scripts.mixed
 	keys := len(checks)
@@ -520,15 +522,15 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 	}
 	vals, err := script.run(ctx, l.client, cmd)
 	if err != nil {
-		return false, AppliedControl{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	if !controlled {
 		ok, err := mixedDecisions(vals, cost, spend, checks, groups, 0, out)
-		return ok, AppliedControl{}, err
+		return ok, controls.Applied{}, err
 	}
 	body, ctl, err := splitControl(vals, mixedReplyLen(groups))
 	if err != nil {
-		return false, AppliedControl{}, err
+		return false, controls.Applied{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
 }

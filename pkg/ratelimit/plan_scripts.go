@@ -45,7 +45,7 @@ type planKey struct {
 }
 
 // planScripts holds the process's plan scripts: by plan, and by SHA-1 and
-// source for DecisionReply. Safe for concurrent use.
+// source for decisionReply. Safe for concurrent use.
 type planScripts struct {
 	mu     sync.RWMutex
 	byPlan map[planKey]*script

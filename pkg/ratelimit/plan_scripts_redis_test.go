@@ -235,7 +235,7 @@ func planKeyStates(t *testing.T, ctx context.Context, client redis.UniversalClie
 
 // TestLimiterSendsAPlanScript: a Limiter decides a group of several
 // sliding-window limits with the plan's script, sending the cost alone as
-// ARGV (and the injected clock), which DecisionReply knows as a decision;
+// ARGV (and the injected clock), which RateLimitVerdict knows as a decision;
 // one limit, and a plan past the bound of plan scripts, go to
 // sliding_window.lua with their arguments; all decide alike.
 func TestLimiterSendsAPlanScript(t *testing.T) {
@@ -260,8 +260,8 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 	if err := hook.lastCmd().Err(); err != nil {
 		t.Fatalf("the plan script's first call: %v (it is loaded before)", err)
 	}
-	if allowed, ours, err := DecisionReply(hook.lastCmd()); !ours || !allowed || err != nil {
-		t.Fatalf("DecisionReply of the plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
+	if allowed, ours, err := hookVerdict(hook.lastCmd()); !ours || !allowed || err != nil {
+		t.Fatalf("RateLimitVerdict of the plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
 	}
 	// The per-second limit denies the third request; the hour's keeps
 	// the two it admitted.
@@ -287,8 +287,8 @@ func TestLimiterSendsAPlanScript(t *testing.T) {
 		if args[1] == l.scripts.mixed.sha() || args[1] == l.scripts.mixed.src() || len(args) != 8 || args[5] != "1" || args[6] != "2" {
 			t.Fatalf("the tier and route were sent as %v, want the mixed plan script with 2 keys, the cost and the route's count and window", args)
 		}
-		if allowed, ours, err := DecisionReply(hook.lastCmd()); !ours || allowed != res.Allowed || err != nil {
-			t.Fatalf("DecisionReply of the mixed plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
+		if allowed, ours, err := hookVerdict(hook.lastCmd()); !ours || allowed != res.Allowed || err != nil {
+			t.Fatalf("RateLimitVerdict of the mixed plan script's call: allowed %v, ours %v, %v", allowed, ours, err)
 		}
 		if i == 2 && (res.Allowed || !res.Decisions[0].Allowed || res.Decisions[1].Allowed) {
 			t.Fatalf("third login: %+v, want denied by the route alone", res)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // narrowClient has only the methods rediser lists: not a
@@ -39,7 +40,7 @@ func TestNewLimiterTakesTheNarrowInterface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := Control{Kind: ControlBlock, Until: now.Add(time.Minute), Reason: "test"}
+	c := controls.Control{Kind: controls.Block, Until: now.Add(time.Minute), Reason: "test"}
 	if err := l.SetControl(ctx, check.Identity, c); err != nil {
 		t.Fatalf("set control: %v", err)
 	}

@@ -81,7 +81,7 @@ type scriptSet struct {
 	plans *planScripts
 }
 
-// The process's scripts, shared by every Limiter and by DecisionReply:
+// The process's scripts, shared by every Limiter and by decisionReply:
 // they are embedded and never change, so each is composed and hashed once
 // per process, on its first use. Nothing writes to them once built.
 var (
