@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // callerFlags name the caller to inspect or reset.
@@ -519,9 +520,9 @@ func runReset(ctx context.Context, args []string, e env) error {
 	for _, l := range before.Limits {
 		fmt.Fprintf(e.stdout, "  %s %s %s: %d used before\n", l.Name, l.Limit, l.Algorithm, l.Used)
 	}
-	// The functions' Gate holds a cached denial at most ControlPropagation
+	// The functions' Gate holds a cached denial at most controls.Propagation
 	// (their Limiter reads live controls), then asks Redis again.
-	fmt.Fprintf(e.stdout, "Warm function instances admit the caller again within %s: one that denied it may repeat that denial from its memory until then, whatever Retry-After it gave.\n", ratelimit.ControlPropagation)
+	fmt.Fprintf(e.stdout, "Warm function instances admit the caller again within %s: one that denied it may repeat that denial from its memory until then, whatever Retry-After it gave.\n", controls.Propagation)
 	return nil
 }
 
