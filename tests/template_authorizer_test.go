@@ -51,6 +51,23 @@ var tplAuthorizerOnly = map[string][]string{
 // template.yaml's), and exist only when RestApiId is given.
 func TestAuthorizerTemplateGatewayResponses(t *testing.T) {
 	tpl := tplLoadFile(t, tplAuthorizerPath)
+	responses := tplAuthorizerResponses(t, tpl)
+	for _, p := range contractResponseProblems(responses) {
+		t.Error(p)
+	}
+	// The same response types as the main template, no more.
+	main := yamlGet(yamlGet(tplRestAPI(t, tplLoad(t).root).node, "Properties"), "GatewayResponses")
+	if got, want := yamlKeys(responses), yamlKeys(main); !slices.Equal(got, want) {
+		t.Errorf("gateway response types %v, template.yaml's RestApi has %v", got, want)
+	}
+}
+
+// tplAuthorizerResponses is the authorizer-only template's gateway
+// responses in SAM's GatewayResponses shape (response type -> StatusCode,
+// ResponseParameters.Headers, ResponseTemplates), built from its
+// AWS::ApiGateway::GatewayResponse resources, whose shape it checks.
+func tplAuthorizerResponses(t *testing.T, tpl tplTemplate) *yaml.Node {
+	t.Helper()
 	// SAM's GatewayResponses shape, built from the resources.
 	responses := &yaml.Node{Kind: yaml.MappingNode}
 	for _, r := range tplResources(tpl.root, "AWS::ApiGateway::GatewayResponse") {
@@ -79,14 +96,7 @@ func TestAuthorizerTemplateGatewayResponses(t *testing.T) {
 		}}
 		responses.Content = append(responses.Content, yamlGet(props, "ResponseType"), shaped)
 	}
-	for _, p := range contractResponseProblems(responses) {
-		t.Error(p)
-	}
-	// The same response types as the main template, no more.
-	main := yamlGet(yamlGet(tplRestAPI(t, tplLoad(t).root).node, "Properties"), "GatewayResponses")
-	if got, want := yamlKeys(responses), yamlKeys(main); !slices.Equal(got, want) {
-		t.Errorf("gateway response types %v, template.yaml's RestApi has %v", got, want)
-	}
+	return responses
 }
 
 // TestAuthorizerTemplateOutputs: what an existing API needs is output (the

@@ -215,6 +215,10 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		},
 		Context: edge.AuthorizerContext(o),
 	}
+	if effect == "Deny" {
+		// Every key ACCESS_DENIED maps, whatever denied the request.
+		resp.Context = edge.DenyContext(o)
+	}
 	if o.Caller.Tier == identity.TierOrg {
 		resp.UsageIdentifierKey = o.Caller.APIKey
 	}

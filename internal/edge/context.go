@@ -126,6 +126,52 @@ func AuthorizerContext(o Outcome) map[string]any {
 	return ctx
 }
 
+// DenyResponseKeys are the context keys a REST API's ACCESS_DENIED gateway
+// response maps (template.yaml's and template-authorizer.yaml's headers and
+// body): every Deny carries each of them (DenyContext).
+var DenyResponseKeys = []string{CtxRetryAfter, CtxRetryIn, CtxPolicy, CtxRateLimit, CtxLimit, CtxRemaining, CtxReset, CtxResetAt}
+
+// BlockedPolicyName is the policy name of a blocked network's REST 429
+// headers: a quota of 0 over the wait.
+const BlockedPolicyName = "blocked"
+
+// DenyContext is the context of a REST authorizer's Deny: AuthorizerContext,
+// and every key of DenyResponseKeys the outcome does not describe, so that
+// each header the ACCESS_DENIED gateway response maps is well formed and
+// its body is valid JSON whatever denied the request. AWS documents no
+// value for a mapped context key the authorizer did not return, so none is
+// left missing.
+//
+// A Deny that describes no limit (a blocked network: no limit was asked)
+// is described as a quota of 0, named BlockedPolicyName, spent until its
+// Retry-After: RateLimit-Limit and RateLimit-Remaining 0, RateLimit-Reset
+// the Retry-After, RateLimit-Policy `"blocked";q=0;w=<retryAfter>` and
+// RateLimit `"blocked";r=0;t=<retryAfter>`. A Deny without a Retry-After
+// of its own (none is built today) gets BlockedRetryAfter's.
+func DenyContext(o Outcome) map[string]any {
+	ctx := AuthorizerContext(o)
+	retry, ok := ctxInt(ctx, CtxRetryAfter)
+	if !ok || retry < 1 {
+		retry = ratelimit.RetryAfterSeconds(BlockedRetryAfter)
+		ctx[CtxRetryAfter] = retry
+	}
+	fill := func(key string, v any) {
+		if _, present := ctx[key]; !present {
+			ctx[key] = v
+		}
+	}
+	zero := ratelimit.Decision{Limit: ratelimit.Limit{Name: BlockedPolicyName, Window: time.Duration(retry) * time.Second},
+		RetryAfter: time.Duration(retry) * time.Second}
+	fill(CtxRetryIn, wire.RetryPhrase(retry))
+	fill(CtxLimit, int64(0))
+	fill(CtxRemaining, int64(0))
+	fill(CtxReset, retry)
+	fill(CtxResetAt, unixCeil(time.Now())+retry)
+	fill(CtxPolicy, ratelimit.Result{Decisions: []ratelimit.Decision{zero}}.PolicyHeader())
+	fill(CtxRateLimit, zero.RateLimitHeader())
+	return ctx
+}
+
 // unixCeil is t in Unix seconds, rounded up (the rule of X-RateLimit-Reset).
 func unixCeil(t time.Time) int64 {
 	if t.IsZero() {
