@@ -220,6 +220,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	}
 
 	aws := awsclients.New(opts.AWSConfig, opts.APIGateway, opts.SecretsManager)
+	aws.SetLogger(logger) // one error per AWS endpoint out of reach, naming the fix
 
 	// Who is counted: these loads start first and run alongside Redis's.
 	// Only a request with an API key or a bearer token needs them, and it

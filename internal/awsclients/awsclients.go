@@ -55,6 +55,10 @@ type Clients struct {
 	cfg        Config
 	apiGateway identity.GatewayAPI
 	secrets    SecretReader
+	// logger, when set (SetLogger), receives one error per endpoint a
+	// call could not reach.
+	logger                           *slog.Logger
+	secretsEndpoint, gatewayEndpoint endpoint
 }
 
 func (c *Clients) configLocked(ctx context.Context) (Config, error) {
@@ -77,11 +81,18 @@ func New(load Loader, apiGateway identity.GatewayAPI, secrets SecretReader) *Cli
 	if load == nil {
 		load = func(context.Context) (Config, error) { return FromEnvironment(os.Getenv) }
 	}
-	return &Clients{load: load, apiGateway: apiGateway, secrets: secrets}
+	c := &Clients{load: load, secrets: secrets,
+		secretsEndpoint: endpoint{name: "Secrets Manager", vpcService: "secretsmanager"},
+		gatewayEndpoint: endpoint{name: "API Gateway's management API", vpcService: "apigateway"}}
+	if apiGateway != nil {
+		c.apiGateway = reachingGateway{c: c, inner: apiGateway}
+	}
+	return c
 }
 
 // APIGateway returns the API Gateway client that lists API keys and usage
-// plans.
+// plans. Its calls that cannot reach the endpoint are logged once
+// (SetLogger).
 func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -90,9 +101,9 @@ func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.apiGateway = apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
+		c.apiGateway = reachingGateway{c: c, inner: apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
 			cfg.applyTo(serviceAPIGateway, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
-		})
+		})}
 	}
 	return c.apiGateway, nil
 }
@@ -130,7 +141,8 @@ func (c *Clients) Credentials(ctx context.Context) (aws.CredentialsProvider, str
 }
 
 // ReadSecret returns a secret's SecretString, waiting at most
-// SecretReadTimeout (less when ctx ends sooner).
+// SecretReadTimeout (less when ctx ends sooner). A read that cannot reach
+// Secrets Manager is logged once (SetLogger).
 func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 	client, err := c.SecretsManager(ctx)
 	if err != nil {
@@ -144,6 +156,7 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 				o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, secretRetryMaxBackoff)
 			}
 		})
+	c.noteUnreachable(ctx, &c.secretsEndpoint, err)
 	if errors.Is(err, context.DeadlineExceeded) {
 		// Most often a function in a VPC with no route to Secrets Manager.
 		return "", fmt.Errorf("read secret %s: no answer from Secrets Manager in time (at most %s; does the VPC have a NAT gateway or a secretsmanager endpoint?): %w", arn, SecretReadTimeout, err)

@@ -91,6 +91,7 @@ func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, erro
 		return nil, errors.New("REDIS_URL is not set: give the URL of the Redis the functions use")
 	}
 	aws := awsclients.New(opts.AWSConfig, nil, opts.SecretsManager)
+	aws.SetLogger(logger) // one error per AWS endpoint out of reach, naming the fix
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
