@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // The server-side section measures Redis's time per decision with no Go
@@ -353,20 +354,22 @@ func captureControlCases(ctx context.Context, b *bench, capture func(name, group
 	if err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
-	ctl := ratelimit.Control{Kind: ratelimit.ControlExempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
+	ctl := controls.Control{Kind: controls.Exempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
 	if err := lim.SetControl(ctx, serverSideCapture, ctl); err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
 	// The bench's own Redis, thrown away after the run: a failed lift
 	// changes no figure.
 	defer func() { _, _, _ = lim.LiftControl(context.WithoutCancel(ctx), serverSideCapture) }()
-	// The watch re-reads the controls at most once per ControlPropagation.
-	time.Sleep(ratelimit.ControlPropagation + 100*time.Millisecond)
+	// The watch re-reads the controls at most once per controls.Propagation.
+	time.Sleep(controls.Propagation + 100*time.Millisecond)
 	if err := capture(nameControlsWatched, "controls", decide); err != nil {
 		return err
 	}
-	if w := lim.ControlWatch(); !w.Loaded || w.Identities == 0 {
-		return fmt.Errorf("controls: the watch lists no identity after %s (%+v)", ratelimit.ControlPropagation, w)
+	// The exemption applied: the watch listed the caller, so the
+	// captured call was the controlled script.
+	if res, err := lim.Decide(ctx, 1, checks...); err != nil || res.Control.Kind != controls.Exempt {
+		return fmt.Errorf("controls: no exemption applied after %s (%+v, %v)", controls.Propagation, res.Control, err)
 	}
 	return nil
 }

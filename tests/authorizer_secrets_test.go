@@ -61,7 +61,7 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			create:       true,
 			fault:        (*smFixture).hang,
 			wantDegraded: true,
-			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", "secret:redis-auth-QrStUv", "no answer from Secrets Manager in time", "deadline exceeded", "until a later read succeeds"},
+			wantLog:      []string{"read REDIS_AUTH_SECRET_ARN failed", "secret:redis-auth-QrStUv", "no answer from Secrets Manager: the function's subnets have no route to it; deploy the template with VpcEndpoints=create (an interface endpoint com.amazonaws.", "deadline exceeded", "until a later read succeeds"},
 			wantRequests: func(n int) bool { return n >= 1 },
 		},
 	}
@@ -122,7 +122,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 		wantLog string // what the cold-start read failed with
 	}{
 		{"throttled at cold start", (*smFixture).throttle, "ThrottlingException"},
-		{"no answer at cold start", (*smFixture).hang, "no answer from Secrets Manager in time"},
+		{"no answer at cold start", (*smFixture).hang, "no answer from Secrets Manager: the function's subnets have no route to it; deploy the template with VpcEndpoints=create (an interface endpoint com.amazonaws."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // denyCase is one kind of answer the REST authorizer gives, as API Gateway
@@ -90,10 +90,10 @@ func denyCases(t *testing.T) []denyCase {
 	op := controlLimiter(t, srv.Client(t))
 	ctx := context.Background()
 	if err := op.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"),
-		ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(10 * time.Minute), Reason: "deny contexts"}); err != nil {
+		controls.Control{Kind: controls.Block, Until: time.Now().Add(10 * time.Minute), Reason: "deny contexts"}); err != nil {
 		t.Fatal(err)
 	}
-	setControl(t, op, "ip:203.0.113.77", ratelimit.ControlBlock, 0, 20*time.Minute)
+	setControl(t, op, "ip:203.0.113.77", controls.Block, 0, 20*time.Minute)
 
 	down := azEnv("redis://127.0.0.1:1", azSecret(t), map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "1"})
 	hDown := denyHandler(t, down)
@@ -198,7 +198,7 @@ func denyRenderProblems(template string, responses *yaml.Node, c denyCase) []str
 // headers rendered empty in each template.
 func TestContractEveryDenyRendersWellFormed(t *testing.T) {
 	templates := map[string]*yaml.Node{
-		"template.yaml":           yamlGet(yamlGet(tplRestAPI(t, tplLoad(t).root).node, "Properties"), "GatewayResponses"),
+		"template.yaml":            yamlGet(yamlGet(tplRestAPI(t, tplLoad(t).root).node, "Properties"), "GatewayResponses"),
 		"template-authorizer.yaml": tplAuthorizerResponses(t, tplLoadFile(t, tplAuthorizerPath)),
 	}
 	// Every key a response maps is one every Deny carries.

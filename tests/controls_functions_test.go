@@ -18,6 +18,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // controlTopology is a planTopology with the operator's own connection to
@@ -54,9 +55,9 @@ func controlLimiter(t testing.TB, client redis.UniversalClient) *ratelimit.Limit
 }
 
 // setControl sets kind (factor for a scale) on identity for d.
-func setControl(t testing.TB, l *ratelimit.Limiter, identity string, kind ratelimit.ControlKind, factor float64, d time.Duration) {
+func setControl(t testing.TB, l *ratelimit.Limiter, identity string, kind controls.Kind, factor float64, d time.Duration) {
 	t.Helper()
-	c := ratelimit.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "controls test", SetBy: "tests"}
+	c := controls.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "controls test", SetBy: "tests"}
 	if err := l.SetControl(context.Background(), identity, c); err != nil {
 		t.Fatalf("set %s on %s: %v", kind, identity, err)
 	}
@@ -93,25 +94,25 @@ func untilAnswer(t *testing.T, rie *lambdatest.RIE, r azRequest, within time.Dur
 // watchWait is how long after setting a NEW control on a caller a test
 // waits before the warm instance's next request must apply it: the
 // instance's control watch re-reads the controls at most every
-// ratelimit.ControlPropagation, on its first request past that, and the
-// read comes before that request's decision; so once ControlPropagation
+// controls.Propagation, on its first request past that, and the
+// read comes before that request's decision; so once controls.Propagation
 // has passed since the control was set (measured on the same machine's
 // clock), the next request applies it. The margin covers the test's own
 // steps, not the instance's speed.
-const watchWait = ratelimit.ControlPropagation + 500*time.Millisecond
+const watchWait = controls.Propagation + 500*time.Millisecond
 
 // awaitWatch waits watchWait after a new control was set.
 func awaitWatch() { time.Sleep(watchWait) }
 
 // propagationBound is the documented staleness of a change of control at
-// a warm instance (ratelimit.ControlPropagation, plus one request), with a
+// a warm instance (controls.Propagation, plus one request), with a
 // generous margin for a loaded machine.
-const propagationBound = ratelimit.ControlPropagation + 4*time.Second
+const propagationBound = controls.Propagation + 4*time.Second
 
 // TestControlsThroughTheAuthorizer: live controls written with the library
 // change the warm authorizer's answers on a single node and on a cluster.
 // A new control on a caller reaches a warm instance at its first request
-// after its control watch's next read (within ControlPropagation of the
+// after its control watch's next read (within controls.Propagation of the
 // set, plus one request), so each subtest that sets one waits that long
 // first, and no request is made meanwhile: a block is denied from the
 // first request after that wait, spending nothing, with Retry-After at its
@@ -143,7 +144,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				r := azRequest{ip: ip(1)}
 				// Long enough to outlast the wait by 3 s.
 				const block = watchWait + 3*time.Second
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, block)
+				setControl(t, op, "ip:"+r.ip, controls.Block, 0, block)
 				awaitWatch()
 				for i := range 5 {
 					a := azInvoke(t, rie, azRESTEvent(t, r))
@@ -168,7 +169,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 
 			t.Run("exempt: admitted without spending", func(t *testing.T) {
 				r := azRequest{ip: ip(2)}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlExempt, 0, time.Hour)
+				setControl(t, op, "ip:"+r.ip, controls.Exempt, 0, time.Hour)
 				awaitWatch()
 				for i := range 10 {
 					if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.allowed() || a.ctlName() != "exempt" {
@@ -183,7 +184,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 
 			t.Run("scale x10: ten times the limit, shown; lifted, the counts stand", func(t *testing.T) {
 				r := azRequest{ip: ip(3)}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlScale, 10, time.Hour)
+				setControl(t, op, "ip:"+r.ip, controls.Scale, 10, time.Hour)
 				awaitWatch()
 				a := azInvoke(t, rie, azRESTEvent(t, r))
 				if limit, _ := a.ctxInt("limit"); !a.allowed() || limit != 30 || a.ctlName() != "scaled" || !strings.Contains(fmt.Sprint(a.resp.Context["policy"]), "q=30") {
@@ -196,7 +197,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				liftControl(t, op, "ip:"+r.ip)
 				// 30 spent of an unscaled 3: denied throughout, first from
 				// the deny cache (the scaled denial, held at most
-				// ControlPropagation), then by Redis under the plain limit.
+				// controls.Propagation), then by Redis under the plain limit.
 				unscaled := func(a azAnswer) bool {
 					limit, _ := a.ctxInt("limit")
 					return a.denied() && limit == 3 && a.ctlName() == ""
@@ -214,7 +215,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 
 			t.Run("a lifted block is seen within the bound despite the deny cache", func(t *testing.T) {
 				r := azRequest{ip: ip(4)}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, time.Hour)
+				setControl(t, op, "ip:"+r.ip, controls.Block, 0, time.Hour)
 				awaitWatch()
 				if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.denied() {
 					t.Fatalf("blocked: %+v", a)
@@ -235,7 +236,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				if n, _ := admittedInARow(t, rie, r, 5); n != 3 {
 					t.Fatalf("%d admitted, want 3", n)
 				}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlExempt, 0, time.Hour)
+				setControl(t, op, "ip:"+r.ip, controls.Exempt, 0, time.Hour)
 				a, took, ok := untilAnswer(t, rie, r, propagationBound, azAnswer.allowed)
 				if !ok || a.ctlName() != "exempt" {
 					t.Fatalf("the exemption not seen after %s: %+v", took, a)
@@ -249,7 +250,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.allowed() {
 					t.Fatalf("before the block: %+v", a)
 				}
-				err := op.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(time.Hour), Reason: "controls test"})
+				err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -283,7 +284,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 
 			t.Run("a malformed record changes nothing and is logged", func(t *testing.T) {
 				r := azRequest{ip: ip(6)}
-				setControl(t, op, "ip:"+r.ip, ratelimit.ControlBlock, 0, time.Hour)
+				setControl(t, op, "ip:"+r.ip, controls.Block, 0, time.Hour)
 				corruptControls(t, topo.operator)
 				// The watch lists the caller (its field is not the record)
 				// from its next read: from then on every decision reads
@@ -359,7 +360,7 @@ func corruptControls(t testing.TB, client redis.UniversalClient) {
 // its scaled limits in the headers and in GET /v1/quota (with the control
 // in force), and an exempt caller's quota with its counts untouched, each
 // from the first request after the warm function's control watch has read
-// the new control (ControlPropagation); behind a REST authorizer, the
+// the new control (controls.Propagation); behind a REST authorizer, the
 // control in the context reaches the answer.
 func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if testing.Short() {
@@ -386,8 +387,8 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 		t.Fatalf("warm-up: %d %s", resp.StatusCode, resp.Body)
 	}
 
-	setControl(t, op, "ip:203.0.113.61", ratelimit.ControlBlock, 0, 10*time.Minute)
-	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
+	setControl(t, op, "ip:203.0.113.61", controls.Block, 0, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within controls.Propagation
 	resp := call(t, "203.0.113.61", "/v1/items")
 	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 	if resp.StatusCode != http.StatusTooManyRequests || retry < 595 || retry > 600 ||
@@ -398,8 +399,8 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 		t.Fatalf("blocked quota: %d %s, want 429", resp.StatusCode, resp.Body)
 	}
 
-	setControl(t, op, "ip:203.0.113.62", ratelimit.ControlScale, 10, 10*time.Minute)
-	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
+	setControl(t, op, "ip:203.0.113.62", controls.Scale, 10, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within controls.Propagation
 	resp = call(t, "203.0.113.62", "/v1/items")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("RateLimit-Policy"), `"anonymous";q=30;w=60`) || resp.Header.Get("X-RateLimit-Limit") != "30" {
 		t.Fatalf("scaled: %d %v, want the scaled limit 30 in the headers", resp.StatusCode, resp.Header)
@@ -410,8 +411,8 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 		t.Fatalf("scaled quota: %d %s, want limit 30 and the control", quota.StatusCode, quota.Body)
 	}
 
-	setControl(t, op, "ip:203.0.113.63", ratelimit.ControlExempt, 0, 10*time.Minute)
-	awaitWatch() // a new control: the warm function's watch reads it within ControlPropagation
+	setControl(t, op, "ip:203.0.113.63", controls.Exempt, 0, 10*time.Minute)
+	awaitWatch() // a new control: the warm function's watch reads it within controls.Propagation
 	for range 5 {
 		if resp := call(t, "203.0.113.63", "/v1/items"); resp.StatusCode != http.StatusOK {
 			t.Fatalf("exempt: %d", resp.StatusCode)
@@ -423,7 +424,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	network := netip.MustParsePrefix("198.51.100.0/24")
-	if err := op.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(time.Hour), Reason: "controls test"}); err != nil {
+	if err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(propagationBound)
@@ -470,7 +471,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	op := controlLimiter(t, srv.Client(t))
 	err = op.SetNetworkControl(context.Background(), netip.MustParsePrefix("192.0.2.0/24"),
-		ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(time.Hour), Reason: "controls test"})
+		controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,9 +490,9 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	if err := proxy.SetMode(faultproxy.BlackHole); err != nil {
 		t.Fatal(err)
 	}
-	// The next request finds the list older than ControlPropagation and
+	// The next request finds the list older than controls.Propagation and
 	// reads it again, into the silence.
-	time.Sleep(ratelimit.ControlPropagation + 200*time.Millisecond)
+	time.Sleep(controls.Propagation + 200*time.Millisecond)
 	start := time.Now()
 	a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "203.0.113.71"}))
 	took := time.Since(start)

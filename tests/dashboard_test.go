@@ -18,7 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // The dashboard and Contributor Insights tests read template.yaml's
@@ -136,15 +136,15 @@ func dashRealRun(t *testing.T) dashRun {
 	// scaled caller and one whose record is malformed; a blocked and an
 	// exempt network.
 	op := controlLimiter(t, srv.Client(t))
-	setControl(t, op, "ip:198.51.100.150", ratelimit.ControlBlock, 0, time.Hour)
-	setControl(t, op, "ip:198.51.100.151", ratelimit.ControlExempt, 0, time.Hour)
-	setControl(t, op, "ip:198.51.100.152", ratelimit.ControlScale, 10, time.Hour)
-	setControl(t, op, "ip:198.51.100.153", ratelimit.ControlBlock, 0, time.Hour)
+	setControl(t, op, "ip:198.51.100.150", controls.Block, 0, time.Hour)
+	setControl(t, op, "ip:198.51.100.151", controls.Exempt, 0, time.Hour)
+	setControl(t, op, "ip:198.51.100.152", controls.Scale, 10, time.Hour)
+	setControl(t, op, "ip:198.51.100.153", controls.Block, 0, time.Hour)
 	if err := srv.Client(t).Set(context.Background(), dashControlKey(t, srv.Client(t), "ip:198.51.100.153"), "v1 b garbage 0 {}", redis.KeepTTL).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for network, kind := range map[string]ratelimit.ControlKind{"198.18.0.0/24": ratelimit.ControlBlock, "198.18.1.0/24": ratelimit.ControlExempt} {
-		if err := op.SetNetworkControl(context.Background(), netip.MustParsePrefix(network), ratelimit.Control{Kind: kind, Until: time.Now().Add(time.Hour), Reason: "dashboard test"}); err != nil {
+	for network, kind := range map[string]controls.Kind{"198.18.0.0/24": controls.Block, "198.18.1.0/24": controls.Exempt} {
+		if err := op.SetNetworkControl(context.Background(), netip.MustParsePrefix(network), controls.Control{Kind: kind, Until: time.Now().Add(time.Hour), Reason: "dashboard test"}); err != nil {
 			t.Fatal(err)
 		}
 	}

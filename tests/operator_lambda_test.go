@@ -11,11 +11,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
+
+// hashOf is an identity's hash as the functions log it with cliHashKey.
+func hashOf(id string) string {
+	h, err := identity.NewHasher([]byte(cliHashKey))
+	if err != nil {
+		panic(err)
+	}
+	return h.Hash(id)
+}
 
 // cliControls is the JSON of slidegate controls --json.
 type cliControls struct {
@@ -73,7 +84,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 		t.Fatalf("block: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	c, ok, err := limiter.GetControl(ctx, caller)
-	if err != nil || !ok || c.Kind != ratelimit.ControlBlock || c.Reason != "credential stuffing" {
+	if err != nil || !ok || c.Kind != controls.Block || c.Reason != "credential stuffing" {
 		t.Fatalf("the block in Redis: %+v, %v, %v", c, ok, err)
 	}
 	if !strings.HasPrefix(c.SetBy, "arn:aws:") {
@@ -96,7 +107,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 		}
 		return res
 	}
-	if res := decide(caller); res.Allowed || res.Control.Kind != ratelimit.ControlBlock {
+	if res := decide(caller); res.Allowed || res.Control.Kind != controls.Block {
 		t.Fatalf("the blocked caller's next request: %+v, want denied by the block", res)
 	}
 
@@ -107,11 +118,11 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	scaled := "key:" + strings.Repeat("ab", 32)
 	// A new control reaches a warm decider at its first decision after
 	// its control watch reads the controls again: within
-	// ControlPropagation (the blocked caller's control applied at once:
+	// controls.Propagation (the blocked caller's control applied at once:
 	// that decider had not read them yet).
-	time.Sleep(ratelimit.ControlPropagation)
+	time.Sleep(controls.Propagation)
 	for i := range 31 {
-		if res := decide(scaled); res.Allowed != (i < 30) || (i < 30 && res.Control.Kind != ratelimit.ControlScale) {
+		if res := decide(scaled); res.Allowed != (i < 30) || (i < 30 && res.Control.Kind != controls.Scale) {
 			t.Fatalf("request %d of the caller scaled x10 on a limit of 3: %+v, want 30 admitted", i+1, res)
 		}
 	}
@@ -121,7 +132,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	}
 
 	r = run(t, "", "controls")
-	if r.code != 0 || !lineWith(r.stdout, "block ", "{"+limiter.Tag(caller)+"}", "arn:aws:", "credential stuffing") ||
+	if r.code != 0 || !lineWith(r.stdout, "block ", hashOf(caller), "arn:aws:", "credential stuffing") ||
 		!lineWith(r.stdout, "scale ", "x10", "alice", "launch") || !lineWith(r.stdout, "exempt ", "198.51.100.0/24", "bob", "monitor") {
 		t.Fatalf("controls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -142,7 +153,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if _, ok, _ := limiter.GetControl(ctx, caller); ok {
 		t.Fatal("the block outlived its lift")
 	}
-	if res := decide(caller); !res.Allowed || res.Control.Kind != ratelimit.ControlNone || res.Decisions[0].Remaining != 2 {
+	if res := decide(caller); !res.Allowed || res.Control.Kind != controls.None || res.Decisions[0].Remaining != 2 {
 		t.Fatalf("the caller's next request after the lift: %+v, want admitted on its whole budget (the block spent nothing)", res)
 	}
 	r = run(t, "", "lift", "--ip", "203.0.113.7", "--yes")

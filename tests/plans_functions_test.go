@@ -17,7 +17,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Keys of the plan tests: one per plan, one without a plan, one whose plan
@@ -124,12 +124,12 @@ func callsSince(before, after map[string]int64) map[string]int64 {
 
 // withoutNetworkControlReads is diff without the reads of the live
 // network controls a warm instance makes over elapsed (one HGETALL per
-// ratelimit.ControlPropagation at most, on the request path, network-decided
+// controls.Propagation at most, on the request path, network-decided
 // requests included: they need the list to be decided), when there are no
 // more than that: the only Redis command a request decided by its network
 // may cost.
 func withoutNetworkControlReads(diff map[string]int64, elapsed time.Duration) map[string]int64 {
-	if n := diff["hgetall"]; n > 0 && n <= int64(elapsed/ratelimit.ControlPropagation)+1 {
+	if n := diff["hgetall"]; n > 0 && n <= int64(elapsed/controls.Propagation)+1 {
 		delete(diff, "hgetall")
 	}
 	return diff

@@ -13,6 +13,8 @@ import (
 
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestReadmeTour runs the README's quick-start tour against `make local`'s
@@ -92,7 +94,7 @@ func TestReadmeTour(t *testing.T) {
 		for range 31 {
 			api.do(t, "GET", "/v1/items", nil)
 		}
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: api.srv.RedisURL, Timeout: 2 * time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: api.srv.RedisURL, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,27 +104,27 @@ func TestReadmeTour(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		set := func(kind ratelimit.ControlKind, factor float64, d time.Duration) {
+		set := func(kind controls.Kind, factor float64, d time.Duration) {
 			t.Helper()
-			c := ratelimit.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "README tour"}
+			c := controls.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "README tour"}
 			if err := op.SetControl(ctx, "ip:127.0.0.1", c); err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}
 		}
-		set(ratelimit.ControlExempt, 0, 10*time.Minute)
+		set(controls.Exempt, 0, 10*time.Minute)
 		// The README's `sleep 2`: a new control reaches the warm instance
 		// at its first request after its control watch's next read, at
-		// most ControlPropagation after the set; the tour's last denial,
+		// most controls.Propagation after the set; the tour's last denial,
 		// in the deny cache, is held no longer. The margin is the test's.
-		time.Sleep(ratelimit.ControlPropagation + 500*time.Millisecond)
+		time.Sleep(controls.Propagation + 500*time.Millisecond)
 		if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusOK {
 			t.Fatalf("exempt: %d, the README says 200 after its sleep 2", r.status)
 		}
-		set(ratelimit.ControlScale, 10, 10*time.Minute)
+		set(controls.Scale, 10, 10*time.Minute)
 		if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusOK || r.header.Get("RateLimit-Policy") != `"anonymous";q=300;w=60` {
 			t.Fatalf("scaled: %d %q, the README says 200 with q=300", r.status, r.header.Get("RateLimit-Policy"))
 		}
-		set(ratelimit.ControlBlock, 0, time.Minute)
+		set(controls.Block, 0, time.Minute)
 		r := api.do(t, "GET", "/v1/items", nil)
 		if retry, _ := strconv.Atoi(r.header.Get("Retry-After")); r.status != http.StatusTooManyRequests || retry < 58 || retry > 60 {
 			t.Fatalf("blocked: %d, Retry-After %q; the README says 429 with Retry-After 60", r.status, r.header.Get("Retry-After"))

@@ -18,6 +18,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // The IAM tests' ElastiCache user id (an ACL user of the local Redis), cache
@@ -123,7 +124,7 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 	if cc.ConnMaxLifetime != iamauth.ConnMaxLifetime {
 		t.Errorf("ConnMaxLifetime = %v, want %v", cc.ConnMaxLifetime, iamauth.ConnMaxLifetime)
 	}
-	client, err := ratelimit.NewClient(cc)
+	client, err := redisclient.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // connLimit is the limit the connection tests decide on: roomy, so every
@@ -32,9 +33,9 @@ const connTimeout = 2 * time.Second
 
 // connDecide makes one decision through a client built by ratelimit.NewClient
 // from cc.
-func connDecide(t *testing.T, cc ratelimit.ClientConfig, prefix string) (ratelimit.Result, error) {
+func connDecide(t *testing.T, cc redisclient.Config, prefix string) (ratelimit.Result, error) {
 	t.Helper()
-	client, err := ratelimit.NewClient(cc)
+	client, err := redisclient.New(cc)
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -88,7 +89,7 @@ func TestRedisTLS(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cc := ratelimit.ClientConfig{URL: tc.url, Cluster: tc.cluster, RootCAs: tc.roots, Timeout: connTimeout}
+			cc := redisclient.Config{URL: tc.url, Cluster: tc.cluster, RootCAs: tc.roots, Timeout: connTimeout}
 			res, err := connDecide(t, cc, fmt.Sprintf("tls%d", i))
 			if tc.wantErr == "" {
 				if err != nil || !res.Allowed {
@@ -121,8 +122,8 @@ func TestRedisTLSServerClosedConnection(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServerWith(t, redistest.Options{TLS: &cert, Cluster: tc.cluster})
-			cc := ratelimit.ClientConfig{URL: "rediss://localhost:" + strconv.Itoa(srv.Port()), Cluster: tc.cluster, RootCAs: ca.Pool(), Timeout: connTimeout}
-			client, err := ratelimit.NewClient(cc)
+			cc := redisclient.Config{URL: "rediss://localhost:" + strconv.Itoa(srv.Port()), Cluster: tc.cluster, RootCAs: ca.Pool(), Timeout: connTimeout}
+			client, err := redisclient.New(cc)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // decisionBudget is REDIS_TIMEOUT in the resilience tests: the production default.
@@ -56,7 +57,7 @@ func productionClient(t testing.TB, url string, cluster bool) redis.UniversalCli
 // stalled a decision past 100 ms.
 func clientWithBudget(t testing.TB, url string, cluster bool, budget time.Duration) redis.UniversalClient {
 	t.Helper()
-	c, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: url, Cluster: cluster, Timeout: budget})
+	c, err := redisclient.New(redisclient.Config{URL: url, Cluster: cluster, Timeout: budget})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}

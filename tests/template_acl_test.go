@@ -14,6 +14,8 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestTemplateIamUserAccessString: the access string of the cache user the
@@ -63,7 +65,7 @@ func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
 	}
 	// A controlled decision's script declares the identity's control key
 	// after its limits' keys, in the identity's slot.
-	err := client.Eval(ctx, "redis.call('GET', KEYS[2]) return redis.call('INCR', KEYS[1])", []string{"rl:{acltag}:sw:acl:2/1m", "rl:{acltag}:ctl"}).Err()
+	err := client.Eval(ctx, "redis.call('GET', KEYS[2]) return redis.call('INCR', KEYS[1])", []string{"rl:{acltag}:sw:acl:1m", "rl:{acltag}:ctl"}).Err()
 	if err != nil {
 		t.Errorf("a script declaring a control key, through the functions' user: %v", err)
 	}
@@ -116,7 +118,7 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TIME through the operator's user: %v", err)
 		}
-		c := ratelimit.Control{Kind: ratelimit.ControlBlock, Until: now.Add(time.Hour), Reason: "acl test"}
+		c := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "acl test"}
 		if err := l.SetControl(ctx, "ip:203.0.113.7", c); err != nil {
 			t.Fatalf("SetControl through the operator's user: %v", err)
 		}
@@ -136,7 +138,7 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 			t.Errorf("a decision through the operator's user: %v, want a NOPERM refusal (it touches no counter)", err)
 		}
 		for what, args := range map[string][]any{
-			"a counter":     {"SET", "rl:{acltag}:sw:acl:2/1m", "1"},
+			"a counter":     {"SET", "rl:{acltag}:sw:acl:1m", "1"},
 			"a key outside": {"SET", "{acl}other", "1"},
 			"FLUSHALL":      {"FLUSHALL"},
 			"KEYS":          {"KEYS", "*"},
@@ -168,7 +170,7 @@ func aclOnEveryTopology(t *testing.T, userName, resource string, rules []string,
 	}
 	connect := func(t *testing.T, u string, cluster bool) redis.UniversalClient {
 		t.Helper()
-		client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: u, Cluster: cluster, Timeout: 2 * time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: u, Cluster: cluster, Timeout: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("NewClient: %v", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // controlCommand is block, exempt, scale, lift or controls after its flags
@@ -293,9 +294,9 @@ func printControlReply(w io.Writer, r operator.ControlReply, target string) {
 		fmt.Fprintf(w, "lifted the %s of %s (set by %s at %s, to end %s: %s)\n", r.Control.Kind, target,
 			orDash(r.Control.SetBy), stamp(r.Control.SetAt), stamp(r.Control.Until), r.Control.Reason)
 		if r.Control.Network != "" {
-			fmt.Fprintf(w, "Every warm instance stops applying it within %s (it reads network controls at most that often).\n", ratelimit.ControlPropagation)
+			fmt.Fprintf(w, "Every warm instance stops applying it within %s (it reads network controls at most that often).\n", controls.Propagation)
 		} else {
-			fmt.Fprintf(w, "Decisions stop applying it from the caller's next request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation)
+			fmt.Fprintf(w, "Decisions stop applying it from the caller's next request; a denial a warm instance cached ends within %s.\n", controls.Propagation)
 		}
 	default:
 		v := r.Control
@@ -305,9 +306,9 @@ func printControlReply(w io.Writer, r operator.ControlReply, target string) {
 		}
 		fmt.Fprintf(w, "%s %s until %s, set by %s: %s\n", what, target, stamp(v.Until), orDash(v.SetBy), v.Reason)
 		if v.Network != "" {
-			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads network controls at most that often).\n", ratelimit.ControlPropagation)
+			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads network controls at most that often).\n", controls.Propagation)
 		} else {
-			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads which callers hold a control at most that often), a cold one from its first request; a denial a warm instance cached ends within %s.\n", ratelimit.ControlPropagation, ratelimit.ControlPropagation)
+			fmt.Fprintf(w, "Every warm instance applies it within %s (it reads which callers hold a control at most that often), a cold one from its first request; a denial a warm instance cached ends within %s.\n", controls.Propagation, controls.Propagation)
 		}
 	}
 }
@@ -325,7 +326,7 @@ func printControls(w io.Writer, r operator.ControlReply) {
 	for _, v := range append(append([]operator.ControlView{}, r.Networks...), r.Controls...) {
 		target := v.Network
 		if target == "" {
-			target = "{" + v.Tag + "}"
+			target = v.Hash
 		}
 		factor := "-"
 		if v.Kind == "scale" {
@@ -338,7 +339,7 @@ func printControls(w io.Writer, r operator.ControlReply) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Kind, target, factor, orDash(v.SetBy), stamp(v.SetAt), stamp(v.Until), v.Reason)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "Identities are listed by their key hash tag: inspect shows a caller's tag.")
+	fmt.Fprintln(w, "Identities are listed as the logs print them: --identity <hash> inspects, lifts or changes one.")
 }
 
 func stamp(t time.Time) string {
@@ -370,7 +371,7 @@ func callerControls(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, i
 		return reply.Control, nil, nil
 	}
 	nets, err := l.NetworkControls(ctx)
-	if err != nil && !errors.Is(err, ratelimit.ErrMalformedControl) && !errors.Is(err, ratelimit.ErrTooManyControls) {
+	if err != nil && !errors.Is(err, controls.ErrMalformed) && !errors.Is(err, controls.ErrTooMany) {
 		return nil, nil, err
 	}
 	var covering []operator.ControlView

@@ -13,7 +13,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // commandCalls is each command's calls= from INFO commandstats, and the
@@ -56,7 +56,7 @@ func commandCalls(t *testing.T, admin *redis.Client) (map[string]int64, int64) {
 // decisions' scripts a moment later; the first request's decision then
 // costs one command on that connection, the script call, which finds its
 // script loaded, and the controls' read is not made again within
-// ControlPropagation. Also with the identity hash key configured, whose
+// controls.Propagation. Also with the identity hash key configured, whose
 // gate is built once the key is installed.
 func TestFirstDecisionOnAWarmConnection(t *testing.T) {
 	for _, tc := range []struct {
@@ -108,13 +108,13 @@ func TestFirstDecisionOnAWarmConnection(t *testing.T) {
 					diff[name] = d
 				}
 			}
-			// Three decisions within ControlPropagation of the cold
+			// Three decisions within controls.Propagation of the cold
 			// start's read: no read of the controls hash, three script
 			// calls that found their script (the commands the script runs
 			// are counted too). On a machine so slow that the read is
 			// older than that, the first decision reads again.
 			reads := diff["hgetall"]
-			readAgain := time.Since(started) >= ratelimit.ControlPropagation && reads == 1
+			readAgain := time.Since(started) >= controls.Propagation && reads == 1
 			if (reads != 0 && !readAgain) || diff["evalsha"] != 3 || diff["eval"] != 0 || diff["script|load"] != 0 || diff["hello"] != 0 || diff["ping"] != 0 {
 				t.Errorf("three decisions made %v, want 3 evalsha and no hgetall, eval, SCRIPT LOAD, HELLO or PING", diff)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // errHashKeyUnavailable is why decisions find Redis unavailable while the
@@ -92,7 +93,7 @@ func (rt *Runtime) readyGate(hasher identity.Hasher) (*hashedGate, error) {
 		return nil, err
 	}
 	return &hashedGate{gate: gate, hasher: hasher, ready: true,
-		controls: ratelimit.NewNetworkControlCache(limiter, ratelimit.ControlPropagation)}, nil
+		controls: ratelimit.NewNetworkControlCache(limiter, controls.Propagation)}, nil
 }
 
 // installKey makes decisions use key, on the runtime's Redis client.

@@ -11,12 +11,13 @@ import (
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // BenchmarkLiveNetworks is what the live network controls cost a request
 // that does not read them (the list is fresh): the process cache's copy of
 // the list and the network verdict, with 0, 10 and the most
-// (ratelimit.MaxNetworkControls) in force on a real redis-server.
+// (controls.MaxNetworks) in force on a real redis-server.
 //
 //	go test ./internal/app/ -run '^$' -bench LiveNetworks
 func BenchmarkLiveNetworks(b *testing.B) {
@@ -26,14 +27,14 @@ func BenchmarkLiveNetworks(b *testing.B) {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, n := range []int{0, 10, ratelimit.MaxNetworkControls} {
+	for _, n := range []int{0, 10, controls.MaxNetworks} {
 		limiter, err := ratelimit.NewLimiter(srv.Client(b), ratelimit.Options{KeyPrefix: fmt.Sprintf("bench%d", n), Timeout: 2 * time.Second, Controls: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for i := range n {
 			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24)
-			c := ratelimit.Control{Kind: ratelimit.ControlBlock, Until: time.Now().Add(time.Hour), Reason: "bench"}
+			c := controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "bench"}
 			if err := limiter.SetNetworkControl(ctx, p, c); err != nil {
 				b.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/awsclients"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // buildClient builds the Redis client from the configuration. Connections
@@ -56,7 +56,7 @@ func (rt *Runtime) buildClient(ctx context.Context, aws *awsclients.Clients) red
 			cc.Password, auth = secret, "secret"
 		}
 	}
-	client, err := ratelimit.NewClient(cc)
+	client, err := redisclient.New(cc)
 	if err != nil {
 		rt.logger.LogAttrs(ctx, slog.LevelError, "REDIS_URL does not parse: every decision will find Redis unavailable", slog.String("error", err.Error()))
 		return failingClient("redis-unconfigured:0", errRedisUnconfigured)
@@ -91,7 +91,7 @@ func (rt *Runtime) dial(ctx context.Context, deadline time.Time) bool {
 // an ElastiCache IAM authentication token signed with the default AWS
 // configuration's credentials (the Lambda role's) for its region. It
 // reports false, having logged why, when it cannot be set up.
-func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, aws *awsclients.Clients) (ratelimit.ClientConfig, bool) {
+func (rt *Runtime) withIAMAuth(ctx context.Context, cc redisclient.Config, aws *awsclients.Clients) (redisclient.Config, bool) {
 	iam := rt.cfg.RedisIAM
 	withIAM, region, err := aws.RedisIAM(ctx, cc, iam, rt.logger)
 	if err != nil {
@@ -108,7 +108,7 @@ func (rt *Runtime) withIAMAuth(ctx context.Context, cc ratelimit.ClientConfig, a
 }
 
 // authSecret is the Redis AUTH token of REDIS_AUTH_SECRET_ARN after its
-// read at cold start failed, as a ratelimit.ClientConfig.CredentialsProvider:
+// read at cold start failed, as a redisclient.Config.CredentialsProvider:
 // once read, every new connection authenticates with it (and the URL's user
 // name, if any), and AWS is not called again. Until then, a connection that
 // needs it starts a read when one is due (pacedSecret), so that a

@@ -1,7 +1,7 @@
 // Package app is a function's runtime: the process-wide state built once
 // at cold start (NewRuntime: configuration, Redis client, secrets, identity
 // sources, the identity hash key's gate) and the decision that uses it
-// (Runtime.Decide, Runtime.Quota). An operator's tool reaches the same
+// (Runtime.Resolve, and the Resolution's Decide, Quota and Acquire). An operator's tool reaches the same
 // Redis through internal/operator, not through a Runtime.
 package app
 
@@ -26,6 +26,7 @@ import (
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Options are the dependencies of a Runtime. The zero value is production:
@@ -112,7 +113,7 @@ type Runtime struct {
 	// networkControls is the process's copy of the live network
 	// controls while the gate is not ready (its identity hash key not
 	// read), read on the request path at most once per
-	// ratelimit.ControlPropagation (liveNetworks); a ready gate's own
+	// controls.Propagation (liveNetworks); a ready gate's own
 	// (hashedGate.controls) serves once it is installed.
 	networkControls *ratelimit.NetworkControlCache
 	logger          *slog.Logger
@@ -220,7 +221,6 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	}
 
 	aws := awsclients.New(opts.AWSConfig, opts.APIGateway, opts.SecretsManager)
-	aws.SetLogger(logger) // one error per AWS endpoint out of reach, naming the fix
 
 	// Who is counted: these loads start first and run alongside Redis's.
 	// Only a request with an API key or a bearer token needs them, and it
@@ -248,7 +248,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 			return
 		}
 		// The live controls' first read, once the gate is set: the first
-		// decision then finds them read (within ControlPropagation)
+		// decision then finds them read (within controls.Propagation)
 		// instead of reading them before its own script call. A read
 		// that fails leaves nothing cached, and the decision reads again.
 		select {
@@ -262,7 +262,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 	}()
 	// Live controls are always read: a block, an exemption or a scale
 	// set by an operator applies from the next decision (identities) or
-	// within ratelimit.ControlPropagation (networks), with no switch that
+	// within controls.Propagation (networks), with no switch that
 	// could leave an incident's block unread. Network controls are keyed
 	// by the prefix alone, so this limiter (no identity hash key) reads
 	// them while the hash key is pending; once a gate is ready, the
@@ -272,7 +272,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	rt.networkControls = ratelimit.NewNetworkControlCache(limiter, ratelimit.ControlPropagation)
+	rt.networkControls = ratelimit.NewNetworkControlCache(limiter, controls.Propagation)
 	if err := rt.setUpHashKey(ctx, aws, loads); err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)

@@ -24,7 +24,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // SecretReader reads Secrets Manager secrets: *secretsmanager.Client.
@@ -55,10 +55,6 @@ type Clients struct {
 	cfg        Config
 	apiGateway identity.GatewayAPI
 	secrets    SecretReader
-	// logger, when set (SetLogger), receives one error per endpoint a
-	// call could not reach.
-	logger                           *slog.Logger
-	secretsEndpoint, gatewayEndpoint endpoint
 }
 
 func (c *Clients) configLocked(ctx context.Context) (Config, error) {
@@ -81,18 +77,11 @@ func New(load Loader, apiGateway identity.GatewayAPI, secrets SecretReader) *Cli
 	if load == nil {
 		load = func(context.Context) (Config, error) { return FromEnvironment(os.Getenv) }
 	}
-	c := &Clients{load: load, secrets: secrets,
-		secretsEndpoint: endpoint{name: "Secrets Manager", vpcService: "secretsmanager"},
-		gatewayEndpoint: endpoint{name: "API Gateway's management API", vpcService: "apigateway"}}
-	if apiGateway != nil {
-		c.apiGateway = reachingGateway{c: c, inner: apiGateway}
-	}
-	return c
+	return &Clients{load: load, apiGateway: apiGateway, secrets: secrets}
 }
 
 // APIGateway returns the API Gateway client that lists API keys and usage
-// plans. Its calls that cannot reach the endpoint are logged once
-// (SetLogger).
+// plans.
 func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,9 +90,9 @@ func (c *Clients) APIGateway(ctx context.Context) (identity.GatewayAPI, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.apiGateway = reachingGateway{c: c, inner: apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
+		c.apiGateway = gatewayCalls{api: apigateway.NewFromConfig(cfg.AWS, func(o *apigateway.Options) {
 			cfg.applyTo(serviceAPIGateway, &o.BaseEndpoint, &o.EndpointOptions.UseFIPSEndpoint, &o.EndpointOptions.UseDualStackEndpoint)
-		})}
+		}), region: cfg.AWS.Region}
 	}
 	return c.apiGateway, nil
 }
@@ -141,8 +130,7 @@ func (c *Clients) Credentials(ctx context.Context) (aws.CredentialsProvider, str
 }
 
 // ReadSecret returns a secret's SecretString, waiting at most
-// SecretReadTimeout (less when ctx ends sooner). A read that cannot reach
-// Secrets Manager is logged once (SetLogger).
+// SecretReadTimeout (less when ctx ends sooner).
 func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 	client, err := c.SecretsManager(ctx)
 	if err != nil {
@@ -156,13 +144,11 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 				o.Retryer = retry.AddWithMaxBackoffDelay(o.Retryer, secretRetryMaxBackoff)
 			}
 		})
-	c.noteUnreachable(ctx, &c.secretsEndpoint, err)
-	if errors.Is(err, context.DeadlineExceeded) {
-		// Most often a function in a VPC with no route to Secrets Manager.
-		return "", fmt.Errorf("read secret %s: no answer from Secrets Manager in time (at most %s; does the VPC have a NAT gateway or a secretsmanager endpoint?): %w", arn, SecretReadTimeout, err)
-	}
 	if err != nil {
-		return "", fmt.Errorf("read secret %s: %w", arn, err)
+		c.mu.Lock()
+		region := c.cfg.AWS.Region
+		c.mu.Unlock()
+		return "", fmt.Errorf("read secret %s: %w", arn, unreachable(serviceSecretsManager, region, err))
 	}
 	if out.SecretString == nil || *out.SecretString == "" {
 		return "", fmt.Errorf("read secret %s: no SecretString", arn)
@@ -174,7 +160,7 @@ func (c *Clients) ReadSecret(ctx context.Context, arn string) (string, error) {
 // iam.User with an ElastiCache IAM authentication token signed with the
 // process's AWS configuration's credentials, and that configuration's region.
 // logger receives the token provider's own records.
-func (c *Clients) RedisIAM(ctx context.Context, cc ratelimit.ClientConfig, iam config.RedisIAM, logger *slog.Logger) (ratelimit.ClientConfig, string, error) {
+func (c *Clients) RedisIAM(ctx context.Context, cc redisclient.Config, iam config.RedisIAM, logger *slog.Logger) (redisclient.Config, string, error) {
 	creds, region, err := c.Credentials(ctx)
 	if err != nil {
 		return cc, "", fmt.Errorf("no AWS credentials to sign IAM auth tokens with: %w", err)

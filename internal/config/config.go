@@ -18,6 +18,7 @@ import (
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // Defaults of the configuration table of docs/contract.md.
@@ -158,7 +159,7 @@ func (h HashKey) Configured() bool {
 type Config struct {
 	// Redis is how to reach Redis (REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT,
 	// REDIS_TLS_CA_FILE).
-	Redis ratelimit.ClientConfig
+	Redis redisclient.Config
 	// RedisAuthSecretARN names the Secrets Manager secret holding the
 	// Redis AUTH token. It is not read when RedisIAM is enabled.
 	RedisAuthSecretARN string

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/clip"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // RedisClientFromEnv reads REDIS_URL, REDIS_CLUSTER, REDIS_TIMEOUT and
@@ -28,8 +28,8 @@ import (
 // certificate is reported, and the system roots are used (so a server of
 // that private CA is refused, never trusted unverified). A skip_verify
 // parameter in REDIS_URL is reported and ignored.
-func RedisClientFromEnv(getenv func(string) string) (ratelimit.ClientConfig, error) {
-	cfg := ratelimit.ClientConfig{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: DefaultRedisTimeout}
+func RedisClientFromEnv(getenv func(string) string) (redisclient.Config, error) {
+	cfg := redisclient.Config{URL: strings.TrimSpace(getenv("REDIS_URL")), Timeout: DefaultRedisTimeout}
 	var errs []error
 	if v := strings.TrimSpace(getenv("REDIS_CLUSTER")); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Authorizer context keys: the contract between the authorizer, the API
@@ -84,14 +86,14 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if name := o.Control(); name != "" {
 		ctx[CtxControl] = name
 		ctx[CtxControlUntil] = unixCeil(o.Result.Control.Until)
-		if o.Result.Control.Kind == ratelimit.ControlScale {
+		if o.Result.Control.Kind == controls.Scale {
 			ctx[CtxControlFactor] = o.Result.Control.Factor
 		}
 	}
 	switch {
 	case o.Kind == Blocked:
 		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
-		if o.Result.Control.Kind == ratelimit.ControlBlock {
+		if o.Result.Control.Kind == controls.Block {
 			retry = ratelimit.RetryAfterSeconds(time.Until(o.Result.Control.Until))
 		}
 		ctx[CtxBlocked] = true
@@ -225,33 +227,33 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
-	out.Kind = KindOf(out.Result, false, nil)
+	out.Kind = httplimit.KindOf(out.Result, false, nil)
 	out.Policy = policyFromContext(ctx)
 	return out, true
 }
 
 // controlFromContext is the live control an authorizer context names
-// (CtxControl), the zero AppliedControl when it names none it knows. Its
+// (CtxControl), the zero controls.Applied when it names none it knows. Its
 // end is CtxControlUntil's, its factor CtxControlFactor's (a scale's,
 // within the library's bounds, or none).
-func controlFromContext(ctx map[string]any) ratelimit.AppliedControl {
+func controlFromContext(ctx map[string]any) controls.Applied {
 	name, _ := ctxString(ctx, CtxControl)
-	var c ratelimit.AppliedControl
+	var c controls.Applied
 	switch name {
 	case ControlBlocked:
-		c.Kind = ratelimit.ControlBlock
+		c.Kind = controls.Block
 	case ControlExempt:
-		c.Kind = ratelimit.ControlExempt
+		c.Kind = controls.Exempt
 	case ControlScaled:
-		c.Kind = ratelimit.ControlScale
+		c.Kind = controls.Scale
 	default:
-		return ratelimit.AppliedControl{}
+		return controls.Applied{}
 	}
 	if until, ok := ctxInt(ctx, CtxControlUntil); ok && until > 0 && until < 1<<40 {
 		c.Until = time.Unix(until, 0)
 	}
-	if c.Kind == ratelimit.ControlScale {
-		if f, ok := ctxFloat(ctx, CtxControlFactor); ok && f >= ratelimit.MinScaleFactor && f <= ratelimit.MaxScaleFactor {
+	if c.Kind == controls.Scale {
+		if f, ok := ctxFloat(ctx, CtxControlFactor); ok && f >= controls.MinScaleFactor && f <= controls.MaxScaleFactor {
 			c.Factor = f
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // TestFromAuthorizerContextReadsAuthorizerContextBack: every outcome an
@@ -119,14 +120,14 @@ func TestAuthorizerContextCarriesTheControl(t *testing.T) {
 	}{
 		{"identity block", Outcome{Kind: Denied, Caller: caller, Result: ratelimit.Result{
 			Decisions: []ratelimit.Decision{{Limit: anon, RetryAfter: 10 * time.Minute, ResetAfter: 10 * time.Minute, At: time.Now()}},
-			Control:   ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}}, ControlBlocked},
+			Control:   controls.Applied{Kind: controls.Block, Until: until}}}, ControlBlocked},
 		{"scale", Outcome{Kind: Allowed, Caller: caller, Result: ratelimit.Result{Allowed: true,
 			Decisions: []ratelimit.Decision{{Limit: anon, Allowed: true, Remaining: 299, ResetAfter: time.Second, At: time.Now()}},
-			Control:   ratelimit.AppliedControl{Kind: ratelimit.ControlScale, Until: until, Factor: 10}}}, ControlScaled},
+			Control:   controls.Applied{Kind: controls.Scale, Until: until, Factor: 10}}}, ControlScaled},
 		{"network block", Outcome{Kind: Blocked, Caller: caller, Result: ratelimit.Result{
-			Control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}}, ControlBlocked},
+			Control: controls.Applied{Kind: controls.Block, Until: until}}}, ControlBlocked},
 		{"network exemption", Outcome{Kind: Unlimited, Caller: caller, Result: ratelimit.Result{Allowed: true,
-			Control: ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: until}}}, ControlExempt},
+			Control: controls.Applied{Kind: controls.Exempt, Until: until}}}, ControlExempt},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := AuthorizerContext(tt.out)
@@ -180,7 +181,7 @@ func FuzzFromAuthorizerContext(f *testing.F) {
 		if name := out.Control(); name != "" && name != control {
 			t.Fatalf("control %q read as %q", control, name)
 		}
-		if c.Factor != 0 && (c.Kind != ratelimit.ControlScale || c.Factor < ratelimit.MinScaleFactor || c.Factor > ratelimit.MaxScaleFactor) {
+		if c.Factor != 0 && (c.Kind != controls.Scale || c.Factor < controls.MinScaleFactor || c.Factor > controls.MaxScaleFactor) {
 			t.Fatalf("factor %v of a %s read from %q", c.Factor, c.Kind, factor)
 		}
 	})

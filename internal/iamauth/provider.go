@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // refreshTimeout bounds one signing, credential retrieval included, for
@@ -167,7 +167,7 @@ func (p *Provider) sign(ctx context.Context, s *signing, background bool) {
 // authenticates with the provider's token as Config.UserID (Password and
 // the URL's credentials are not used), and connections are retired after
 // ConnMaxLifetime, before ElastiCache's 12-hour limit.
-func (p *Provider) Configure(cc ratelimit.ClientConfig) ratelimit.ClientConfig {
+func (p *Provider) Configure(cc redisclient.Config) redisclient.Config {
 	cc.Password = ""
 	cc.CredentialsProvider = p.Credentials
 	cc.ConnMaxLifetime = ConnMaxLifetime

@@ -16,7 +16,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/testkit"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // countingCreds counts how often credentials are retrieved from a real
@@ -419,11 +419,11 @@ func TestConfigureSetsClientOptions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cc := p.Configure(ratelimit.ClientConfig{URL: "rediss://cache.example.com:6379", Cluster: tc.cluster, Password: "from-secrets-manager"})
+			cc := p.Configure(redisclient.Config{URL: "rediss://cache.example.com:6379", Cluster: tc.cluster, Password: "from-secrets-manager"})
 			if cc.Password != "" {
 				t.Error("Configure kept the AUTH password")
 			}
-			client, err := ratelimit.NewClient(cc)
+			client, err := redisclient.New(cc)
 			if err != nil {
 				t.Fatal(err)
 			}

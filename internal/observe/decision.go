@@ -10,6 +10,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/version"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Bounds of caller-chosen text in a log line or a metric property.
@@ -206,11 +207,11 @@ func level(k edge.Kind) slog.Level {
 // control that changed it. It also names the log budget the line spends:
 // each reason belongs to one outcome, so the budgets are per outcome and
 // reason.
-func reason(k edge.Kind, c ratelimit.AppliedControl) string {
+func reason(k edge.Kind, c controls.Applied) string {
 	switch {
-	case (k == edge.Denied || k == edge.Blocked) && c.Kind == ratelimit.ControlBlock:
+	case (k == edge.Denied || k == edge.Blocked) && c.Kind == controls.Block:
 		return ReasonControlBlocked
-	case k == edge.Unlimited && c.Kind == ratelimit.ControlExempt:
+	case k == edge.Unlimited && c.Kind == controls.Exempt:
 		return ReasonControlExempt
 	}
 	switch k {
@@ -285,7 +286,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	if name := out.Control(); name != "" {
 		attrs = append(attrs, slog.String("control", name),
 			slog.String("controlUntil", out.Result.Control.Until.UTC().Format(time.RFC3339)))
-		if out.Result.Control.Kind == ratelimit.ControlScale {
+		if out.Result.Control.Kind == controls.Scale {
 			attrs = append(attrs, slog.Float64("controlFactor", out.Result.Control.Factor))
 		}
 	}

@@ -16,7 +16,9 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/version"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Planted values that must never reach a log line or a metric.
@@ -66,7 +68,7 @@ func record(outcome string) Observation {
 	case "undecidable":
 		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
-	rec.Outcome.Kind = edge.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
+	rec.Outcome.Kind = httplimit.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
 	return rec
 }
 
@@ -421,16 +423,16 @@ func TestDecisionObserverNamesTheControl(t *testing.T) {
 		wantWarn bool
 	}{
 		{"an identity block", func(r *Observation) {
-			r.Outcome.Result.Control = ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}
+			r.Outcome.Result.Control = controls.Applied{Kind: controls.Block, Until: until}
 		}, map[string]any{"outcome": "denied", "reason": ReasonControlBlocked, "control": "blocked-by-control", "controlUntil": "2026-12-02T06:00:00Z"}, "blocked-by-control", false},
 		{"a scale", func(r *Observation) {
-			r.Outcome.Result.Control = ratelimit.AppliedControl{Kind: ratelimit.ControlScale, Until: until, Factor: 0.1}
+			r.Outcome.Result.Control = controls.Applied{Kind: controls.Scale, Until: until, Factor: 0.1}
 		}, map[string]any{"outcome": "denied", "reason": ReasonOverLimit, "control": "scaled", "controlFactor": 0.1}, "scaled", false},
 		{"a network block", func(r *Observation) {
-			r.Outcome.Kind, r.Outcome.Result = edge.Blocked, ratelimit.Result{Control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: until}}
+			r.Outcome.Kind, r.Outcome.Result = edge.Blocked, ratelimit.Result{Control: controls.Applied{Kind: controls.Block, Until: until}}
 		}, map[string]any{"outcome": "blocked", "reason": ReasonControlBlocked, "control": "blocked-by-control"}, "blocked-by-control", false},
 		{"a malformed record", func(r *Observation) {
-			r.Outcome.Result.Control = ratelimit.AppliedControl{Malformed: true}
+			r.Outcome.Result.Control = controls.Applied{Malformed: true}
 		}, map[string]any{"outcome": "denied", "reason": ReasonOverLimit}, "", true},
 	}
 	for _, tc := range cases {

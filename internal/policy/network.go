@@ -9,6 +9,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // NetworkOf is the RATE_LIMIT_NETWORKS verdict on a source address, read
@@ -34,7 +35,7 @@ func NetworkOf(networks config.Networks, sourceIP string) string {
 
 // NetworkVerdict is a source address's network verdict under both sources
 // of network rules: RATE_LIMIT_NETWORKS (static, read as NetworkOf reads
-// it) and the live network controls in force (ratelimit.NetworkControl, as
+// it) and the live network controls in force (controls.Network, as
 // a NetworkControlCache reads them), under the strictest reading of the
 // two, every form of the address (identity.SourceForms) read against both:
 //
@@ -52,10 +53,10 @@ func NetworkOf(networks config.Networks, sourceIP string) string {
 // alone would have been another: a block (Until: the latest end of the
 // blocks that hold a form) or an exemption (Until: the earliest end among
 // the exemptions that hold the forms, when the first of them lapses). It
-// is the zero AppliedControl when the static verdict stands, a block of
+// is the zero controls.Applied when the static verdict stands, a block of
 // both sources included (RATE_LIMIT_NETWORKS's block is the answer: it
 // does not end).
-func NetworkVerdict(networks config.Networks, live []ratelimit.NetworkControl, sourceIP string) (verdict string, control ratelimit.AppliedControl) {
+func NetworkVerdict(networks config.Networks, live []controls.Network, sourceIP string) (verdict string, control controls.Applied) {
 	r := readNetwork(networks, live, sourceIP)
 	return r.verdict, r.control
 }
@@ -64,7 +65,7 @@ func NetworkVerdict(networks config.Networks, live []ratelimit.NetworkControl, s
 // with the plans its forms disagree on.
 type networkReading struct {
 	verdict string
-	control ratelimit.AppliedControl
+	control controls.Applied
 	// plans are, when the forms disagree about a network's plan (verdict
 	// ""), the plans any form's network names, in the forms' order, each
 	// once: a caller with no plan of its own is held by each and its tier
@@ -73,7 +74,7 @@ type networkReading struct {
 }
 
 // readNetwork is NetworkVerdict with the plans the forms disagree on.
-func readNetwork(networks config.Networks, live []ratelimit.NetworkControl, sourceIP string) networkReading {
+func readNetwork(networks config.Networks, live []controls.Network, sourceIP string) networkReading {
 	if networks.Len() == 0 && len(live) == 0 {
 		return networkReading{}
 	}
@@ -94,11 +95,11 @@ func readNetwork(networks config.Networks, live []ratelimit.NetworkControl, sour
 				continue
 			}
 			switch nc.Control.Kind {
-			case ratelimit.ControlBlock:
+			case controls.Block:
 				if nc.Control.Until.After(blockEnd) {
 					blockEnd = nc.Control.Until
 				}
-			case ratelimit.ControlExempt:
+			case controls.Exempt:
 				if nc.Control.Until.After(formExempt) {
 					formExempt = nc.Control.Until
 				}
@@ -112,9 +113,9 @@ func readNetwork(networks config.Networks, live []ratelimit.NetworkControl, sour
 	}
 	switch {
 	case !blockEnd.IsZero():
-		return networkReading{verdict: config.NetworkBlocked, control: ratelimit.AppliedControl{Kind: ratelimit.ControlBlock, Until: blockEnd}}
+		return networkReading{verdict: config.NetworkBlocked, control: controls.Applied{Kind: controls.Block, Until: blockEnd}}
 	case exempt && static != config.NetworkUnlimited:
-		return networkReading{verdict: config.NetworkUnlimited, control: ratelimit.AppliedControl{Kind: ratelimit.ControlExempt, Until: exemptEnd}}
+		return networkReading{verdict: config.NetworkUnlimited, control: controls.Applied{Kind: controls.Exempt, Until: exemptEnd}}
 	}
 	return networkReading{verdict: static, plans: plans}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // TestNetworkVerdictUnderLiveControls pins down how the live network
@@ -24,44 +24,44 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 		t.Fatal(err)
 	}
 	soon, later := time.Now().Add(time.Minute), time.Now().Add(time.Hour)
-	ctl := func(cidr string, kind ratelimit.ControlKind, until time.Time) ratelimit.NetworkControl {
-		return ratelimit.NetworkControl{Prefix: netip.MustParsePrefix(cidr), Control: ratelimit.Control{Kind: kind, Until: until, Reason: "test"}}
+	ctl := func(cidr string, kind controls.Kind, until time.Time) controls.Network {
+		return controls.Network{Prefix: netip.MustParsePrefix(cidr), Control: controls.Control{Kind: kind, Until: until, Reason: "test"}}
 	}
-	block, exempt := ratelimit.ControlBlock, ratelimit.ControlExempt
+	block, exempt := controls.Block, controls.Exempt
 	cases := []struct {
 		name    string
-		live    []ratelimit.NetworkControl
+		live    []controls.Network
 		ip      string
 		verdict string
-		control ratelimit.ControlKind
+		control controls.Kind
 		until   time.Time
 	}{
-		{"no control: the static verdict", nil, "198.51.100.7", "partner", ratelimit.ControlNone, time.Time{}},
-		{"a live block", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
-		{"a live block over a static plan", []ratelimit.NetworkControl{ctl("198.51.100.0/25", block, soon)}, "198.51.100.7", config.NetworkBlocked, block, soon},
-		{"a live block over a static unlimited network", []ratelimit.NetworkControl{ctl("10.1.0.0/16", block, soon)}, "10.1.2.3", config.NetworkBlocked, block, soon},
+		{"no control: the static verdict", nil, "198.51.100.7", "partner", controls.None, time.Time{}},
+		{"a live block", []controls.Network{ctl("192.0.2.0/24", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
+		{"a live block over a static plan", []controls.Network{ctl("198.51.100.0/25", block, soon)}, "198.51.100.7", config.NetworkBlocked, block, soon},
+		{"a live block over a static unlimited network", []controls.Network{ctl("10.1.0.0/16", block, soon)}, "10.1.2.3", config.NetworkBlocked, block, soon},
 		{"a narrower live exemption does not lift a live block",
-			[]ratelimit.NetworkControl{ctl("192.0.2.0/24", block, soon), ctl("192.0.2.0/28", exempt, later)}, "192.0.2.7", config.NetworkBlocked, block, soon},
-		{"two live blocks: the later end", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, soon), ctl("192.0.0.0/16", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
+			[]controls.Network{ctl("192.0.2.0/24", block, soon), ctl("192.0.2.0/28", exempt, later)}, "192.0.2.7", config.NetworkBlocked, block, soon},
+		{"two live blocks: the later end", []controls.Network{ctl("192.0.2.0/24", block, soon), ctl("192.0.0.0/16", block, later)}, "192.0.2.7", config.NetworkBlocked, block, later},
 		{"a live exemption of a static block: blocked, by RATE_LIMIT_NETWORKS",
-			[]ratelimit.NetworkControl{ctl("203.0.113.0/24", exempt, later)}, "203.0.113.9", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
-		{"a live block of a static block: RATE_LIMIT_NETWORKS's", []ratelimit.NetworkControl{ctl("203.0.113.0/24", block, later)}, "203.0.113.9", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
-		{"a live exemption", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "192.0.2.7", config.NetworkUnlimited, exempt, later},
-		{"a live exemption over a static plan", []ratelimit.NetworkControl{ctl("198.51.100.0/24", exempt, later)}, "198.51.100.7", config.NetworkUnlimited, exempt, later},
-		{"a live exemption of a static unlimited network changes nothing", []ratelimit.NetworkControl{ctl("10.0.0.0/8", exempt, later)}, "10.1.2.3", config.NetworkUnlimited, ratelimit.ControlNone, time.Time{}},
-		{"a live exemption elsewhere", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "192.0.3.7", "", ratelimit.ControlNone, time.Time{}},
+			[]controls.Network{ctl("203.0.113.0/24", exempt, later)}, "203.0.113.9", config.NetworkBlocked, controls.None, time.Time{}},
+		{"a live block of a static block: RATE_LIMIT_NETWORKS's", []controls.Network{ctl("203.0.113.0/24", block, later)}, "203.0.113.9", config.NetworkBlocked, controls.None, time.Time{}},
+		{"a live exemption", []controls.Network{ctl("192.0.2.0/24", exempt, later)}, "192.0.2.7", config.NetworkUnlimited, exempt, later},
+		{"a live exemption over a static plan", []controls.Network{ctl("198.51.100.0/24", exempt, later)}, "198.51.100.7", config.NetworkUnlimited, exempt, later},
+		{"a live exemption of a static unlimited network changes nothing", []controls.Network{ctl("10.0.0.0/8", exempt, later)}, "10.1.2.3", config.NetworkUnlimited, controls.None, time.Time{}},
+		{"a live exemption elsewhere", []controls.Network{ctl("192.0.2.0/24", exempt, later)}, "192.0.3.7", "", controls.None, time.Time{}},
 		// 2002:c000:0207::1 is the 6to4 address of 192.0.2.7.
-		{"6to4: a live block of the IPv4 form", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
-		{"6to4: a live block of the IPv6 form", []ratelimit.NetworkControl{ctl("2002::/16", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
-		{"6to4: an exemption of one form only", []ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later)}, "2002:c000:0207::1", "", ratelimit.ControlNone, time.Time{}},
+		{"6to4: a live block of the IPv4 form", []controls.Network{ctl("192.0.2.0/24", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
+		{"6to4: a live block of the IPv6 form", []controls.Network{ctl("2002::/16", block, later)}, "2002:c000:0207::1", config.NetworkBlocked, block, later},
+		{"6to4: an exemption of one form only", []controls.Network{ctl("192.0.2.0/24", exempt, later)}, "2002:c000:0207::1", "", controls.None, time.Time{}},
 		{"6to4: exemptions of both forms, until the first ends",
-			[]ratelimit.NetworkControl{ctl("192.0.2.0/24", exempt, later), ctl("2002::/16", exempt, soon)}, "2002:c000:0207::1", config.NetworkUnlimited, exempt, soon},
+			[]controls.Network{ctl("192.0.2.0/24", exempt, later), ctl("2002::/16", exempt, soon)}, "2002:c000:0207::1", config.NetworkUnlimited, exempt, soon},
 		{"6to4: an exemption of one form, a block of the other",
-			[]ratelimit.NetworkControl{ctl("2002::/16", exempt, later), ctl("192.0.2.0/24", block, soon)}, "2002:c000:0207::1", config.NetworkBlocked, block, soon},
-		{"6to4: an exemption of both forms, one statically blocked", []ratelimit.NetworkControl{ctl("2002::/16", exempt, later), ctl("203.0.113.0/24", exempt, later)},
-			"2002:cb00:7107::1", config.NetworkBlocked, ratelimit.ControlNone, time.Time{}},
-		{"mapped IPv4 is IPv4", []ratelimit.NetworkControl{ctl("192.0.2.0/24", block, later)}, "::ffff:192.0.2.7", config.NetworkBlocked, block, later},
-		{"an address that does not parse", []ratelimit.NetworkControl{ctl("0.0.0.0/0", block, later)}, "test-invoke-source-ip", "", ratelimit.ControlNone, time.Time{}},
+			[]controls.Network{ctl("2002::/16", exempt, later), ctl("192.0.2.0/24", block, soon)}, "2002:c000:0207::1", config.NetworkBlocked, block, soon},
+		{"6to4: an exemption of both forms, one statically blocked", []controls.Network{ctl("2002::/16", exempt, later), ctl("203.0.113.0/24", exempt, later)},
+			"2002:cb00:7107::1", config.NetworkBlocked, controls.None, time.Time{}},
+		{"mapped IPv4 is IPv4", []controls.Network{ctl("192.0.2.0/24", block, later)}, "::ffff:192.0.2.7", config.NetworkBlocked, block, later},
+		{"an address that does not parse", []controls.Network{ctl("0.0.0.0/0", block, later)}, "test-invoke-source-ip", "", controls.None, time.Time{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 
 // BenchmarkNetworkVerdict is the request path's cost of the live network
 // controls: the verdict on an address under none of them, with 0, 10 and
-// the most (ratelimit.MaxNetworkControls) in force, beside
+// the most (controls.MaxNetworks) in force, beside
 // RATE_LIMIT_NETWORKS's ten entries.
 //
 //	go test ./internal/policy/ -run '^$' -bench NetworkVerdict
@@ -106,14 +106,14 @@ func BenchmarkNetworkVerdict(b *testing.B) {
 		b.Fatal(err)
 	}
 	until := time.Now().Add(time.Hour)
-	for _, n := range []int{0, 10, ratelimit.MaxNetworkControls} {
-		live := make([]ratelimit.NetworkControl, n)
+	for _, n := range []int{0, 10, controls.MaxNetworks} {
+		live := make([]controls.Network, n)
 		for i := range live {
-			kind := ratelimit.ControlBlock
+			kind := controls.Block
 			if i%2 == 1 {
-				kind = ratelimit.ControlExempt
+				kind = controls.Exempt
 			}
-			live[i] = ratelimit.NetworkControl{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24), Control: ratelimit.Control{Kind: kind, Until: until}}
+			live[i] = controls.Network{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24), Control: controls.Control{Kind: kind, Until: until}}
 		}
 		b.Run(fmt.Sprintf("live=%d", n), func(b *testing.B) {
 			for b.Loop() {

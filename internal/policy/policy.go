@@ -41,6 +41,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Stage is the parsed configuration one request is resolved against: the
@@ -55,7 +56,7 @@ type Stage struct {
 	// NetworkControls are the live network controls in force, as the
 	// process last read them (ratelimit.NetworkControlCache); nil for
 	// none. They join Networks in the network verdict (NetworkVerdict).
-	NetworkControls []ratelimit.NetworkControl
+	NetworkControls []controls.Network
 }
 
 // StageOf is the Stage of limits under cfg's networks and fail-closed
@@ -109,8 +110,8 @@ type Caller struct {
 	NetworkPlans []string
 	// NetworkControl is the live network control that made Network what
 	// it is (a block, or an exemption read as unlimited); the zero
-	// AppliedControl when RATE_LIMIT_NETWORKS alone decided.
-	NetworkControl ratelimit.AppliedControl
+	// controls.Applied when RATE_LIMIT_NETWORKS alone decided.
+	NetworkControl controls.Applied
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is

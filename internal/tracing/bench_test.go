@@ -13,6 +13,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // benchLimit never denies within a benchmark run.
@@ -53,7 +54,7 @@ func BenchmarkRedisHookTraced(b *testing.B) {
 }
 
 func benchmarkDecisions(b *testing.B, server *redistest.Server, instrument bool, ctx context.Context) {
-	client := newClient(b, ratelimit.ClientConfig{URL: server.URL()})
+	client := newClient(b, redisclient.Config{URL: server.URL()})
 	if instrument {
 		tracing.Instrument(client)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // scriptCall is one script command a hook saw, after it ran.
@@ -81,7 +82,7 @@ func TestClusterCallIsOneSubsegmentEvenWhenRedirected(t *testing.T) {
 	logs := configure(t, daemon.addr)
 	cluster := redistest.StartCluster(t, 1, 1)
 	addrs := cluster.Addrs()
-	client := newClient(t, ratelimit.ClientConfig{URL: "redis://" + addrs[0] + "?addr=" + addrs[1], Cluster: true})
+	client := newClient(t, redisclient.Config{URL: "redis://" + addrs[0] + "?addr=" + addrs[1], Cluster: true})
 
 	// Ground truth: the script calls made on the cluster client, and the
 	// round trips its node clients made for them.

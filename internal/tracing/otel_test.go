@@ -25,6 +25,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // collector is a real OTLP/HTTP receiver on loopback: it decodes each
@@ -157,7 +158,7 @@ func TestOTelSpansJoinLambdaTrace(t *testing.T) {
 	configureOTel(t, col)
 	server := redistest.StartServer(t)
 	admin := server.Client(t)
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: server.URL(), Timeout: 5 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // This file is the go-redis hook of both tracers (X-Ray, and OpenTelemetry
@@ -33,15 +31,25 @@ const (
 	outcomeOK = "ok"
 )
 
+// rateLimitVerdict is the method every script command of a
+// ratelimit.Limiter has (the package doc's way in for hooks): it knows the
+// scripts and the layout of their replies.
+type rateLimitVerdict interface {
+	RateLimitVerdict() (allowed, ours bool, err error)
+}
+
 // commandOutcome classifies a command that has run: a decision script by
-// its verdict (ratelimit.DecisionReply, which knows the scripts), any other
-// command by whether it failed. redis.Nil (a missing key) is an answer,
-// not a failure.
+// its verdict (rateLimitVerdict), any other command by whether it failed.
+// redis.Nil (a missing key) is an answer, not a failure.
 func commandOutcome(cmd redis.Cmder) string {
 	if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return outcomeError
 	}
-	allowed, ours, err := ratelimit.DecisionReply(cmd)
+	v, ok := cmd.(rateLimitVerdict)
+	if !ok {
+		return outcomeOK
+	}
+	allowed, ours, err := v.RateLimitVerdict()
 	switch {
 	case !ours:
 		return outcomeOK

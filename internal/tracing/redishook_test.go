@@ -49,8 +49,8 @@ func TestFaultsAreCallsRedisDidNotServe(t *testing.T) {
 
 // TestCommandOutcome: a command other than a decision script is "error"
 // when it failed and "ok" otherwise, a missing key being an answer; a
-// decision script is read by ratelimit.DecisionReply (its own tests cover
-// every script and reply shape).
+// decision script is read by its RateLimitVerdict (ratelimit's own tests
+// cover every script and reply shape).
 func TestCommandOutcome(t *testing.T) {
 	ctx := context.Background()
 	ran := func(val any, err error, args ...any) redis.Cmder {

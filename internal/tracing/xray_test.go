@@ -24,6 +24,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // receiveTimeout bounds the wait for a datagram the test knows is coming.
@@ -352,10 +353,10 @@ func checkCalls(t *testing.T, tr trace, docs []document, want []wantCall) {
 
 // newClient is a production Redis client (ratelimit.NewClient) for cfg,
 // with a budget roomy enough for a loaded test machine, closed when t ends.
-func newClient(t testing.TB, cfg ratelimit.ClientConfig) redis.UniversalClient {
+func newClient(t testing.TB, cfg redisclient.Config) redis.UniversalClient {
 	t.Helper()
 	cfg.Timeout = 5 * time.Second
-	client, err := ratelimit.NewClient(cfg)
+	client, err := redisclient.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +392,7 @@ func TestEachRedisCallIsOneAnnotatedSubsegment(t *testing.T) {
 			logs := configure(t, daemon.addr)
 			server := redistest.StartServer(t)
 			admin := server.Client(t)
-			client := newClient(t, ratelimit.ClientConfig{URL: server.URL()})
+			client := newClient(t, redisclient.Config{URL: server.URL()})
 			tracing.Instrument(client)
 			limiter := newLimiter(t, client)
 			decide := func(tier string) func(ctx context.Context) error {
@@ -511,7 +512,7 @@ func TestUntracedCallsSendAndLogNothing(t *testing.T) {
 				t.Error("WithTier derived a context although nothing is traced")
 			}
 
-			client := newClient(t, ratelimit.ClientConfig{URL: server.URL()})
+			client := newClient(t, redisclient.Config{URL: server.URL()})
 			tracing.Instrument(client)
 			limiter := newLimiter(t, client)
 			if err := limiter.LoadScripts(c.ctx); err != nil {
@@ -523,7 +524,7 @@ func TestUntracedCallsSendAndLogNothing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			down := newClient(t, ratelimit.ClientConfig{URL: "redis://" + refused})
+			down := newClient(t, redisclient.Config{URL: "redis://" + refused})
 			tracing.Instrument(down)
 			if _, err := newLimiter(t, down).Decide(ctx, 1, check); !errors.Is(err, ratelimit.ErrUnavailable) {
 				t.Fatalf("decision on a refused connection: %v, want ErrUnavailable", err)
@@ -550,7 +551,7 @@ func TestUntracedCallsSendAndLogNothing(t *testing.T) {
 func TestTracedCallsWithoutDaemonStaySilent(t *testing.T) {
 	logs := configure(t, refusedUDPAddr(t))
 	server := redistest.StartServer(t)
-	client := newClient(t, ratelimit.ClientConfig{URL: server.URL()})
+	client := newClient(t, redisclient.Config{URL: server.URL()})
 	tracing.Instrument(client)
 	limiter := newLimiter(t, client)
 	check := ratelimit.Check{Identity: identity, Limit: ratelimit.Limit{Name: "anonymous", Count: 2, Window: time.Minute}}

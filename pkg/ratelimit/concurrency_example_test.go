@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // A concurrency limit of 2 with Redis out of reach: the Gate's local count
 // (one instance's share is the whole limit here) holds two slots, denies
 // the third with a short retry hint, and frees a slot on Release.
 func ExampleGate_Acquire() {
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://127.0.0.1:1", Timeout: 50 * time.Millisecond})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://127.0.0.1:1", Timeout: 50 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // slotTopology is a real Redis deployment the concurrency tests run on:
@@ -26,9 +27,9 @@ func startSlotTopologies(t *testing.T) []slotTopology {
 	t.Helper()
 	single := redistest.StartServer(t)
 	cluster := redistest.StartCluster(t, 3, 0)
-	clientOf := func(cfg ClientConfig) func(t *testing.T) redis.UniversalClient {
+	clientOf := func(cfg redisclient.Config) func(t *testing.T) redis.UniversalClient {
 		return func(t *testing.T) redis.UniversalClient {
-			c, err := NewClient(cfg)
+			c, err := redisclient.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,8 +38,8 @@ func startSlotTopologies(t *testing.T) []slotTopology {
 		}
 	}
 	return []slotTopology{
-		{"single node", clientOf(ClientConfig{URL: single.URL(), Timeout: 2 * time.Second}), single.Client(t)},
-		{"cluster", clientOf(ClientConfig{URL: "redis://" + cluster.Addrs()[0], Cluster: true, Timeout: 2 * time.Second}), cluster.Client(t)},
+		{"single node", clientOf(redisclient.Config{URL: single.URL(), Timeout: 2 * time.Second}), single.Client(t)},
+		{"cluster", clientOf(redisclient.Config{URL: "redis://" + cluster.Addrs()[0], Cluster: true, Timeout: 2 * time.Second}), cluster.Client(t)},
 	}
 }
 
@@ -203,7 +204,7 @@ func TestLeaseEndFreesTheSlotAndNotBefore(t *testing.T) {
 func TestLeaseEndOnTheRedisClock(t *testing.T) {
 	server := redistest.StartServer(t)
 	ctx := context.Background()
-	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 
 	t.Run("restart", func(t *testing.T) {
 		server := redistest.StartServer(t)
-		client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -311,7 +312,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 
 	t.Run("failover", func(t *testing.T) {
 		cluster := redistest.StartCluster(t, 3, 1)
-		client, err := NewClient(ClientConfig{URL: "redis://" + cluster.Addrs()[0], Cluster: true, Timeout: time.Second})
+		client, err := redisclient.New(redisclient.Config{URL: "redis://" + cluster.Addrs()[0], Cluster: true, Timeout: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

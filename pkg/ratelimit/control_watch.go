@@ -8,18 +8,20 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// MaxWatchedControls bounds the identity controls one process keeps in
+// maxWatchedControls bounds the identity controls one process keeps in
 // memory to pick the decisions that read a control key, and the identity
 // fields the network-controls hash holds (plus one, the overflow field).
 // Past it the process watches none by tag: every decision reads its
-// identity's control key (ControlWatchState.Overflow), as if every
+// identity's control key, as if every
 // identity held one: more reads, never fewer than needed. SetControl
 // writes a control that would pass it into the overflow field, which puts
 // every process reading it in overflow until the latest such control
 // ends.
-const MaxWatchedControls = 1_000
+const maxWatchedControls = 1_000
 
 // identityFieldPrefix starts the fields of the network-controls hash that
 // mirror identity controls: "i:<tag>" holds the control's end in Unix
@@ -27,7 +29,7 @@ const MaxWatchedControls = 1_000
 const identityFieldPrefix = "i:"
 
 // overflowField is the field of the network-controls hash that stands for
-// every identity control set while MaxWatchedControls identity fields were
+// every identity control set while maxWatchedControls identity fields were
 // live: it holds the latest of their ends, Unix µs. "*" is no tag (a tag
 // is 22 base64url characters). While it is live, every decision of a
 // process that read it reads its identity's control key.
@@ -53,24 +55,24 @@ type controlWatch struct {
 // watchState is one good read of the hash. Never written once published.
 type watchState struct {
 	readAt   time.Time
-	networks []NetworkControl // strictest first, at most MaxNetworkControls
+	networks []controls.Network // strictest first, at most controls.MaxNetworks
 	// tags maps each watched identity's tag to its control's end, Unix µs
 	// (maxInt64 for a field whose end could not be read); nil when
 	// overflow.
 	tags       map[string]int64
 	identities int  // identity fields in force when read, the overflow field not counted
-	overflow   bool // more than MaxWatchedControls, or the overflow field live: every decision reads
+	overflow   bool // more than maxWatchedControls, or the overflow field live: every decision reads
 	// overflowUntil is the overflow field's end, Unix µs (maxInt64 when
 	// it could not be read); 0 when it was not live at the read.
 	overflowUntil int64
 	// networkProblems is what the read says of the network fields:
-	// skipped, or past MaxNetworkControls.
+	// skipped, or past controls.MaxNetworks.
 	networkProblems error
 }
 
-// ControlWatchState is what a Limiter's control watch holds: see
-// Limiter.ControlWatch.
-type ControlWatchState struct {
+// watchReport is what a Limiter's control watch holds, for this package's
+// tests: see Limiter.watchReport.
+type watchReport struct {
 	// Loaded is true once a read of the controls has succeeded. Until
 	// then every decision of a Limiter with Options.Controls reads its
 	// identity's control key.
@@ -79,14 +81,14 @@ type ControlWatchState struct {
 	ReadAt time.Time
 	// Identities is how many identity controls were in force at that read.
 	Identities int
-	// Overflow is true when Identities passed MaxWatchedControls, or the
+	// Overflow is true when Identities passed maxWatchedControls, or the
 	// hash's overflow field was live (OverflowUntil): the process keeps no
 	// tag, and every decision reads its identity's control key until a
 	// read finds neither.
 	Overflow bool
 	// OverflowUntil is the end of the overflow field at that read: the
 	// latest end of the identity controls SetControl could not mirror by
-	// tag (MaxWatchedControls fields were live); the largest time
+	// tag (maxWatchedControls fields were live); the largest time
 	// UnixMicro gives when its end could not be read (the strictest
 	// reading). Zero when it was not live. Lifting a control never
 	// brings it earlier: the process leaves overflow at its first read
@@ -94,17 +96,17 @@ type ControlWatchState struct {
 	OverflowUntil time.Time
 }
 
-// ControlWatch reports this process's copy of the controls in force, as
+// watchReport reports this process's copy of the controls in force, as
 // the decisions and a NetworkControlCache use it. It does not contact
 // Redis.
-func (l *Limiter) ControlWatch() ControlWatchState {
+func (l *Limiter) watchReport() watchReport {
 	l.watch.mu.Lock()
 	s := l.watch.last
 	l.watch.mu.Unlock()
 	if s == nil {
-		return ControlWatchState{}
+		return watchReport{}
 	}
-	st := ControlWatchState{Loaded: true, ReadAt: s.readAt, Identities: s.identities, Overflow: s.overflow}
+	st := watchReport{Loaded: true, ReadAt: s.readAt, Identities: s.identities, Overflow: s.overflow}
 	if s.overflowUntil > 0 {
 		st.OverflowUntil = time.UnixMicro(s.overflowUntil)
 	}
@@ -142,14 +144,14 @@ func (w *controlWatch) clock() time.Time {
 }
 
 // forDecision returns the list a decision uses, reading the hash first
-// when the list is older than ControlPropagation and no read is in
+// when the list is older than controls.Propagation and no read is in
 // flight; a decision never waits for another's read. The read is bounded
 // by ctx, the decision's own budget; a failed read keeps the last list,
 // and the next read is an interval later.
 func (w *controlWatch) forDecision(ctx context.Context) *watchState {
 	w.mu.Lock()
 	now := w.clock()
-	if w.inflight != nil || (!w.readAt.IsZero() && now.Sub(w.readAt) < ControlPropagation && !now.Before(w.readAt)) {
+	if w.inflight != nil || (!w.readAt.IsZero() && now.Sub(w.readAt) < controls.Propagation && !now.Before(w.readAt)) {
 		s := w.last
 		w.mu.Unlock()
 		return s
@@ -197,20 +199,20 @@ func (l *Limiter) readControlsHash(ctx context.Context, now time.Time) (*watchSt
 	s := &watchState{readAt: now, identities: identities, overflowUntil: overflowUntil}
 	var problems []error
 	if malformed > 0 {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", ErrMalformedControl, malformed))
+		problems = append(problems, fmt.Errorf("network controls: %w: %d field(s) skipped", controls.ErrMalformed, malformed))
 	}
-	if len(list) > MaxNetworkControls {
-		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", ErrTooManyControls, len(list), MaxNetworkControls))
-		list = list[:MaxNetworkControls:MaxNetworkControls]
+	if len(list) > controls.MaxNetworks {
+		problems = append(problems, fmt.Errorf("network controls: %w: %d in force, the first %d kept, blocks first", controls.ErrTooMany, len(list), controls.MaxNetworks))
+		list = list[:controls.MaxNetworks:controls.MaxNetworks]
 	}
 	s.networks, s.networkProblems = list, errors.Join(problems...)
 	switch {
-	case identities > MaxWatchedControls:
+	case identities > maxWatchedControls:
 		s.overflow = true
-		problems = append(problems, fmt.Errorf("identity controls: %w: %d in force, more than the %d watched: every decision reads its identity's control", ErrTooManyControls, identities, MaxWatchedControls))
+		problems = append(problems, fmt.Errorf("identity controls: %w: %d in force, more than the %d watched: every decision reads its identity's control", controls.ErrTooMany, identities, maxWatchedControls))
 	case overflowUntil > 0:
 		s.overflow = true
-		problems = append(problems, fmt.Errorf("identity controls: %w: controls past the %d watched are in force until %s: every decision reads its identity's control", ErrTooManyControls, MaxWatchedControls, overflowEnd(overflowUntil)))
+		problems = append(problems, fmt.Errorf("identity controls: %w: controls past the %d watched are in force until %s: every decision reads its identity's control", controls.ErrTooMany, maxWatchedControls, overflowEnd(overflowUntil)))
 	default:
 		s.tags = tags
 	}

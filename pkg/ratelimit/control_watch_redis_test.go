@@ -16,6 +16,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // scriptHook counts, per command sent, the decisions' controlled and plain
@@ -110,7 +111,7 @@ func (f *watchFixture) expect(t *testing.T, what string, controlled, plain, read
 
 // TestControlWatchAppliesANewControlAfterItsRead: a control set with
 // SetControl applies from the first decision after the watch's next read,
-// ControlPropagation after its last one on the stepped clock; until then
+// controls.Propagation after its last one on the stepped clock; until then
 // the decisions run the plain script. Lifting applies at once (the control
 // key is still read); the watch then drops the identity at its next read.
 func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
@@ -124,31 +125,31 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
-			f.clock.Advance(ControlPropagation - time.Microsecond)
-			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != ControlNone {
+			f.clock.Advance(controls.Propagation - time.Microsecond)
+			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("before the watch's next read: %+v, want admitted, no control read", res)
 			}
 			f.expect(t, "before the watch's next read", 0, 1, 0)
 			f.clock.Advance(time.Microsecond)
-			if res := f.decide(t, "A"); res.Allowed || res.Control.Kind != ControlBlock {
+			if res := f.decide(t, "A"); res.Allowed || res.Control.Kind != controls.Block {
 				t.Fatalf("after the watch's read: %+v, want blocked", res)
 			}
 			f.expect(t, "the decision that read the watch", 1, 0, 1)
-			if st := f.l.ControlWatch(); !st.Loaded || st.Identities != 1 || st.Overflow || !st.ReadAt.Equal(f.clock.Now()) {
+			if st := f.l.watchReport(); !st.Loaded || st.Identities != 1 || st.Overflow || !st.ReadAt.Equal(f.clock.Now()) {
 				t.Fatalf("watch state %+v", st)
 			}
 			// Lifted: the key is still read, and says no control.
 			if _, ok, err := f.l.LiftControl(f.ctx, "A"); !ok || err != nil {
 				t.Fatalf("lift: %v, %v", ok, err)
 			}
-			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != ControlNone {
+			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("right after the lift: %+v, want admitted", res)
 			}
 			f.expect(t, "right after the lift", 1, 0, 0)
-			f.clock.Advance(ControlPropagation)
+			f.clock.Advance(controls.Propagation)
 			f.decide(t, "A")
 			f.expect(t, "after the watch read the lift", 0, 1, 1)
-			if st := f.l.ControlWatch(); st.Identities != 0 {
+			if st := f.l.watchReport(); st.Identities != 0 {
 				t.Fatalf("watch state after the lift: %+v", st)
 			}
 		})
@@ -176,7 +177,7 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 				}
 			}
 			for range 10 {
-				if res := f.decide(t, "B"); res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 1000 {
+				if res := f.decide(t, "B"); res.Control.Kind != controls.None || res.Decisions[0].Limit.Count != 1000 {
 					t.Fatalf("B: %+v", res)
 				}
 			}
@@ -187,7 +188,7 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 				}
 			}
 			for range 10 {
-				if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+				if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 					t.Fatalf("A: %+v", res)
 				}
 			}
@@ -200,18 +201,18 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 			// A and B in one request: two slots, both peeked; A's block
 			// denies it.
 			res := f.decide(t, "A", "B")
-			if res.Allowed || res.Control.Kind != ControlBlock || !res.Decisions[1].Allowed {
+			if res.Allowed || res.Control.Kind != controls.Block || !res.Decisions[1].Allowed {
 				t.Fatalf("A and B: %+v", res)
 			}
 			f.expect(t, "A and B in one request", 1, 1, 0)
 			// Past the end, before the watch's next read: still read (the
 			// record is gone or ended; no control applies).
 			f.clock.Set(end.Add(500 * time.Millisecond))
-			if res := f.decide(t, "A"); res.Control.Kind != ControlNone {
+			if res := f.decide(t, "A"); res.Control.Kind != controls.None {
 				t.Fatalf("A past its end: %+v", res)
 			}
 			f.expect(t, "A past its end, before the next read", 1, 0, 0)
-			f.clock.Advance(ControlPropagation)
+			f.clock.Advance(controls.Propagation)
 			f.decide(t, "A")
 			f.decide(t, "A")
 			f.expect(t, "A after the next read", 0, 2, 1)
@@ -242,7 +243,7 @@ func getCalls(t *testing.T, client redis.UniversalClient) int64 {
 	return 0
 }
 
-// TestControlWatchOverflow: more identity controls than MaxWatchedControls
+// TestControlWatchOverflow: more identity controls than maxWatchedControls
 // keep no tag: every decision reads its identity's control key, and the
 // watch and the cache say so. Back within the bound, tags again.
 func TestControlWatchOverflow(t *testing.T) {
@@ -250,8 +251,8 @@ func TestControlWatchOverflow(t *testing.T) {
 	f := newWatchFixture(t, client, "watch-over")
 	hash := f.l.keys.networkControlsKey()
 	end := strconv.FormatInt(f.clock.Now().Add(time.Hour).UnixMicro(), 10)
-	fields := make([]any, 0, 2*(MaxWatchedControls+1))
-	for i := range MaxWatchedControls + 1 {
+	fields := make([]any, 0, 2*(maxWatchedControls+1))
+	for i := range maxWatchedControls + 1 {
 		fields = append(fields, fmt.Sprintf("i:fake-%04d", i), end)
 	}
 	if err := client.HSet(f.ctx, hash, fields...).Err(); err != nil {
@@ -259,11 +260,11 @@ func TestControlWatchOverflow(t *testing.T) {
 	}
 	cache := NewNetworkControlCache(f.l, 0)
 	nets, err := cache.Get(f.ctx)
-	if !errors.Is(err, ErrTooManyControls) || len(nets) != 0 {
-		t.Fatalf("cache past the bound: %+v, %v; want no networks and ErrTooManyControls", nets, err)
+	if !errors.Is(err, controls.ErrTooMany) || len(nets) != 0 {
+		t.Fatalf("cache past the bound: %+v, %v; want no networks and controls.ErrTooMany", nets, err)
 	}
-	if st := f.l.ControlWatch(); !st.Overflow || st.Identities != MaxWatchedControls+1 {
-		t.Fatalf("watch state %+v, want Overflow with %d identities", st, MaxWatchedControls+1)
+	if st := f.l.watchReport(); !st.Overflow || st.Identities != maxWatchedControls+1 {
+		t.Fatalf("watch state %+v, want Overflow with %d identities", st, maxWatchedControls+1)
 	}
 	f.decide(t, "B")
 	f.decide(t, "C")
@@ -276,14 +277,14 @@ func TestControlWatchOverflow(t *testing.T) {
 	if err := client.HDel(f.ctx, hash, "i:fake-0000").Err(); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(ControlPropagation)
+	f.clock.Advance(controls.Propagation)
 	f.decide(t, "B")
 	f.expect(t, "back within the bound", 0, 1, 1)
-	if st := f.l.ControlWatch(); st.Overflow || st.Identities != MaxWatchedControls {
-		t.Fatalf("watch state %+v, want %d tags", st, MaxWatchedControls)
+	if st := f.l.watchReport(); st.Overflow || st.Identities != maxWatchedControls {
+		t.Fatalf("watch state %+v, want %d tags", st, maxWatchedControls)
 	}
-	if n := len(f.l.watch.last.tags); n != MaxWatchedControls {
-		t.Fatalf("%d tags kept, want %d", n, MaxWatchedControls)
+	if n := len(f.l.watch.last.tags); n != maxWatchedControls {
+		t.Fatalf("%d tags kept, want %d", n, maxWatchedControls)
 	}
 }
 
@@ -299,11 +300,11 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
-			if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+			if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 				t.Fatalf("A: %+v", res)
 			}
 			f.expect(t, "the first read", 1, 0, 1)
-			readAt := f.l.ControlWatch().ReadAt
+			readAt := f.l.watchReport().ReadAt
 			hash := f.l.keys.networkControlsKey()
 			if err := client.Del(f.ctx, hash).Err(); err != nil {
 				t.Fatal(err)
@@ -311,16 +312,16 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 			if err := client.Set(f.ctx, hash, "not a hash", time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
-			f.clock.Advance(ControlPropagation)
-			if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+			f.clock.Advance(controls.Propagation)
+			if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 				t.Fatalf("A after a failed read: %+v, want still blocked", res)
 			}
 			f.decide(t, "B")
 			f.expect(t, "a failed read", 1, 1, 1)
-			if st := f.l.ControlWatch(); !st.ReadAt.Equal(readAt) || st.Identities != 1 {
+			if st := f.l.watchReport(); !st.ReadAt.Equal(readAt) || st.Identities != 1 {
 				t.Fatalf("watch after a failed read: %+v, want the last list, read at %v", st, readAt)
 			}
-			f.clock.Advance(ControlPropagation - time.Microsecond)
+			f.clock.Advance(controls.Propagation - time.Microsecond)
 			f.decide(t, "A")
 			f.expect(t, "within the interval after a failed read", 1, 0, 0)
 			f.clock.Advance(time.Microsecond)
@@ -336,12 +337,12 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if want := id == "A"; res.Control.Kind == ControlBlock != want {
+				if want := id == "A"; res.Control.Kind == controls.Block != want {
 					t.Fatalf("%s with no list: %+v", id, res)
 				}
 			}
 			f.expect(t, "a Limiter with no list", 2, 0, 1)
-			if st := fresh.ControlWatch(); st.Loaded {
+			if st := fresh.watchReport(); st.Loaded {
 				t.Fatalf("watch with no good read: %+v", st)
 			}
 		})
@@ -364,7 +365,7 @@ func TestControlWatchSharedWithTheCache(t *testing.T) {
 	}
 	cache := NewNetworkControlCache(f.l, 0)
 	for round := range 3 {
-		if res := f.decide(t, "A"); res.Control.Kind != ControlBlock {
+		if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 			t.Fatalf("round %d: A %+v", round, res)
 		}
 		nets, err := cache.Get(f.ctx)
@@ -373,12 +374,12 @@ func TestControlWatchSharedWithTheCache(t *testing.T) {
 		}
 		f.decide(t, "B")
 		f.expect(t, fmt.Sprint("round ", round), 1, 1, 1)
-		f.clock.Advance(ControlPropagation)
+		f.clock.Advance(controls.Propagation)
 	}
 }
 
 // TestControlWatchRealClock: on the real clock, a control set on a warm
-// instance applies within ControlPropagation plus one request.
+// instance applies within controls.Propagation plus one request.
 func TestControlWatchRealClock(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
@@ -388,7 +389,7 @@ func TestControlWatchRealClock(t *testing.T) {
 		t.Fatalf("warm-up: %+v, %v", res, err)
 	}
 	set := time.Now()
-	if err := l.SetControl(ctx, "A", Control{Kind: ControlBlock, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
+	if err := l.SetControl(ctx, "A", controls.Control{Kind: controls.Block, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -396,11 +397,11 @@ func TestControlWatchRealClock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Control.Kind == ControlBlock {
+		if res.Control.Kind == controls.Block {
 			break
 		}
-		// Generous: the bound is ControlPropagation plus one request.
-		if time.Since(set) > ControlPropagation+3*time.Second {
+		// Generous: the bound is controls.Propagation plus one request.
+		if time.Since(set) > controls.Propagation+3*time.Second {
 			t.Fatalf("not blocked %v after SetControl", time.Since(set))
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -413,13 +414,13 @@ func TestControlWatchRealClock(t *testing.T) {
 func TestControlWatchConcurrentDecisions(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	f := newWatchFixture(t, client, "watch-conc")
-	if err := f.l.SetControl(f.ctx, "A", Control{Kind: ControlExempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
+	if err := f.l.SetControl(f.ctx, "A", controls.Control{Kind: controls.Exempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
 		t.Fatal(err)
 	}
 	f.decide(t, "A")
 	f.hook.counts()
 	for round := range 2 {
-		f.clock.Advance(ControlPropagation)
+		f.clock.Advance(controls.Propagation)
 		var wg sync.WaitGroup
 		var wrong atomic.Int64
 		for range 50 {
@@ -427,7 +428,7 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				res, err := f.l.Decide(f.ctx, 1, Check{Identity: "A", Limit: watchLimit})
-				if err != nil || res.Control.Kind != ControlExempt {
+				if err != nil || res.Control.Kind != controls.Exempt {
 					wrong.Add(1)
 				}
 			}()
@@ -440,9 +441,9 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 	}
 }
 
-// TestControlWatchOverflowField: SetControl past MaxWatchedControls live
+// TestControlWatchOverflowField: SetControl past maxWatchedControls live
 // identity fields writes the one overflow field instead of a field per
-// identity, so the hash holds at most MaxWatchedControls+1 identity
+// identity, so the hash holds at most maxWatchedControls+1 identity
 // fields; every instance reading it is in overflow and applies a control
 // set past the bound; the field keeps the latest end (a lift, or an
 // earlier end, never brings it back); a freed place takes a new control
@@ -478,24 +479,24 @@ func TestControlWatchOverflowField(t *testing.T) {
 			}
 			us := func(at time.Time) string { return strconv.FormatInt(at.UnixMicro(), 10) }
 
-			// MaxWatchedControls mirrored by tag: 10 end in 30 minutes,
+			// maxWatchedControls mirrored by tag: 10 end in 30 minutes,
 			// the others in 2 hours.
 			short, long := t0.Add(30*time.Minute), t0.Add(2*time.Hour)
-			for i := range MaxWatchedControls {
+			for i := range maxWatchedControls {
 				end := long
 				if i < 10 {
 					end = short
 				}
 				set(fmt.Sprintf("tagged-%04d", i), end)
 			}
-			hlen(MaxWatchedControls)
+			hlen(maxWatchedControls)
 			// 50 more past the bound, each ending a second before the
 			// last: the overflow field holds the first's end.
 			overflowEnd := t0.Add(time.Hour)
 			for i := range 50 {
 				set(fmt.Sprintf("over-%02d", i), overflowEnd.Add(-time.Duration(i)*time.Second))
 			}
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if v := overflowValue(); v != us(overflowEnd) {
 				t.Fatalf("overflow field %s, want the latest end %s", v, us(overflowEnd))
 			}
@@ -508,7 +509,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 			overflowEnd = t0.Add(90 * time.Minute)
 			set("over-late", overflowEnd)
 			set("over-early", t0.Add(10*time.Minute))
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if v := overflowValue(); v != us(overflowEnd) {
 				t.Fatalf("overflow field %s, want the later end %s", v, us(overflowEnd))
 			}
@@ -522,13 +523,13 @@ func TestControlWatchOverflowField(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if want := id != "nobody"; res.Allowed == want || (res.Control.Kind == ControlBlock) != want {
+					if want := id != "nobody"; res.Allowed == want || (res.Control.Kind == controls.Block) != want {
 						t.Fatalf("%s instance, %s in overflow: %+v", name, id, res)
 					}
 				}
-				st := l.ControlWatch()
-				if !st.Overflow || st.Identities != MaxWatchedControls || !st.OverflowUntil.Equal(overflowEnd) {
-					t.Fatalf("%s instance: watch state %+v, want overflow until %v with %d identities", name, st, overflowEnd, MaxWatchedControls)
+				st := l.watchReport()
+				if !st.Overflow || st.Identities != maxWatchedControls || !st.OverflowUntil.Equal(overflowEnd) {
+					t.Fatalf("%s instance: watch state %+v, want overflow until %v with %d identities", name, st, overflowEnd, maxWatchedControls)
 				}
 			}
 			f.expect(t, "this instance in overflow", 3, 0, 1)
@@ -546,9 +547,9 @@ func TestControlWatchOverflowField(t *testing.T) {
 			if _, ok, err := f.l.LiftControl(f.ctx, "tagged-0999"); !ok || err != nil {
 				t.Fatalf("lift tagged-0999: %v, %v", ok, err)
 			}
-			hlen(MaxWatchedControls)
+			hlen(maxWatchedControls)
 			set("late", long)
-			hlen(MaxWatchedControls + 1)
+			hlen(maxWatchedControls + 1)
 			if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag("late"))).Result(); !ok {
 				t.Fatal("a control set with a free place has no field of its own")
 			}
@@ -558,28 +559,28 @@ func TestControlWatchOverflowField(t *testing.T) {
 
 			// An interval before the overflow field's end: still in
 			// overflow.
-			f.clock.Set(overflowEnd.Add(-ControlPropagation))
+			f.clock.Set(overflowEnd.Add(-controls.Propagation))
 			f.hook.counts()
 			f.decide(t, "nobody")
 			f.expect(t, "just before the overflow's end", 1, 0, 1)
-			if st := f.l.ControlWatch(); !st.Overflow {
+			if st := f.l.watchReport(); !st.Overflow {
 				t.Fatalf("watch state %+v before the overflow's end", st)
 			}
 			// At its end (the next read), 990 tagged fields and late's in force (10 ended,
 			// one lifted): out of overflow, the mirrored controls applied.
 			f.clock.Set(overflowEnd)
-			inForce := MaxWatchedControls - 10 - 1 + 1
+			inForce := maxWatchedControls - 10 - 1 + 1
 			for name, l := range map[string]*Limiter{"this": f.l, "other": other} {
 				for id, blocked := range map[string]bool{"tagged-0500": true, "late": true, "tagged-0000": false, "over-49": false, "nobody": false} {
 					res, err := l.Decide(f.ctx, 1, Check{Identity: id, Limit: watchLimit})
 					if err != nil {
 						t.Fatal(err)
 					}
-					if res.Allowed == blocked || (res.Control.Kind == ControlBlock) != blocked {
+					if res.Allowed == blocked || (res.Control.Kind == controls.Block) != blocked {
 						t.Fatalf("%s instance, %s past the overflow's end: %+v, want blocked %v", name, id, res, blocked)
 					}
 				}
-				if st := l.ControlWatch(); st.Overflow || st.Identities != inForce || !st.OverflowUntil.IsZero() {
+				if st := l.watchReport(); st.Overflow || st.Identities != inForce || !st.OverflowUntil.IsZero() {
 					t.Fatalf("%s instance past the overflow's end: watch state %+v, want %d identities, no overflow", name, st, inForce)
 				}
 			}
@@ -597,7 +598,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 
 // TestControlWatchOverflowFieldConcurrent: concurrent SetControls across
 // the bound (the hash's script is atomic) leave at most
-// MaxWatchedControls+1 identity fields, and every control is either in a
+// maxWatchedControls+1 identity fields, and every control is either in a
 // field of its own or within the overflow field's end, which is the latest
 // of theirs: none is missed.
 func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
@@ -607,7 +608,7 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			f := newWatchFixture(t, client, "watch-ovfc")
 			hash := f.l.keys.networkControlsKey()
 			t0 := f.clock.Now()
-			const before, writers = MaxWatchedControls - 10, 40
+			const before, writers = maxWatchedControls - 10, 40
 			fields := make([]any, 0, 2*before)
 			for i := range before {
 				fields = append(fields, fmt.Sprintf("i:fake-%04d", i), strconv.FormatInt(t0.Add(time.Hour).UnixMicro(), 10))
@@ -634,8 +635,8 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(all) != MaxWatchedControls+1 {
-				t.Fatalf("the hash holds %d fields, want %d", len(all), MaxWatchedControls+1)
+			if len(all) != maxWatchedControls+1 {
+				t.Fatalf("the hash holds %d fields, want %d", len(all), maxWatchedControls+1)
 			}
 			over, err := strconv.ParseInt(all[overflowField], 10, 64)
 			if err != nil {
@@ -656,8 +657,8 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			if over != latest {
 				t.Fatalf("overflow field %d, want the latest end of the controls without a field, %d", over, latest)
 			}
-			if tagged != MaxWatchedControls-before {
-				t.Fatalf("%d controls took a field of their own, want %d", tagged, MaxWatchedControls-before)
+			if tagged != maxWatchedControls-before {
+				t.Fatalf("%d controls took a field of their own, want %d", tagged, maxWatchedControls-before)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // TestParseNetworkControlsReadsIdentityFields: "i:<tag>" fields are the
@@ -20,7 +22,7 @@ func TestParseNetworkControlsReadsIdentityFields(t *testing.T) {
 		"i:now":          us(0),
 		"i:garbage":      "soon",
 		"i:":             us(time.Hour),
-		"203.0.113.0/24": formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "r"}),
+		"203.0.113.0/24": formatControlRecord(controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "r"}),
 		"not-a-network":  "v1 b 1 0 {}",
 	}
 	list, tags, identities, overflowUntil, malformed := parseNetworkControls(fields, now)

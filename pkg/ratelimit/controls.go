@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Live controls inside the decision (Options.Controls). Every script call
@@ -107,7 +109,7 @@ func readControl(t []any) (controlReply, error) {
 	switch ctl.kind {
 	case controlMalformed, controlBlock, controlExempt:
 	case controlScale:
-		if ctl.milli < 1 || ctl.milli > MaxScaleFactor*1000 {
+		if ctl.milli < 1 || ctl.milli > controls.MaxScaleFactor*1000 {
 			return controlReply{}, fmt.Errorf("%w: script reply's scale is %d thousandths", ErrUnavailable, ctl.milli)
 		}
 	default:
@@ -119,7 +121,7 @@ func readControl(t []any) (controlReply, error) {
 // controlledDecisions fills in the decisions of groups of one identity
 // from a controlled script's reply, split by splitControl: one group's
 // reply, or the mixed script's for several.
-func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, AppliedControl, error) {
+func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	decode := func(spend bool, milli int64) (bool, error) {
 		if len(groups) == 1 {
 			return groupDecisions(body, cost, spend, checks, groups[0], milli, out)
@@ -142,21 +144,21 @@ func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, c
 				}
 			}
 		}
-		return false, AppliedControl{Kind: ControlBlock, Until: until}, nil
+		return false, controls.Applied{Kind: controls.Block, Until: until}, nil
 	case controlExempt:
 		if _, err := decode(false, 0); err != nil {
-			return false, AppliedControl{}, err
+			return false, controls.Applied{}, err
 		}
 		for _, g := range groups {
 			for _, ci := range g.indexes {
 				out[ci].Allowed, out[ci].RetryAfter = true, 0
 			}
 		}
-		return true, AppliedControl{Kind: ControlExempt, Until: until}, nil
+		return true, controls.Applied{Kind: controls.Exempt, Until: until}, nil
 	case controlScale:
 		ok, err := decode(spend, ctl.milli)
 		if err != nil {
-			return false, AppliedControl{}, err
+			return false, controls.Applied{}, err
 		}
 		for _, g := range groups {
 			for _, ci := range g.indexes {
@@ -168,13 +170,13 @@ func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, c
 				}
 			}
 		}
-		return ok, AppliedControl{Kind: ControlScale, Until: until, Factor: float64(ctl.milli) / 1000}, nil
+		return ok, controls.Applied{Kind: controls.Scale, Until: until, Factor: float64(ctl.milli) / 1000}, nil
 	}
 	ok, err := decode(spend, 0)
 	if err != nil {
-		return false, AppliedControl{}, err
+		return false, controls.Applied{}, err
 	}
-	return ok, AppliedControl{Malformed: ctl.kind == controlMalformed}, nil
+	return ok, controls.Applied{Malformed: ctl.kind == controlMalformed}, nil
 }
 
 // scaledLimit is l under a scale of milli thousandths (none for 0): its
@@ -204,15 +206,15 @@ func scaledLimit(l Limit, milli int64) Limit {
 // first (the one that ends last), then a scale (the smallest factor, then
 // the one that ends last), then an exemption (the one that ends last).
 // Malformed is set when any identity's record was.
-func strictestControl(a, b AppliedControl) AppliedControl {
+func strictestControl(a, b controls.Applied) controls.Applied {
 	malformed := a.Malformed || b.Malformed
-	rank := func(c AppliedControl) int {
+	rank := func(c controls.Applied) int {
 		switch c.Kind {
-		case ControlBlock:
+		case controls.Block:
 			return 3
-		case ControlScale:
+		case controls.Scale:
 			return 2
-		case ControlExempt:
+		case controls.Exempt:
 			return 1
 		}
 		return 0
@@ -221,7 +223,7 @@ func strictestControl(a, b AppliedControl) AppliedControl {
 	switch ra, rb := rank(a), rank(b); {
 	case rb > ra:
 		best = b
-	case rb == ra && b.Kind == ControlScale && b.Factor != a.Factor:
+	case rb == ra && b.Kind == controls.Scale && b.Factor != a.Factor:
 		if b.Factor < a.Factor {
 			best = b
 		}

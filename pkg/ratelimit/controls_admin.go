@@ -11,30 +11,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Bounds of the live controls Redis may hold at once.
 const (
-	// MaxControls bounds the identity controls in force: SetControl
+	// maxControls bounds the identity controls in force: SetControl
 	// refuses a new identity past it, so a flood of controls cannot grow
 	// the index, or a listing, without bound. (The hash every instance
-	// reads holds at most MaxWatchedControls of them by tag, and one
+	// reads holds at most maxWatchedControls of them by tag, and one
 	// overflow field for the rest.)
-	MaxControls = 10_000
-	// MaxNetworkControls bounds the network controls in force: every
-	// instance reads them all, and keeps at most this many.
-	MaxNetworkControls = 1_000
+	maxControls = 10_000
 )
-
-// ErrMalformedControl wraps the error for a control record that cannot be
-// read: not one the command or the operator function wrote. Decisions
-// ignore such a record; the admin calls report it.
-var ErrMalformedControl = errMalformedControl
-
-// ErrTooManyControls wraps a refusal to store a control past MaxControls or
-// MaxNetworkControls (with ErrInvalid), and a read of more network controls
-// than MaxNetworkControls (the list returned keeps the strictest).
-var ErrTooManyControls = errors.New("too many live controls")
 
 // The admin scripts: they touch the index and the network hash, never a
 // decision's keys, and are not preloaded (EVALSHA falls back to EVAL).
@@ -45,26 +34,6 @@ var (
 	controlWatchLiftScript  = mustLoadScript("control_watch_lift.lua")
 )
 
-// ControlEntry is one identity control as ListControls reads it.
-type ControlEntry struct {
-	// Tag is the identity's hash tag (its keyed hash, as in its keys):
-	// identities are never stored in clear, so the list cannot name them.
-	Tag string
-	// Control is the control; zero when Malformed.
-	Control Control
-	// Malformed is true when the record could not be read. Decisions
-	// ignore it; LiftControl of the identity removes it.
-	Malformed bool
-}
-
-// NetworkControl is a control on every address of a network.
-type NetworkControl struct {
-	// Prefix is the network, with no host bits set.
-	Prefix netip.Prefix
-	// Control is a block or an exemption.
-	Control Control
-}
-
 // SetControl stores c as identity's live control, replacing any control
 // the identity had (one per identity). c is validated at Redis's time
 // (TIME; Options.Now when set) and SetAt is set to that time. The record
@@ -73,32 +42,33 @@ type NetworkControl struct {
 // with nobody cleaning up. The identity's tag is first added to the index
 // ListControls reads, scored by the end; entries whose end has passed are
 // pruned then, and a new identity is refused with ErrInvalid and
-// ErrTooManyControls when MaxControls controls are already in force.
+// controls.ErrTooMany when 10,000 identity controls (maxControls) are
+// already in force.
 //
 // Redis expires the record on its own clock, whatever Options.Now says: a
 // stepped clock in the past sets records that are gone at once.
 //
 // The identity's tag and the control's end are then mirrored into the
 // network-controls hash (field "i:<tag>"), which every instance's control
-// watch reads at most once per ControlPropagation: a decision of a
+// watch reads at most once per controls.Propagation: a decision of a
 // Limiter with Options.Controls reads the control key only of identities
-// its watch lists. The hash holds at most MaxWatchedControls such fields:
-// when they are all live and the identity has none, the control's end
+// its watch lists. The hash holds at most 1,000 such fields
+// (maxWatchedControls): when they are all live and the identity has none, the control's end
 // extends the one overflow field instead (to the later of the two ends;
 // lifting never brings it earlier), and every instance that reads it
 // reads every identity's control key until that end, so no control is
 // missed and each read of the hash stays small. A new control therefore
 // applies from the first
 // decision after each instance's next read of the hash, at most
-// ControlPropagation (plus one read) after SetControl returns; a control
+// controls.Propagation (plus one read) after SetControl returns; a control
 // replaced on an identity already listed applies from the next decision.
-// A Gate's deny cache keeps a denial at most ControlPropagation longer.
+// A Gate's deny cache keeps a denial at most controls.Propagation longer.
 //
 // The index and the hash are written before the record, so that a control
 // in force is always listed and watched: a failure in between leaves an
 // entry without a record, which ListControls skips and decisions read as
 // no control.
-func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) error {
+func (l *Limiter) SetControl(ctx context.Context, identity string, c controls.Control) error {
 	if identity == "" {
 		return fmt.Errorf("set control: %w: no identity", ErrInvalid)
 	}
@@ -115,18 +85,18 @@ func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) er
 	tag := l.keys.identityTag(identity)
 	endMs := ceilMilli(c.Until)
 	vals, err := controlIndexSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
-		strconv.FormatInt(now.UnixMilli(), 10), tag, strconv.FormatInt(endMs, 10), strconv.Itoa(MaxControls)})
+		strconv.FormatInt(now.UnixMilli(), 10), tag, strconv.FormatInt(endMs, 10), strconv.Itoa(maxControls)})
 	if err != nil {
 		return fmt.Errorf("set control: index: %w: %w", ErrUnavailable, err)
 	}
 	if n, ok := firstInt(vals); !ok {
 		return fmt.Errorf("set control: %w: index script replied %v", ErrUnavailable, vals)
 	} else if n < 0 {
-		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxControls)
+		return fmt.Errorf("set control: %w: %w: %d identity controls are in force, the most allowed; lift some first", ErrInvalid, controls.ErrTooMany, maxControls)
 	}
 	vals, err = networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
 		strconv.FormatInt(now.UnixMicro(), 10), identityField(tag), strconv.FormatInt(c.Until.UnixMicro(), 10),
-		strconv.FormatInt(endMs, 10), strconv.Itoa(MaxWatchedControls), overflowField})
+		strconv.FormatInt(endMs, 10), strconv.Itoa(maxWatchedControls), overflowField})
 	if err != nil {
 		return fmt.Errorf("set control: watch: %w: %w", ErrUnavailable, err)
 	}
@@ -146,26 +116,26 @@ func (l *Limiter) SetControl(ctx context.Context, identity string, c Control) er
 // the identity had none (or its control had ended). A malformed record is
 // deleted too, and returned as the zero Control with true. Decisions stop
 // applying the control from their next script call on.
-func (l *Limiter) LiftControl(ctx context.Context, identity string) (Control, bool, error) {
+func (l *Limiter) LiftControl(ctx context.Context, identity string) (controls.Control, bool, error) {
 	if identity == "" {
-		return Control{}, false, fmt.Errorf("lift control: %w: no identity", ErrInvalid)
+		return controls.Control{}, false, fmt.Errorf("lift control: %w: no identity", ErrInvalid)
 	}
 	ctx, cancel := l.adminContext(ctx)
 	defer cancel()
 	tag := l.keys.identityTag(identity)
 	rec, err := l.client.GetDel(ctx, l.keys.controlKey(tag)).Result()
 	if errors.Is(err, redis.Nil) {
-		return Control{}, false, nil
+		return controls.Control{}, false, nil
 	}
 	if err != nil {
-		return Control{}, false, fmt.Errorf("lift control: %w: %w", ErrUnavailable, err)
+		return controls.Control{}, false, fmt.Errorf("lift control: %w: %w", ErrUnavailable, err)
 	}
 	c, perr := parseControlRecord(rec)
 	if perr != nil {
 		// A malformed record has no end to compare: its index and watch
 		// entries go when their ends pass, and the listing skips it
 		// meanwhile (decisions read its key: no record, no control).
-		return Control{}, true, nil
+		return controls.Control{}, true, nil
 	}
 	_, err = controlIndexLiftScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.controlIndexKey(),
 		tag, strconv.FormatInt(ceilMilli(c.Until), 10)})
@@ -182,28 +152,28 @@ func (l *Limiter) LiftControl(ctx context.Context, identity string) (Control, bo
 
 // GetControl returns identity's control in force, with false when it has
 // none. A record that cannot be read is an error wrapping
-// ErrMalformedControl (decisions ignore such a record).
-func (l *Limiter) GetControl(ctx context.Context, identity string) (Control, bool, error) {
+// controls.ErrMalformed (decisions ignore such a record).
+func (l *Limiter) GetControl(ctx context.Context, identity string) (controls.Control, bool, error) {
 	if identity == "" {
-		return Control{}, false, fmt.Errorf("get control: %w: no identity", ErrInvalid)
+		return controls.Control{}, false, fmt.Errorf("get control: %w: no identity", ErrInvalid)
 	}
 	ctx, cancel := l.adminContext(ctx)
 	defer cancel()
 	rec, err := l.client.Get(ctx, l.keys.controlKey(l.keys.identityTag(identity))).Result()
 	if errors.Is(err, redis.Nil) {
-		return Control{}, false, nil
+		return controls.Control{}, false, nil
 	}
 	if err != nil {
-		return Control{}, false, fmt.Errorf("get control: %w: %w", ErrUnavailable, err)
+		return controls.Control{}, false, fmt.Errorf("get control: %w: %w", ErrUnavailable, err)
 	}
 	c, err := parseControlRecord(rec)
 	if err != nil {
-		return Control{}, false, fmt.Errorf("get control: the identity's record is ignored by decisions: %w", err)
+		return controls.Control{}, false, fmt.Errorf("get control: the identity's record is ignored by decisions: %w", err)
 	}
 	if l.now != nil && !c.Until.After(l.now()) {
 		// Redis expires the record on its own clock; a stepped clock
 		// may have passed the end first.
-		return Control{}, false, nil
+		return controls.Control{}, false, nil
 	}
 	return c, true, nil
 }
@@ -214,7 +184,7 @@ func (l *Limiter) GetControl(ctx context.Context, identity string) (Control, boo
 // identities' slots). Index entries whose end has passed, or whose record
 // is gone (expired or lifted), are left out; a record that cannot be read
 // is listed as Malformed.
-func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
+func (l *Limiter) ListControls(ctx context.Context) ([]controls.Entry, error) {
 	ctx, cancel := l.adminContext(ctx)
 	defer cancel()
 	now, err := l.adminNow(ctx)
@@ -224,13 +194,13 @@ func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
 	tags, err := l.client.ZRangeArgs(ctx, redis.ZRangeArgs{
 		Key: l.keys.controlIndexKey(), ByScore: true,
 		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf",
-		Count: MaxControls,
+		Count: maxControls,
 	}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list controls: index: %w: %w", ErrUnavailable, err)
 	}
 	const batch = 500
-	entries := make([]ControlEntry, 0, len(tags))
+	entries := make([]controls.Entry, 0, len(tags))
 	for start := 0; start < len(tags); start += batch {
 		part := tags[start:min(start+batch, len(tags))]
 		cmds := make([]*redis.StringCmd, len(part))
@@ -253,13 +223,13 @@ func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
 			}
 			c, perr := parseControlRecord(rec)
 			if perr != nil {
-				entries = append(entries, ControlEntry{Tag: part[i], Malformed: true})
+				entries = append(entries, controls.Entry{Tag: part[i], Malformed: true})
 				continue
 			}
 			if !c.Until.After(now) {
 				continue
 			}
-			entries = append(entries, ControlEntry{Tag: part[i], Control: c})
+			entries = append(entries, controls.Entry{Tag: part[i], Control: c})
 		}
 	}
 	return entries, nil
@@ -273,16 +243,16 @@ func (l *Limiter) ListControls(ctx context.Context) ([]ControlEntry, error) {
 // several networks is refused, not guessed at. c is validated and SetAt set
 // as by SetControl. The record is a field of the one hash every instance
 // reads; fields whose control has ended are removed on each write, and a
-// new network is refused with ErrInvalid and ErrTooManyControls when
-// MaxNetworkControls are in force.
+// new network is refused with ErrInvalid and controls.ErrTooMany when
+// controls.MaxNetworks are in force.
 //
 // Instances see the change at their next read, at most
-// ControlPropagation later (NetworkControlCache).
-func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c Control) error {
+// controls.Propagation later (NetworkControlCache).
+func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c controls.Control) error {
 	if err := checkNetwork(network); err != nil {
 		return fmt.Errorf("set network control: %w", err)
 	}
-	if c.Kind != ControlBlock && c.Kind != ControlExempt {
+	if c.Kind != controls.Block && c.Kind != controls.Exempt {
 		return fmt.Errorf("set network control: %w: a network takes a block or an exemption, not a %s", ErrInvalid, c.Kind)
 	}
 	ctx, cancel := l.adminContext(ctx)
@@ -297,14 +267,14 @@ func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c
 	c.SetAt = now
 	vals, err := networkControlSetScript.run(ctx, l.client, []any{nil, nil, 1, l.keys.networkControlsKey(),
 		strconv.FormatInt(now.UnixMicro(), 10), network.String(), formatControlRecord(c),
-		strconv.FormatInt(ceilMilli(c.Until), 10), strconv.Itoa(MaxNetworkControls), overflowField})
+		strconv.FormatInt(ceilMilli(c.Until), 10), strconv.Itoa(controls.MaxNetworks), overflowField})
 	if err != nil {
 		return fmt.Errorf("set network control: %w: %w", ErrUnavailable, err)
 	}
 	if n, ok := firstInt(vals); !ok {
 		return fmt.Errorf("set network control: %w: script replied %v", ErrUnavailable, vals)
 	} else if n < 0 {
-		return fmt.Errorf("set network control: %w: %w: %d network controls are in force, the most allowed; lift some first", ErrInvalid, ErrTooManyControls, MaxNetworkControls)
+		return fmt.Errorf("set network control: %w: %w: %d network controls are in force, the most allowed; lift some first", ErrInvalid, controls.ErrTooMany, controls.MaxNetworks)
 	}
 	return nil
 }
@@ -312,15 +282,15 @@ func (l *Limiter) SetNetworkControl(ctx context.Context, network netip.Prefix, c
 // LiftNetworkControl deletes network's control and returns it, with false
 // when it had none in force (an ended one is deleted all the same). A
 // malformed record is deleted and returned as the zero Control with true.
-func (l *Limiter) LiftNetworkControl(ctx context.Context, network netip.Prefix) (Control, bool, error) {
+func (l *Limiter) LiftNetworkControl(ctx context.Context, network netip.Prefix) (controls.Control, bool, error) {
 	if err := checkNetwork(network); err != nil {
-		return Control{}, false, fmt.Errorf("lift network control: %w", err)
+		return controls.Control{}, false, fmt.Errorf("lift network control: %w", err)
 	}
 	ctx, cancel := l.adminContext(ctx)
 	defer cancel()
 	now, err := l.adminNow(ctx)
 	if err != nil {
-		return Control{}, false, fmt.Errorf("lift network control: %w", err)
+		return controls.Control{}, false, fmt.Errorf("lift network control: %w", err)
 	}
 	key, field := l.keys.networkControlsKey(), network.String()
 	var get *redis.StringCmd
@@ -330,17 +300,17 @@ func (l *Limiter) LiftNetworkControl(ctx context.Context, network netip.Prefix) 
 		return nil
 	})
 	if errors.Is(err, redis.Nil) {
-		return Control{}, false, nil
+		return controls.Control{}, false, nil
 	}
 	if err != nil {
-		return Control{}, false, fmt.Errorf("lift network control: %w: %w", ErrUnavailable, err)
+		return controls.Control{}, false, fmt.Errorf("lift network control: %w: %w", ErrUnavailable, err)
 	}
 	c, err := parseControlRecord(get.Val())
 	if err != nil {
-		return Control{}, true, nil
+		return controls.Control{}, true, nil
 	}
 	if !c.Until.After(now) {
-		return Control{}, false, nil
+		return controls.Control{}, false, nil
 	}
 	return c, true, nil
 }
@@ -349,11 +319,11 @@ func (l *Limiter) LiftNetworkControl(ctx context.Context, network netip.Prefix) 
 // Redis's time or Options.Now): blocks first, then exemptions, each by
 // network. Fields that cannot be read (a network or a record not written
 // by SetNetworkControl) are skipped; when there were any, the list comes
-// with an error wrapping ErrMalformedControl that counts them. More than
-// MaxNetworkControls in force keeps the blocks first, and says so with an
-// error wrapping ErrTooManyControls. A failure to read is ErrUnavailable,
+// with an error wrapping controls.ErrMalformed that counts them. More than
+// controls.MaxNetworks in force keeps the blocks first, and says so with an
+// error wrapping controls.ErrTooMany. A failure to read is ErrUnavailable,
 // with no list.
-func (l *Limiter) NetworkControls(ctx context.Context) ([]NetworkControl, error) {
+func (l *Limiter) NetworkControls(ctx context.Context) ([]controls.Network, error) {
 	ctx, cancel := l.adminContext(ctx)
 	defer cancel()
 	now, err := l.adminNow(ctx)
@@ -365,7 +335,7 @@ func (l *Limiter) NetworkControls(ctx context.Context) ([]NetworkControl, error)
 
 // readNetworkControls is NetworkControls at now, without a deadline of
 // its own.
-func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]NetworkControl, error) {
+func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]controls.Network, error) {
 	s, err := l.readControlsHash(ctx, now)
 	if s == nil {
 		return nil, err
@@ -377,7 +347,7 @@ func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]Net
 // controls in force, strictest first (blocks, then exemptions; then by
 // network, for a deterministic order), the identity controls it mirrors
 // (fields "i:<tag>", each holding the control's end in Unix µs: the tags
-// in force, with their ends, at most MaxWatchedControls+1 of them), how
+// in force, with their ends, at most maxWatchedControls+1 of them), how
 // many identity fields are in force, the end of the overflow field
 // ("i:*", Unix µs) when it is in force (0 otherwise), and how many fields
 // could not be read. An identity field whose end cannot be read is
@@ -385,8 +355,8 @@ func (l *Limiter) readNetworkControls(ctx context.Context, now time.Time) ([]Net
 // is read: the strictest reading); an overflow field whose end cannot be
 // read is counted as malformed and in force with no end (every control
 // key is read).
-func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkControl, map[string]int64, int, int64, int) {
-	list := make([]NetworkControl, 0, min(len(fields), MaxNetworkControls+1))
+func parseNetworkControls(fields map[string]string, now time.Time) ([]controls.Network, map[string]int64, int, int64, int) {
+	list := make([]controls.Network, 0, min(len(fields), controls.MaxNetworks+1))
 	var tags map[string]int64
 	identities, malformed := 0, 0
 	var overflowUntil int64
@@ -412,7 +382,7 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 			if tags == nil {
 				tags = make(map[string]int64)
 			}
-			if len(tags) <= MaxWatchedControls {
+			if len(tags) <= maxWatchedControls {
 				tags[tag] = end
 			}
 			continue
@@ -423,18 +393,18 @@ func parseNetworkControls(fields map[string]string, now time.Time) ([]NetworkCon
 			continue
 		}
 		c, err := parseControlRecord(rec)
-		if err != nil || (c.Kind != ControlBlock && c.Kind != ControlExempt) {
+		if err != nil || (c.Kind != controls.Block && c.Kind != controls.Exempt) {
 			malformed++
 			continue
 		}
 		if c.Until.After(now) {
-			list = append(list, NetworkControl{Prefix: p, Control: c})
+			list = append(list, controls.Network{Prefix: p, Control: c})
 		}
 	}
 	sort.Slice(list, func(i, j int) bool {
 		a, b := list[i], list[j]
 		if a.Control.Kind != b.Control.Kind {
-			return a.Control.Kind == ControlBlock
+			return a.Control.Kind == controls.Block
 		}
 		if a.Prefix.Addr() != b.Prefix.Addr() {
 			return a.Prefix.Addr().Less(b.Prefix.Addr())
@@ -459,7 +429,7 @@ func checkNetwork(p netip.Prefix) error {
 	return nil
 }
 
-// Tag is identity's hash tag, as its keys and ControlEntry carry it.
+// Tag is identity's hash tag, as its keys and controls.Entry carry it.
 func (l *Limiter) Tag(identity string) string { return l.keys.identityTag(identity) }
 
 // Time is the time the Limiter's admin calls and decisions work at:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // adminLimiter is a Limiter for the admin calls with its own key prefix.
@@ -38,7 +39,7 @@ func redisNow(t *testing.T, client redis.UniversalClient) time.Time {
 	return now
 }
 
-func sameControl(a, b Control) bool {
+func sameControl(a, b controls.Control) bool {
 	return a.Kind == b.Kind && a.Factor == b.Factor && a.Until.Equal(b.Until) && a.Reason == b.Reason && a.SetBy == b.SetBy && a.SetAt.Equal(b.SetAt)
 }
 
@@ -49,10 +50,10 @@ func TestControlsRoundTrip(t *testing.T) {
 			client := topo.NewClient(t)
 			l := adminLimiter(t, client, "ctlrt", nil)
 			now := redisNow(t, client)
-			block := Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "credential stuffing", SetBy: "ops@example"}
-			exempt := Control{Kind: ControlExempt, Until: now.Add(2 * time.Hour), Reason: "uptime monitor"}
-			scale := Control{Kind: ControlScale, Factor: 10, Until: now.Add(30 * time.Minute), Reason: "launch", SetBy: "arn:aws:iam::123456789012:user/ops"}
-			ids := map[string]Control{"key:alpha": block, "ip:203.0.113.7": exempt, "sub:launch": scale}
+			block := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "credential stuffing", SetBy: "ops@example"}
+			exempt := controls.Control{Kind: controls.Exempt, Until: now.Add(2 * time.Hour), Reason: "uptime monitor"}
+			scale := controls.Control{Kind: controls.Scale, Factor: 10, Until: now.Add(30 * time.Minute), Reason: "launch", SetBy: "arn:aws:iam::123456789012:user/ops"}
+			ids := map[string]controls.Control{"key:alpha": block, "ip:203.0.113.7": exempt, "sub:launch": scale}
 			for id, c := range ids {
 				if err := l.SetControl(ctx, id, c); err != nil {
 					t.Fatalf("set %s: %v", id, err)
@@ -102,11 +103,11 @@ func TestControlsRoundTrip(t *testing.T) {
 			}
 
 			// Replacing: one control per identity, the index moved.
-			shorter := Control{Kind: ControlScale, Factor: 0.1, Until: now.Add(10 * time.Minute), Reason: "suspect"}
+			shorter := controls.Control{Kind: controls.Scale, Factor: 0.1, Until: now.Add(10 * time.Minute), Reason: "suspect"}
 			if err := l.SetControl(ctx, "key:alpha", shorter); err != nil {
 				t.Fatal(err)
 			}
-			if got, _, _ := l.GetControl(ctx, "key:alpha"); got.Kind != ControlScale || got.Factor != 0.1 {
+			if got, _, _ := l.GetControl(ctx, "key:alpha"); got.Kind != controls.Scale || got.Factor != 0.1 {
 				t.Fatalf("replaced control = %+v", got)
 			}
 			if list, _ := l.ListControls(ctx); len(list) != 3 || list[0].Tag != l.keys.identityTag("key:alpha") {
@@ -114,7 +115,7 @@ func TestControlsRoundTrip(t *testing.T) {
 			}
 
 			lifted, ok, err := l.LiftControl(ctx, "key:alpha")
-			if err != nil || !ok || lifted.Kind != ControlScale || lifted.Reason != "suspect" {
+			if err != nil || !ok || lifted.Kind != controls.Scale || lifted.Reason != "suspect" {
 				t.Fatalf("lift = %+v, %v, %v", lifted, ok, err)
 			}
 			if _, ok, err := l.GetControl(ctx, "key:alpha"); ok || err != nil {
@@ -133,8 +134,8 @@ func TestControlsRoundTrip(t *testing.T) {
 			// Networks.
 			n24 := netip.MustParsePrefix("203.0.113.0/24")
 			n6 := netip.MustParsePrefix("2001:db8::/48")
-			nblock := Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "scraper", SetBy: "ops"}
-			nexempt := Control{Kind: ControlExempt, Until: now.Add(time.Hour), Reason: "office"}
+			nblock := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "scraper", SetBy: "ops"}
+			nexempt := controls.Control{Kind: controls.Exempt, Until: now.Add(time.Hour), Reason: "office"}
 			if err := l.SetNetworkControl(ctx, n6, nexempt); err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func TestControlsRoundTrip(t *testing.T) {
 			if err != nil || len(nets) != 2 {
 				t.Fatalf("network controls = %+v, %v", nets, err)
 			}
-			if nets[0].Prefix != n24 || nets[0].Control.Kind != ControlBlock || nets[0].Control.SetBy != "ops" || nets[1].Prefix != n6 || nets[1].Control.Kind != ControlExempt {
+			if nets[0].Prefix != n24 || nets[0].Control.Kind != controls.Block || nets[0].Control.SetBy != "ops" || nets[1].Prefix != n6 || nets[1].Control.Kind != controls.Exempt {
 				t.Fatalf("network controls = %+v, want the block first", nets)
 			}
 			if field, err := client.HGet(ctx, l.keys.networkControlsKey(), "203.0.113.0/24").Result(); err != nil || !strings.HasPrefix(field, "v1 b ") {
@@ -174,11 +175,11 @@ func TestControlsExpireOnRedisClock(t *testing.T) {
 			client := topo.NewClient(t)
 			l := adminLimiter(t, client, "ctlexp", nil)
 			end := redisNow(t, client).Add(400 * time.Millisecond)
-			if err := l.SetControl(ctx, "key:short", Control{Kind: ControlBlock, Until: end, Reason: "short"}); err != nil {
+			if err := l.SetControl(ctx, "key:short", controls.Control{Kind: controls.Block, Until: end, Reason: "short"}); err != nil {
 				t.Fatal(err)
 			}
 			n := netip.MustParsePrefix("198.51.100.0/24")
-			if err := l.SetNetworkControl(ctx, n, Control{Kind: ControlBlock, Until: end, Reason: "short"}); err != nil {
+			if err := l.SetNetworkControl(ctx, n, controls.Control{Kind: controls.Block, Until: end, Reason: "short"}); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok, _ := l.GetControl(ctx, "key:short"); !ok {
@@ -217,30 +218,32 @@ func TestControlsRefuseBadInput(t *testing.T) {
 	ctx := context.Background()
 	l := adminLimiter(t, client, "ctlbad", nil)
 	now := redisNow(t, client)
-	ok := Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "r"}
+	ok := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "r"}
 	for name, call := range map[string]func() error{
 		"no identity": func() error { return l.SetControl(ctx, "", ok) },
 		"ended": func() error {
-			return l.SetControl(ctx, "id", Control{Kind: ControlBlock, Until: now.Add(-time.Second), Reason: "r"})
+			return l.SetControl(ctx, "id", controls.Control{Kind: controls.Block, Until: now.Add(-time.Second), Reason: "r"})
 		},
 		"too long": func() error {
-			return l.SetControl(ctx, "id", Control{Kind: ControlBlock, Until: now.Add(MaxControlDuration + time.Hour), Reason: "r"})
+			return l.SetControl(ctx, "id", controls.Control{Kind: controls.Block, Until: now.Add(controls.MaxDuration + time.Hour), Reason: "r"})
 		},
-		"no reason":   func() error { return l.SetControl(ctx, "id", Control{Kind: ControlBlock, Until: now.Add(time.Hour)}) },
+		"no reason": func() error {
+			return l.SetControl(ctx, "id", controls.Control{Kind: controls.Block, Until: now.Add(time.Hour)})
+		},
 		"host bits":   func() error { return l.SetNetworkControl(ctx, netip.MustParsePrefix("203.0.113.7/24"), ok) },
 		"4in6":        func() error { return l.SetNetworkControl(ctx, netip.MustParsePrefix("::ffff:203.0.113.0/120"), ok) },
 		"zero prefix": func() error { return l.SetNetworkControl(ctx, netip.Prefix{}, ok) },
 		"scaled network": func() error {
-			return l.SetNetworkControl(ctx, netip.MustParsePrefix("10.0.0.0/8"), Control{Kind: ControlScale, Factor: 2, Until: ok.Until, Reason: "r"})
+			return l.SetNetworkControl(ctx, netip.MustParsePrefix("10.0.0.0/8"), controls.Control{Kind: controls.Scale, Factor: 2, Until: ok.Until, Reason: "r"})
 		},
 		"ended network": func() error {
-			return l.SetNetworkControl(ctx, netip.MustParsePrefix("10.0.0.0/8"), Control{Kind: ControlBlock, Until: now, Reason: "r"})
+			return l.SetNetworkControl(ctx, netip.MustParsePrefix("10.0.0.0/8"), controls.Control{Kind: controls.Block, Until: now, Reason: "r"})
 		},
 		"lift host bits":   func() error { _, _, err := l.LiftNetworkControl(ctx, netip.MustParsePrefix("10.0.0.1/8")); return err },
 		"lift no identity": func() error { _, _, err := l.LiftControl(ctx, ""); return err },
 		"get no identity":  func() error { _, _, err := l.GetControl(ctx, ""); return err },
 		"exempt with scale": func() error {
-			return l.SetControl(ctx, "id", Control{Kind: ControlExempt, Factor: 2, Until: ok.Until, Reason: "r"})
+			return l.SetControl(ctx, "id", controls.Control{Kind: controls.Exempt, Factor: 2, Until: ok.Until, Reason: "r"})
 		},
 	} {
 		if err := call(); !errors.Is(err, ErrInvalid) {
@@ -252,7 +255,7 @@ func TestControlsRefuseBadInput(t *testing.T) {
 	}
 }
 
-// TestControlsBounds: past MaxControls and MaxNetworkControls in force, a
+// TestControlsBounds: past maxControls and controls.MaxNetworks in force, a
 // new identity or network is refused; replacing one is not; ended entries
 // do not count.
 func TestControlsBounds(t *testing.T) {
@@ -262,19 +265,19 @@ func TestControlsBounds(t *testing.T) {
 			client := topo.NewClient(t)
 			l := adminLimiter(t, client, "ctlmax", nil)
 			now := redisNow(t, client)
-			c := Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "flood"}
+			c := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "flood"}
 			index := l.keys.controlIndexKey()
-			members := make([]redis.Z, 0, MaxControls)
+			members := make([]redis.Z, 0, maxControls)
 			members = append(members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: l.keys.identityTag("key:present")})
-			for i := 1; i < MaxControls; i++ {
+			for i := 1; i < maxControls; i++ {
 				members = append(members, redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: fmt.Sprintf("fake-%05d", i)})
 			}
 			if err := client.ZAdd(ctx, index, members...).Err(); err != nil {
 				t.Fatal(err)
 			}
 			err := l.SetControl(ctx, "key:new", c)
-			if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrTooManyControls) {
-				t.Fatalf("set past the bound: %v, want ErrInvalid and ErrTooManyControls", err)
+			if !errors.Is(err, ErrInvalid) || !errors.Is(err, controls.ErrTooMany) {
+				t.Fatalf("set past the bound: %v, want ErrInvalid and controls.ErrTooMany", err)
 			}
 			if _, ok, _ := l.GetControl(ctx, "key:new"); ok {
 				t.Fatal("a refused control was written")
@@ -289,27 +292,27 @@ func TestControlsBounds(t *testing.T) {
 			if err := l.SetControl(ctx, "key:new", c); err != nil {
 				t.Fatalf("set once an entry ended: %v", err)
 			}
-			if n, _ := client.ZCard(ctx, index).Result(); n != MaxControls {
-				t.Fatalf("index holds %d, want %d", n, MaxControls)
+			if n, _ := client.ZCard(ctx, index).Result(); n != maxControls {
+				t.Fatalf("index holds %d, want %d", n, maxControls)
 			}
 
 			hash := l.keys.networkControlsKey()
-			fields := make([]any, 0, 2*MaxNetworkControls)
-			for i := range MaxNetworkControls {
+			fields := make([]any, 0, 2*controls.MaxNetworks)
+			for i := range controls.MaxNetworks {
 				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
-				fields = append(fields, p.String(), formatControlRecord(Control{Kind: ControlExempt, Until: now.Add(time.Hour), Reason: "f", SetAt: now}))
+				fields = append(fields, p.String(), formatControlRecord(controls.Control{Kind: controls.Exempt, Until: now.Add(time.Hour), Reason: "f", SetAt: now}))
 			}
 			if err := client.HSet(ctx, hash, fields...).Err(); err != nil {
 				t.Fatal(err)
 			}
 			err = l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), c)
-			if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrTooManyControls) {
+			if !errors.Is(err, ErrInvalid) || !errors.Is(err, controls.ErrTooMany) {
 				t.Fatalf("network past the bound: %v", err)
 			}
 			if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("10.0.0.0/24"), c); err != nil {
 				t.Fatalf("replacing a network's control at the bound: %v", err)
 			}
-			ended := formatControlRecord(Control{Kind: ControlExempt, Until: now.Add(-time.Second), Reason: "f", SetAt: now.Add(-time.Hour)})
+			ended := formatControlRecord(controls.Control{Kind: controls.Exempt, Until: now.Add(-time.Second), Reason: "f", SetAt: now.Add(-time.Hour)})
 			if err := client.HSet(ctx, hash, "10.0.1.0/24", ended).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -318,8 +321,8 @@ func TestControlsBounds(t *testing.T) {
 			}
 			// The identity controls' mirrors do not count against the
 			// networks' bound: 1,000 networks and 2 identities.
-			if n, _ := client.HLen(ctx, hash).Result(); n != MaxNetworkControls+2 {
-				t.Fatalf("hash holds %d fields, want %d (the ended one pruned, and the 2 identities)", n, MaxNetworkControls+2)
+			if n, _ := client.HLen(ctx, hash).Result(); n != controls.MaxNetworks+2 {
+				t.Fatalf("hash holds %d fields, want %d (the ended one pruned, and the 2 identities)", n, controls.MaxNetworks+2)
 			}
 			for _, id := range []string{"key:present", "key:new"} {
 				got, err := client.HGet(ctx, hash, identityField(l.keys.identityTag(id))).Result()
@@ -328,12 +331,12 @@ func TestControlsBounds(t *testing.T) {
 				}
 			}
 			nets, err := l.NetworkControls(ctx)
-			if err != nil || len(nets) != MaxNetworkControls || nets[0].Control.Kind != ControlBlock || nets[1].Control.Kind != ControlBlock || nets[2].Control.Kind != ControlExempt {
-				t.Fatalf("network controls: %d, %v; want %d, the two blocks first", len(nets), err, MaxNetworkControls)
+			if err != nil || len(nets) != controls.MaxNetworks || nets[0].Control.Kind != controls.Block || nets[1].Control.Kind != controls.Block || nets[2].Control.Kind != controls.Exempt {
+				t.Fatalf("network controls: %d, %v; want %d, the two blocks first", len(nets), err, controls.MaxNetworks)
 			}
 
 			// The hash bounds the identity fields on its own too, pruning
-			// the ended ones: a hash already past MaxWatchedControls (as
+			// the ended ones: a hash already past maxWatchedControls (as
 			// written before the overflow field) takes a new identity's
 			// end in the overflow field, not in a field of its own, and
 			// grows by that one field at most.
@@ -342,8 +345,8 @@ func TestControlsBounds(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ids := make([]any, 0, 2*MaxControls)
-			for i := range MaxControls {
+			ids := make([]any, 0, 2*maxControls)
+			for i := range maxControls {
 				ids = append(ids, fmt.Sprintf("i:fake-%05d", i), strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10))
 			}
 			if err := client.HSet(ctx, hash, ids...).Err(); err != nil {
@@ -367,8 +370,8 @@ func TestControlsBounds(t *testing.T) {
 			if err := l.SetControl(ctx, "key:fourth", c); err != nil {
 				t.Fatalf("identity once a watched one ended: %v", err)
 			}
-			if n, _ := client.HLen(ctx, hash).Result(); n != MaxControls {
-				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned, the overflow field added)", n, MaxControls)
+			if n, _ := client.HLen(ctx, hash).Result(); n != maxControls {
+				t.Fatalf("hash holds %d identity fields, want %d (the ended one pruned, the overflow field added)", n, maxControls)
 			}
 		})
 	}
@@ -388,12 +391,12 @@ func TestMalformedControlRecords(t *testing.T) {
 			if err := client.ZAdd(ctx, l.keys.controlIndexKey(), redis.Z{Score: float64(now.Add(time.Hour).UnixMilli()), Member: tag}).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.SetControl(ctx, "key:fine", Control{Kind: ControlExempt, Until: now.Add(time.Hour), Reason: "r"}); err != nil {
+			if err := l.SetControl(ctx, "key:fine", controls.Control{Kind: controls.Exempt, Until: now.Add(time.Hour), Reason: "r"}); err != nil {
 				t.Fatal(err)
 			}
 			_, ok, err := l.GetControl(ctx, "key:garbled")
-			if ok || !errors.Is(err, ErrMalformedControl) || !strings.Contains(err.Error(), "ignored") {
-				t.Fatalf("get of a malformed record: %v, %v; want an error wrapping ErrMalformedControl", ok, err)
+			if ok || !errors.Is(err, controls.ErrMalformed) || !strings.Contains(err.Error(), "ignored") {
+				t.Fatalf("get of a malformed record: %v, %v; want an error wrapping controls.ErrMalformed", ok, err)
 			}
 			list, err := l.ListControls(ctx)
 			if err != nil || len(list) != 2 {
@@ -403,7 +406,7 @@ func TestMalformedControlRecords(t *testing.T) {
 			for _, e := range list {
 				if e.Malformed {
 					malformed++
-					if e.Tag != tag || e.Control != (Control{}) {
+					if e.Tag != tag || e.Control != (controls.Control{}) {
 						t.Errorf("malformed entry = %+v", e)
 					}
 				}
@@ -419,8 +422,8 @@ func TestMalformedControlRecords(t *testing.T) {
 			}
 
 			hash := l.keys.networkControlsKey()
-			good := formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "r", SetAt: now})
-			scale := formatControlRecord(Control{Kind: ControlScale, Factor: 2, Until: now.Add(time.Hour), Reason: "r", SetAt: now})
+			good := formatControlRecord(controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "r", SetAt: now})
+			scale := formatControlRecord(controls.Control{Kind: controls.Scale, Factor: 2, Until: now.Add(time.Hour), Reason: "r", SetAt: now})
 			if err := client.HSet(ctx, hash,
 				"192.0.2.0/24", good,
 				"198.51.100.0/24", "v1 b",
@@ -436,14 +439,14 @@ func TestMalformedControlRecords(t *testing.T) {
 			if len(nets) != 1 || nets[0].Prefix != netip.MustParsePrefix("192.0.2.0/24") {
 				t.Fatalf("network controls = %+v, want the one readable", nets)
 			}
-			if !errors.Is(err, ErrMalformedControl) || !strings.Contains(err.Error(), "6 field(s)") {
+			if !errors.Is(err, controls.ErrMalformed) || !strings.Contains(err.Error(), "6 field(s)") {
 				t.Fatalf("network controls error = %v, want 6 malformed fields counted", err)
 			}
 			// A write with malformed fields present still works.
-			if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), Control{Kind: ControlExempt, Until: now.Add(time.Hour), Reason: "r"}); err != nil {
+			if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), controls.Control{Kind: controls.Exempt, Until: now.Add(time.Hour), Reason: "r"}); err != nil {
 				t.Fatal(err)
 			}
-			if got, ok, err := l.LiftNetworkControl(ctx, netip.MustParsePrefix("198.51.100.0/24")); !ok || err != nil || got != (Control{}) {
+			if got, ok, err := l.LiftNetworkControl(ctx, netip.MustParsePrefix("198.51.100.0/24")); !ok || err != nil || got != (controls.Control{}) {
 				t.Fatalf("lift of a malformed network record: %+v, %v, %v", got, ok, err)
 			}
 		})
@@ -483,26 +486,26 @@ func TestNetworkControlCacheStaleness(t *testing.T) {
 				t.Fatalf("first get = %+v, %v", nets, err)
 			}
 			n := netip.MustParsePrefix("203.0.113.0/24")
-			if err := l.SetNetworkControl(ctx, n, Control{Kind: ControlBlock, Until: clock.Now().Add(time.Hour), Reason: "abuse"}); err != nil {
+			if err := l.SetNetworkControl(ctx, n, controls.Control{Kind: controls.Block, Until: clock.Now().Add(time.Hour), Reason: "abuse"}); err != nil {
 				t.Fatal(err)
 			}
-			clock.Advance(ControlPropagation - time.Millisecond)
+			clock.Advance(controls.Propagation - time.Millisecond)
 			if nets, _ := cache.Get(ctx); len(nets) != 0 {
 				t.Fatalf("within the interval: %+v, want the cached empty list", nets)
 			}
 			clock.Advance(time.Millisecond)
 			nets, err := cache.Get(ctx)
-			if err != nil || len(nets) != 1 || nets[0].Prefix != n || nets[0].Control.Kind != ControlBlock {
+			if err != nil || len(nets) != 1 || nets[0].Prefix != n || nets[0].Control.Kind != controls.Block {
 				t.Fatalf("at the interval: %+v, %v; want the block", nets, err)
 			}
 			if got := hook.reads.Load(); got != 2 {
 				t.Fatalf("%d reads, want 2 (one per interval)", got)
 			}
 			// An end applies at every Get, without a read.
-			if err := l.SetNetworkControl(ctx, n, Control{Kind: ControlBlock, Until: clock.Now().Add(ControlPropagation + 500*time.Millisecond), Reason: "abuse"}); err != nil {
+			if err := l.SetNetworkControl(ctx, n, controls.Control{Kind: controls.Block, Until: clock.Now().Add(controls.Propagation + 500*time.Millisecond), Reason: "abuse"}); err != nil {
 				t.Fatal(err)
 			}
-			clock.Advance(ControlPropagation)
+			clock.Advance(controls.Propagation)
 			held, _ := cache.Get(ctx)
 			if len(held) != 1 || !held[0].Control.Until.Equal(clock.Now().Add(500*time.Millisecond)) {
 				t.Fatalf("after the new read: %+v", held)
@@ -519,11 +522,11 @@ func TestNetworkControlCacheStaleness(t *testing.T) {
 			}
 			// A failed read keeps the last good list, says so once, and
 			// waits an interval before the next.
-			if err := l.SetNetworkControl(ctx, n, Control{Kind: ControlExempt, Until: clock.Now().Add(time.Hour), Reason: "office"}); err != nil {
+			if err := l.SetNetworkControl(ctx, n, controls.Control{Kind: controls.Exempt, Until: clock.Now().Add(time.Hour), Reason: "office"}); err != nil {
 				t.Fatal(err)
 			}
-			clock.Advance(ControlPropagation)
-			if nets, _ := cache.Get(ctx); len(nets) != 1 || nets[0].Control.Kind != ControlExempt {
+			clock.Advance(controls.Propagation)
+			if nets, _ := cache.Get(ctx); len(nets) != 1 || nets[0].Control.Kind != controls.Exempt {
 				t.Fatalf("before the outage: %+v", nets)
 			}
 			broken := topo.NewClient(t)
@@ -533,9 +536,9 @@ func TestNetworkControlCacheStaleness(t *testing.T) {
 				t.Fatalf("a second cache: %+v, %v", nets, err)
 			}
 			_ = broken.Close()
-			clock.Advance(ControlPropagation)
+			clock.Advance(controls.Propagation)
 			nets, err = brokenCache.Get(ctx)
-			if !errors.Is(err, ErrUnavailable) || len(nets) != 1 || nets[0].Control.Kind != ControlExempt {
+			if !errors.Is(err, ErrUnavailable) || len(nets) != 1 || nets[0].Control.Kind != controls.Exempt {
 				t.Fatalf("failed read: %+v, %v; want the last list and ErrUnavailable", nets, err)
 			}
 			if nets, err := brokenCache.Get(ctx); err != nil || len(nets) != 1 {
@@ -546,35 +549,35 @@ func TestNetworkControlCacheStaleness(t *testing.T) {
 }
 
 // TestNetworkControlCacheKeepsBlocksPastTheBound: more fields than
-// MaxNetworkControls keep every block and say so.
+// controls.MaxNetworks keep every block and say so.
 func TestNetworkControlCacheKeepsBlocksPastTheBound(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
 	now := redisNow(t, client)
 	l := adminLimiter(t, client, "ctlcachemax", nil)
-	fields := make([]any, 0, 2*(MaxNetworkControls+1))
-	for i := range MaxNetworkControls + 1 {
-		kind := ControlExempt
+	fields := make([]any, 0, 2*(controls.MaxNetworks+1))
+	for i := range controls.MaxNetworks + 1 {
+		kind := controls.Exempt
 		if i%3 == 0 {
-			kind = ControlBlock
+			kind = controls.Block
 		}
 		p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
-		fields = append(fields, p.String(), formatControlRecord(Control{Kind: kind, Until: now.Add(time.Hour), Reason: "f", SetAt: now}))
+		fields = append(fields, p.String(), formatControlRecord(controls.Control{Kind: kind, Until: now.Add(time.Hour), Reason: "f", SetAt: now}))
 	}
 	if err := client.HSet(ctx, l.keys.networkControlsKey(), fields...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	nets, err := NewNetworkControlCache(l, 0).Get(ctx)
-	if !errors.Is(err, ErrTooManyControls) || len(nets) != MaxNetworkControls {
-		t.Fatalf("%d controls, %v; want %d and ErrTooManyControls", len(nets), err, MaxNetworkControls)
+	if !errors.Is(err, controls.ErrTooMany) || len(nets) != controls.MaxNetworks {
+		t.Fatalf("%d controls, %v; want %d and controls.ErrTooMany", len(nets), err, controls.MaxNetworks)
 	}
 	blocks := 0
 	for _, nc := range nets {
-		if nc.Control.Kind == ControlBlock {
+		if nc.Control.Kind == controls.Block {
 			blocks++
 		}
 	}
-	if want := (MaxNetworkControls + 3) / 3; blocks != want {
+	if want := (controls.MaxNetworks + 3) / 3; blocks != want {
 		t.Fatalf("%d blocks kept, want all %d", blocks, want)
 	}
 }
@@ -588,7 +591,7 @@ func TestNetworkControlCacheReadsOnceForConcurrentGets(t *testing.T) {
 	ctx := context.Background()
 	clock := testkit.NewClock(redisNow(t, client))
 	l := adminLimiter(t, client, "ctlcacheconc", clock.Now)
-	if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), Control{Kind: ControlBlock, Until: clock.Now().Add(time.Hour), Reason: "r"}); err != nil {
+	if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"), controls.Control{Kind: controls.Block, Until: clock.Now().Add(time.Hour), Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	cache := NewNetworkControlCache(l, time.Second)
@@ -631,7 +634,7 @@ func BenchmarkNetworkControlCacheGet(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range []int{1, MaxNetworkControls} {
+	for _, n := range []int{1, controls.MaxNetworks} {
 		b.Run(fmt.Sprintf("controls=%d", n), func(b *testing.B) {
 			l, err := NewLimiter(client, Options{KeyPrefix: fmt.Sprintf("bench%d", n), Timeout: 5 * time.Second})
 			if err != nil {
@@ -640,7 +643,7 @@ func BenchmarkNetworkControlCacheGet(b *testing.B) {
 			fields := make([]any, 0, 2*n)
 			for i := range n {
 				p := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 0}), 24)
-				fields = append(fields, p.String(), formatControlRecord(Control{Kind: ControlBlock, Until: now.Add(time.Hour), Reason: "bench", SetAt: now}))
+				fields = append(fields, p.String(), formatControlRecord(controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "bench", SetAt: now}))
 			}
 			if err := client.HSet(ctx, l.keys.networkControlsKey(), fields...).Err(); err != nil {
 				b.Fatal(err)

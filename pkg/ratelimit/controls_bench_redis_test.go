@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // BenchmarkDecisionControls measures one decision (one EVALSHA round trip
@@ -43,9 +44,9 @@ func BenchmarkDecisionControls(b *testing.B) {
 		{"on/others", "", others},
 		{"on/watched-no-record", "", ids},
 		{"on/malformed", "v1 q 1 0 {}", ids},
-		{"on/block", formatControlRecord(Control{Kind: ControlBlock, Until: until, Reason: "bench"}), ids},
-		{"on/exempt", formatControlRecord(Control{Kind: ControlExempt, Until: until, Reason: "bench"}), ids},
-		{"on/scale-x2", formatControlRecord(Control{Kind: ControlScale, Factor: 2, Until: until, Reason: "bench"}), ids},
+		{"on/block", formatControlRecord(controls.Control{Kind: controls.Block, Until: until, Reason: "bench"}), ids},
+		{"on/exempt", formatControlRecord(controls.Control{Kind: controls.Exempt, Until: until, Reason: "bench"}), ids},
+		{"on/scale-x2", formatControlRecord(controls.Control{Kind: controls.Scale, Factor: 2, Until: until, Reason: "bench"}), ids},
 	}
 	for _, alg := range []Algorithm{SlidingWindow, TokenBucket} {
 		// A limit no run can exhaust, even halved: every decision is a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // controlsT0 is the stepped clock's start in these tests.
@@ -53,7 +54,7 @@ func loadedLimiter(t testing.TB, client redis.UniversalClient, opts Options) *Li
 // set stores a control for identity as the admin API does: the record,
 // kept by Redis for ttl (real time; the decision reads its end on the
 // stepped clock).
-func (f *controlFixture) set(t *testing.T, identity string, c Control, ttl time.Duration) {
+func (f *controlFixture) set(t *testing.T, identity string, c controls.Control, ttl time.Duration) {
 	t.Helper()
 	f.setRaw(t, identity, formatControlRecord(c), ttl)
 }
@@ -69,7 +70,7 @@ func (f *controlFixture) setRaw(t *testing.T, identity, record string, ttl time.
 
 // watchIdentity lists identity in l's network-controls hash, with no end,
 // as SetControl does, and makes l's watch read the hash at its next
-// decision, as it would ControlPropagation later.
+// decision, as it would controls.Propagation later.
 func watchIdentity(t testing.TB, client redis.UniversalClient, l *Limiter, identity string) {
 	t.Helper()
 	field := identityField(l.keys.identityTag(identity))
@@ -113,8 +114,8 @@ func burstOf(a Algorithm, count int64) int64 {
 	return count
 }
 
-func block(until time.Time) Control {
-	return Control{Kind: ControlBlock, Until: until, Reason: "abuse", SetBy: "ops", SetAt: controlsT0}
+func block(until time.Time) controls.Control {
+	return controls.Control{Kind: controls.Block, Until: until, Reason: "abuse", SetBy: "ops", SetAt: controlsT0}
 }
 
 // TestLiveControls pins down every control's answer on a single node and a
@@ -145,7 +146,7 @@ func testControlBlock(t *testing.T, client redis.UniversalClient) {
 			f := newControlFixture(t, client, "ctl-block")
 			id := "blocked-" + string(alg)
 			check := Check{Identity: id, Limit: Limit{Name: "user", Count: 5, Window: time.Minute, Algorithm: alg}}
-			if res := f.decide(t, check); !res.Allowed || res.Control.Kind != ControlNone {
+			if res := f.decide(t, check); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("before the block: %+v", res)
 			}
 			before := f.state(t, check)
@@ -159,11 +160,11 @@ func testControlBlock(t *testing.T, client redis.UniversalClient) {
 				if res.Allowed || d.Allowed || d.Remaining != 0 || d.RetryAfter != wait || d.ResetAfter != wait || d.Limit != check.Limit {
 					t.Fatalf("blocked: %+v, want denied, 0 remaining, retry and reset after %v", res, wait)
 				}
-				if res.Control.Kind != ControlBlock || !res.Control.Until.Equal(until) || res.Control.Malformed {
-					t.Fatalf("blocked: Control = %+v", res.Control)
+				if res.Control.Kind != controls.Block || !res.Control.Until.Equal(until) || res.Control.Malformed {
+					t.Fatalf("blocked: controls.Control = %+v", res.Control)
 				}
 				peek, err := f.limiter.Peek(f.ctx, 1, check)
-				if err != nil || peek.Allowed || peek.Control.Kind != ControlBlock {
+				if err != nil || peek.Allowed || peek.Control.Kind != controls.Block {
 					t.Fatalf("Peek while blocked: %+v, %v", peek, err)
 				}
 			}
@@ -178,7 +179,7 @@ func testControlBlock(t *testing.T, client redis.UniversalClient) {
 				t.Fatalf("1µs before the end: %+v", res)
 			}
 			f.clock.Set(until)
-			if res := f.decide(t, check); !res.Allowed || res.Control.Kind != ControlNone {
+			if res := f.decide(t, check); !res.Allowed || res.Control.Kind != controls.None {
 				t.Fatalf("at the end: %+v, want admitted with no control", res)
 			}
 		})
@@ -194,11 +195,11 @@ func testControlExempt(t *testing.T, client redis.UniversalClient) {
 			f.decide(t, check)
 			before := f.state(t, check)
 			until := controlsT0.Add(time.Hour)
-			f.set(t, id, Control{Kind: ControlExempt, Until: until, Reason: "monitor"}, time.Hour)
+			f.set(t, id, controls.Control{Kind: controls.Exempt, Until: until, Reason: "monitor"}, time.Hour)
 			for range 20 {
 				res := f.decide(t, check)
 				d := res.Decisions[0]
-				if !res.Allowed || !d.Allowed || d.RetryAfter != 0 || res.Control.Kind != ControlExempt || !res.Control.Until.Equal(until) {
+				if !res.Allowed || !d.Allowed || d.RetryAfter != 0 || res.Control.Kind != controls.Exempt || !res.Control.Until.Equal(until) {
 					t.Fatalf("exempt: %+v", res)
 				}
 				if d.Remaining != before[0].Remaining || d.ResetAfter != before[0].ResetAfter {
@@ -236,8 +237,8 @@ func admitBurst(t *testing.T, f *controlFixture, checks ...Check) (int64, Result
 	return 0, Result{}
 }
 
-func scale(factor float64) Control {
-	return Control{Kind: ControlScale, Factor: factor, Until: controlsT0.Add(time.Hour), Reason: "launch"}
+func scale(factor float64) controls.Control {
+	return controls.Control{Kind: controls.Scale, Factor: factor, Until: controlsT0.Add(time.Hour), Reason: "launch"}
 }
 
 func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
@@ -260,7 +261,7 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 				left = 1
 			}
 			peek, err := f.limiter.Peek(f.ctx, 1, check)
-			if err != nil || !peek.Allowed || peek.Control.Kind != ControlScale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
+			if err != nil || !peek.Allowed || peek.Control.Kind != controls.Scale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
 				t.Fatalf("Peek under x10: %+v, %v", peek, err)
 			}
 			if after := dump(); after != before {
@@ -275,7 +276,7 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 				t.Fatalf("x10 admitted %d at one instant, want %d", n, want)
 			}
 			d := denial.Decisions[0]
-			if d.Limit.Count != 30 || denial.Control.Kind != ControlScale || denial.Control.Factor != 10 {
+			if d.Limit.Count != 30 || denial.Control.Kind != controls.Scale || denial.Control.Factor != 10 {
 				t.Fatalf("scaled denial: limit %v, control %+v", d.Limit, denial.Control)
 			}
 			if alg == LeakyBucket {
@@ -295,7 +296,7 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 			// configured limit admits it again, to the microsecond.
 			f.lift(t, id)
 			res := f.decide(t, check)
-			if res.Allowed || res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 3 {
+			if res.Allowed || res.Control.Kind != controls.None || res.Decisions[0].Limit.Count != 3 {
 				t.Fatalf("after lifting x10: %+v, want a denial by the configured limit", res)
 			}
 			wait := res.RetryAfter()
@@ -382,7 +383,7 @@ func testControlMixed(t *testing.T, client redis.UniversalClient) {
 		cs := checks("mixed-block")
 		f.set(t, "mixed-block", block(controlsT0.Add(time.Minute)), time.Hour)
 		res := f.decide(t, cs...)
-		if res.Allowed || res.Control.Kind != ControlBlock {
+		if res.Allowed || res.Control.Kind != controls.Block {
 			t.Fatalf("%+v", res)
 		}
 		for _, d := range res.Decisions {
@@ -398,9 +399,9 @@ func testControlMixed(t *testing.T, client redis.UniversalClient) {
 	})
 	t.Run("exempt", func(t *testing.T) {
 		cs := checks("mixed-exempt")
-		f.set(t, "mixed-exempt", Control{Kind: ControlExempt, Until: controlsT0.Add(time.Minute), Reason: "partner"}, time.Hour)
+		f.set(t, "mixed-exempt", controls.Control{Kind: controls.Exempt, Until: controlsT0.Add(time.Minute), Reason: "partner"}, time.Hour)
 		for range 5 {
-			if res := f.decide(t, cs...); !res.Allowed || res.Control.Kind != ControlExempt {
+			if res := f.decide(t, cs...); !res.Allowed || res.Control.Kind != controls.Exempt {
 				t.Fatalf("%+v", res)
 			}
 		}
@@ -439,15 +440,15 @@ func testControlSeveralIdentities(t *testing.T, client redis.UniversalClient) {
 	}
 	f.set(t, "blocked-ip", block(controlsT0.Add(time.Minute)), time.Hour)
 	res := f.decide(t, ip("blocked-ip"), key("key-a"))
-	if res.Allowed || res.Control.Kind != ControlBlock || res.Decisions[0].Allowed || !res.Decisions[1].Allowed {
+	if res.Allowed || res.Control.Kind != controls.Block || res.Decisions[0].Allowed || !res.Decisions[1].Allowed {
 		t.Fatalf("a blocked IP with a key: %+v", res)
 	}
 	if d := f.state(t, key("key-a"))[0]; d.Remaining != 5 {
 		t.Fatalf("a request denied by a block spent on the key: %+v", d)
 	}
-	f.set(t, "exempt-ip", Control{Kind: ControlExempt, Until: controlsT0.Add(time.Minute), Reason: "monitor"}, time.Hour)
+	f.set(t, "exempt-ip", controls.Control{Kind: controls.Exempt, Until: controlsT0.Add(time.Minute), Reason: "monitor"}, time.Hour)
 	for range 3 {
-		if res := f.decide(t, ip("exempt-ip"), key("key-b")); !res.Allowed || res.Control.Kind != ControlExempt {
+		if res := f.decide(t, ip("exempt-ip"), key("key-b")); !res.Allowed || res.Control.Kind != controls.Exempt {
 			t.Fatalf("an exempt IP with a key: %+v", res)
 		}
 	}
@@ -457,7 +458,7 @@ func testControlSeveralIdentities(t *testing.T, client redis.UniversalClient) {
 	// The key's own control applies to the key's check only; a block
 	// outranks an exemption in Result.Control.
 	f.set(t, "key-b", block(controlsT0.Add(time.Minute)), time.Hour)
-	if res := f.decide(t, ip("exempt-ip"), key("key-b")); res.Allowed || res.Control.Kind != ControlBlock {
+	if res := f.decide(t, ip("exempt-ip"), key("key-b")); res.Allowed || res.Control.Kind != controls.Block {
 		t.Fatalf("exempt IP with a blocked key: %+v", res)
 	}
 }
@@ -500,7 +501,7 @@ func testControlMalformed(t *testing.T, client redis.UniversalClient) {
 				for range 7 {
 					rb := f.decide(t, Check{Identity: bad, Limit: Limit{Name: "u", Count: 4, Window: time.Minute, Algorithm: alg}})
 					rc := f.decide(t, Check{Identity: clean, Limit: Limit{Name: "u", Count: 4, Window: time.Minute, Algorithm: alg}})
-					if !rb.Control.Malformed || rb.Control.Kind != ControlNone || rc.Control != (AppliedControl{}) {
+					if !rb.Control.Malformed || rb.Control.Kind != controls.None || rc.Control != (controls.Applied{}) {
 						t.Fatalf("record %q: controls %+v and %+v", rec, rb.Control, rc.Control)
 					}
 					if rb.Allowed != rc.Allowed || fmt.Sprint(rb.Decisions) != fmt.Sprint(rc.Decisions) {
@@ -514,7 +515,7 @@ func testControlMalformed(t *testing.T, client redis.UniversalClient) {
 	// A record whose end has passed is silently ignored.
 	f := newControlFixture(t, client, "ctl-ended")
 	f.set(t, "ended", block(controlsT0), time.Hour)
-	if res := f.decide(t, Check{Identity: "ended", Limit: Limit{Name: "u", Count: 1, Window: time.Minute}}); !res.Allowed || res.Control != (AppliedControl{}) {
+	if res := f.decide(t, Check{Identity: "ended", Limit: Limit{Name: "u", Count: 1, Window: time.Minute}}); !res.Allowed || res.Control != (controls.Applied{}) {
 		t.Fatalf("ended block: %+v", res)
 	}
 }
@@ -549,7 +550,7 @@ func testControlsOff(t *testing.T, client redis.UniversalClient) {
 	f.set(t, "off", block(controlsT0.Add(time.Hour)), time.Hour)
 	for i, want := range []bool{true, true, false} {
 		res, err := f.plain.Decide(f.ctx, 1, check)
-		if err != nil || res.Allowed != want || res.Control != (AppliedControl{}) {
+		if err != nil || res.Allowed != want || res.Control != (controls.Applied{}) {
 			t.Fatalf("request %d without Controls: %+v, %v; want allowed=%v and no control", i, res, err, want)
 		}
 	}
@@ -637,7 +638,7 @@ func testControlRealExpiry(t *testing.T, client redis.UniversalClient) {
 	}
 	watchIdentity(t, client, l, "ttl")
 	res, err := l.Decide(ctx, 1, check)
-	if err != nil || res.Allowed || res.Control.Kind != ControlBlock {
+	if err != nil || res.Allowed || res.Control.Kind != controls.Block {
 		t.Fatalf("blocked: %+v, %v", res, err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -665,16 +666,16 @@ func testControlRealExpiry(t *testing.T, client redis.UniversalClient) {
 }
 
 // TestDenyCacheHoldsNoDenialPastControlPropagation: with controls read, a
-// lifted block reaches a warm Gate within ControlPropagation on its clock.
+// lifted block reaches a warm Gate within controls.Propagation on its clock.
 func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
-	for _, controls := range []bool{true, false} {
-		t.Run(fmt.Sprint("controls=", controls), func(t *testing.T) {
-			f := newControlFixture(t, client, fmt.Sprint("ctl-deny-", controls))
+	for _, withControls := range []bool{true, false} {
+		t.Run(fmt.Sprint("controls=", withControls), func(t *testing.T) {
+			f := newControlFixture(t, client, fmt.Sprint("ctl-deny-", withControls))
 			gate := NewGate(f.limiter, GateOptions{})
 			hold := time.Minute // the whole wait of the limit's denial
-			if controls {
-				hold = ControlPropagation
+			if withControls {
+				hold = controls.Propagation
 			} else {
 				gate = NewGate(f.plain, GateOptions{})
 			}
@@ -704,18 +705,18 @@ func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 		gate := NewGate(f.limiter, GateOptions{})
 		check := Check{Identity: "lifted", Limit: Limit{Name: "u", Count: 10, Window: time.Minute}}
 		f.set(t, "lifted", block(controlsT0.Add(time.Hour)), time.Hour)
-		if res, _ := gate.Decide(f.ctx, 1, FailOpen, check); res.Allowed || res.Control.Kind != ControlBlock {
+		if res, _ := gate.Decide(f.ctx, 1, FailOpen, check); res.Allowed || res.Control.Kind != controls.Block {
 			t.Fatalf("blocked: %+v", res)
 		}
 		f.lift(t, "lifted")
-		f.clock.Advance(ControlPropagation - time.Microsecond)
+		f.clock.Advance(controls.Propagation - time.Microsecond)
 		res, _ := gate.Decide(f.ctx, 1, FailOpen, check)
-		if res.Allowed || res.Control.Kind != ControlBlock || res.RetryAfter() != time.Hour-ControlPropagation+time.Microsecond {
+		if res.Allowed || res.Control.Kind != controls.Block || res.RetryAfter() != time.Hour-controls.Propagation+time.Microsecond {
 			t.Fatalf("cached block: %+v", res)
 		}
 		f.clock.Advance(time.Microsecond)
-		if res, _ := gate.Decide(f.ctx, 1, FailOpen, check); !res.Allowed || res.Control.Kind != ControlNone {
-			t.Fatalf("%v after the lift: %+v, want admitted", ControlPropagation, res)
+		if res, _ := gate.Decide(f.ctx, 1, FailOpen, check); !res.Allowed || res.Control.Kind != controls.None {
+			t.Fatalf("%v after the lift: %+v, want admitted", controls.Propagation, res)
 		}
 	})
 }
@@ -732,16 +733,16 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 	l := loadedLimiter(t, client, Options{KeyPrefix: "ctl-admin", Controls: true, Now: clock.Now})
 	ctx := context.Background()
 	check := Check{Identity: "api-key-1", Limit: Limit{Name: "key", Count: 3, Window: time.Minute}}
-	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlBlock, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
+	if err := l.SetControl(ctx, check.Identity, controls.Control{Kind: controls.Block, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlBlock {
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != controls.Block {
 		t.Fatalf("after SetControl(block): %+v, %v", res, err)
 	}
 	if _, ok, err := l.LiftControl(ctx, check.Identity); err != nil || !ok {
 		t.Fatalf("LiftControl: %v, %v", ok, err)
 	}
-	if err := l.SetControl(ctx, check.Identity, Control{Kind: ControlScale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
+	if err := l.SetControl(ctx, check.Identity, controls.Control{Kind: controls.Scale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
 		t.Fatal(err)
 	}
 	admitted := 0
@@ -760,7 +761,7 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 	if _, _, err := l.LiftControl(ctx, check.Identity); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != ControlNone || res.Decisions[0].Limit.Count != 3 {
+	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != controls.None || res.Decisions[0].Limit.Count != 3 {
 		t.Fatalf("lifted after 30 of x10: %+v, %v; want denied by the configured 3", res, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // TestControlledRepliesAreDecodedOrRefused pins down the reply format of
@@ -24,14 +25,14 @@ func TestControlledRepliesAreDecodedOrRefused(t *testing.T) {
 		name    string
 		reply   []any
 		allowed bool
-		kind    ControlKind
+		kind    controls.Kind
 		bad     bool
 	}{
-		{"no record", []any{int64(1), now, int64(0)}, true, ControlNone, false},
-		{"block", []any{int64(0), now, []any{int64(1), until, int64(0)}}, false, ControlBlock, false},
-		{"exempt", []any{int64(1), now, int64(-4), []any{int64(2), until, int64(0)}}, true, ControlExempt, false},
-		{"scale", []any{int64(1), now, int64(5), []any{int64(3), until, int64(2000)}}, true, ControlScale, false},
-		{"malformed record", []any{int64(1), now, int64(0), []any{int64(0), int64(0), int64(0)}}, true, ControlNone, false},
+		{"no record", []any{int64(1), now, int64(0)}, true, controls.None, false},
+		{"block", []any{int64(0), now, []any{int64(1), until, int64(0)}}, false, controls.Block, false},
+		{"exempt", []any{int64(1), now, int64(-4), []any{int64(2), until, int64(0)}}, true, controls.Exempt, false},
+		{"scale", []any{int64(1), now, int64(5), []any{int64(3), until, int64(2000)}}, true, controls.Scale, false},
+		{"malformed record", []any{int64(1), now, int64(0), []any{int64(0), int64(0), int64(0)}}, true, controls.None, false},
 		{"block with a decision", []any{int64(0), now, int64(0), []any{int64(1), until, int64(0)}}, false, 0, true},
 		{"exempt without one", []any{int64(1), now, []any{int64(2), until, int64(0)}}, false, 0, true},
 		{"unknown kind", []any{int64(1), now, int64(0), []any{int64(9), until, int64(0)}}, false, 0, true},
@@ -47,7 +48,7 @@ func TestControlledRepliesAreDecodedOrRefused(t *testing.T) {
 			out := make([]Decision, 1)
 			body, ctl, err := splitControl(tc.reply, groupReplyLen(g))
 			var ok bool
-			var applied AppliedControl
+			var applied controls.Applied
 			if err == nil {
 				ok, applied, err = controlledDecisions(body, ctl, 1, true, checks, []group{g}, out)
 			}
@@ -60,10 +61,10 @@ func TestControlledRepliesAreDecodedOrRefused(t *testing.T) {
 			if err != nil || ok != tc.allowed || applied.Kind != tc.kind {
 				t.Fatalf("allowed %v, control %+v, err %v; want %v, %v", ok, applied, err, tc.allowed, tc.kind)
 			}
-			if tc.kind == ControlScale && (out[0].Limit.Count != 6 || applied.Factor != 2) {
+			if tc.kind == controls.Scale && (out[0].Limit.Count != 6 || applied.Factor != 2) {
 				t.Fatalf("scaled decision %+v, control %+v", out[0], applied)
 			}
-			if tc.kind == ControlExempt && (!out[0].Allowed || out[0].Remaining != 0) {
+			if tc.kind == controls.Exempt && (!out[0].Allowed || out[0].Remaining != 0) {
 				t.Fatalf("exempt decision %+v: want allowed with the honest 0 remaining", out[0])
 			}
 		})
@@ -98,20 +99,20 @@ func TestScaledLimitKeepsCountTimesWindowExact(t *testing.T) {
 
 func TestStrictestControlIsReported(t *testing.T) {
 	at := func(m int) time.Time { return controlsT0.Add(time.Duration(m) * time.Minute) }
-	b1, b2 := AppliedControl{Kind: ControlBlock, Until: at(1)}, AppliedControl{Kind: ControlBlock, Until: at(2)}
-	s2, s5 := AppliedControl{Kind: ControlScale, Factor: 2, Until: at(9)}, AppliedControl{Kind: ControlScale, Factor: 0.5, Until: at(1)}
-	e := AppliedControl{Kind: ControlExempt, Until: at(5)}
-	bad := AppliedControl{Malformed: true}
+	b1, b2 := controls.Applied{Kind: controls.Block, Until: at(1)}, controls.Applied{Kind: controls.Block, Until: at(2)}
+	s2, s5 := controls.Applied{Kind: controls.Scale, Factor: 2, Until: at(9)}, controls.Applied{Kind: controls.Scale, Factor: 0.5, Until: at(1)}
+	e := controls.Applied{Kind: controls.Exempt, Until: at(5)}
+	bad := controls.Applied{Malformed: true}
 	cases := []struct {
-		a, b, want AppliedControl
+		a, b, want controls.Applied
 	}{
-		{AppliedControl{}, e, e},
+		{controls.Applied{}, e, e},
 		{e, s2, s2},
 		{s2, s5, s5},
 		{s5, b1, b1},
 		{b2, b1, b2},
 		{b1, b2, b2},
-		{bad, e, AppliedControl{Kind: ControlExempt, Until: at(5), Malformed: true}},
+		{bad, e, controls.Applied{Kind: controls.Exempt, Until: at(5), Malformed: true}},
 	}
 	for _, tc := range cases {
 		if got := strictestControl(tc.a, tc.b); got != tc.want {
@@ -209,7 +210,7 @@ func FuzzControlRecordAgreement(f *testing.F) {
 		}
 		inForce := c.Until.After(controlsT0)
 		switch {
-		case !inForce && res.Control.Kind != ControlNone:
+		case !inForce && res.Control.Kind != controls.None:
 			t.Fatalf("record %q ended at %v, applied as %+v", rec, c.Until, res.Control)
 		case inForce && (res.Control.Kind != c.Kind || !res.Control.Until.Equal(c.Until) || res.Control.Factor != c.Factor):
 			if c.Until.UnixMicro() < 1<<53 {

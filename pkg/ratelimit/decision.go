@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
+)
 
 // Decision is the outcome of one limit for one request.
 type Decision struct {
@@ -57,7 +61,7 @@ type Result struct {
 	Cause error
 	// Control is the live control that changed this decision (a block, an
 	// exemption, a scale), read by the decision's own script when the
-	// Limiter reads controls (Options.Controls). Its Kind is ControlNone
+	// Limiter reads controls (Options.Controls). Its Kind is controls.None
 	// when no control applied.
 	//
 	// Under a block, every decision of the identity is denied with
@@ -71,7 +75,7 @@ type Result struct {
 	// block if any applied (the one ending last), else a scale (the
 	// smallest factor), else an exemption; Malformed is set when any
 	// identity's record could not be read (it was ignored).
-	Control AppliedControl
+	Control controls.Applied
 }
 
 // RetryAfter is how long a denied request should wait: the longest

@@ -20,7 +20,7 @@ import (
 // whatever the offset between the Redis clock and the local one.
 //
 // When the Limiter reads live controls, a denial is held at most maxHold
-// (ControlPropagation): a block lifted, an exemption set or a scale raised
+// (controls.Propagation): a block lifted, an exemption set or a scale raised
 // changes what Redis answers without any traffic, so a warm instance asks
 // Redis again within that bound plus one request. The answer the cache
 // gives is still the denial's own, its waits shortened by the time passed.

@@ -7,9 +7,9 @@
 // Many processes (Lambda instances, pods) can therefore share one budget
 // without racing, and their own clocks never matter.
 //
-// The pieces, in the order a program uses them: [NewClient] builds the
-// Redis client from a [ClientConfig]; [NewLimiter] builds the [Limiter]
-// that decides on it; a [Check] names an identity and the [Limit] it
+// The pieces, in the order a program uses them: [NewLimiter] builds the
+// [Limiter] that decides on a go-redis client (package redisclient beside
+// this one builds one with verified TLS and IAM authentication); a [Check] names an identity and the [Limit] it
 // spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
 // per check; [SetHeaders] writes the result's rate-limit headers. A [Gate]
 // wraps the Limiter with what to do when Redis cannot answer. Errors wrap
@@ -18,9 +18,11 @@
 //
 // Around them: the header values one by one ([Result.PolicyHeader],
 // [Decision.RateLimitHeader], ...) for answers that carry them other than
-// in an http.Header; [DecisionReply], for a go-redis hook that traces or
-// counts the decisions it sees; and [Options].Now, the clock a test steps
-// instead of Redis's.
+// in an http.Header; a RateLimitVerdict method on every script command a
+// Limiter sends, for a go-redis hook that traces or counts the decisions
+// it sees (found by a type assertion, as go-redis finds NoRetry:
+// cmd.(interface{ RateLimitVerdict() (allowed, ours bool, err error) }));
+// and [Options].Now, the clock a test steps instead of Redis's.
 //
 // # Limits and algorithms
 //
@@ -77,27 +79,32 @@
 //
 // # Live controls
 //
+// Package controls, beside this one, holds the values of live controls:
+// what a control is ([controls.Control], of a [controls.Kind]), its
+// bounds, and what a decision applied ([controls.Applied]). This package
+// stores and applies them.
+//
 // With [Options.Controls], the script call of an identity that holds a
-// [Control] (a key in its own hash slot, written by the operator's tools)
+// control (a key in its own hash slot, written by the operator's tools)
 // also reads it and applies it in the same call: a block denies until its
 // end, spending nothing; an exemption admits without spending; a scale
 // decides every limit with its count multiplied, on the same keys.
 // [Result.Control] says which applied. Which identities hold one, each
 // process learns from one hash it reads at most once per
-// [ControlPropagation] (the control watch, shared with
+// [controls.Propagation] (the control watch, shared with
 // [NetworkControlCache]): every other decision is the plain script's, at
 // its cost, and a new control reaches a warm process within
-// ControlPropagation. A record that cannot be read is ignored (and
+// controls.Propagation. A record that cannot be read is ignored (and
 // reported Malformed); a Gate then keeps no denial in its deny cache
-// longer than ControlPropagation. The in-memory fallback knows no
+// longer than controls.Propagation. The in-memory fallback knows no
 // controls.
 //
 // The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
 // [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
-// [MaxControls] in force), [Limiter.SetNetworkControl],
+// 10,000 in force), [Limiter.SetNetworkControl],
 // [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
-// (at most [MaxNetworkControls]), which a process reads through one
-// [NetworkControlCache], at most once per [ControlPropagation].
+// (at most [controls.MaxNetworks]), which a process reads through one
+// [NetworkControlCache], at most once per [controls.Propagation].
 //
 // # When Redis cannot decide
 //

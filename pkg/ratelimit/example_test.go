@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // A caller's tier limit and a stricter limit on the login route, decided
@@ -17,7 +18,7 @@ import (
 // and a denial spends nothing. (Not run: it needs a Redis server.)
 func Example() {
 	ctx := context.Background()
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://localhost:6379"})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://localhost:6379"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func Example() {
 // is decided by the in-memory fallback (here one instance's share of a
 // limit of 2 is the whole limit), a fail-closed one gets ErrUnavailable.
 func ExampleGate_Decide() {
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://127.0.0.1:1", Timeout: 50 * time.Millisecond})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://127.0.0.1:1", Timeout: 50 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

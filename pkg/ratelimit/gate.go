@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Defaults of GateOptions, as it documents them.
@@ -82,7 +84,7 @@ type GateOptions struct {
 // call, until T measured on the local clock from the moment the denied
 // request was sent: never later than Redis itself would admit it. When the
 // Limiter reads live controls (Options.Controls), no denial is remembered
-// longer than ControlPropagation, so that a lifted block or a new
+// longer than controls.Propagation, so that a lifted block or a new
 // exemption reaches a warm instance within that bound plus one request.
 // The in-memory fallback knows no controls: while Redis is out of reach, a
 // blocked caller is limited by the fallback's limits like any other, an
@@ -157,7 +159,7 @@ func newGate(limiter *Limiter, opts GateOptions, now func() time.Time) *Gate {
 		}
 		var hold time.Duration
 		if limiter != nil && limiter.controls {
-			hold = ControlPropagation
+			hold = controls.Propagation
 		}
 		g.denied = newDenyCache(size, hold)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // refusedClient returns a client for a loopback port nothing listens on:
@@ -24,7 +25,7 @@ func refusedLimiter(t *testing.T) *Limiter {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	client, err := NewClient(ClientConfig{URL: "redis://" + addr, Timeout: 50 * time.Millisecond})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://" + addr, Timeout: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestFallbackStaysBounded(t *testing.T) {
 // clock, so tests can stand exactly at the edges of a denial.
 func liveLimiter(t *testing.T, server *redistest.Server, prefix string, clock *time.Time) *Limiter {
 	t.Helper()
-	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestDenyCacheKeysDistinguishEveryField(t *testing.T) {
 
 func TestBreakerOpensOnOutageAndProbesBeforeClosing(t *testing.T) {
 	server := redistest.StartServer(t)
-	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: 100 * time.Millisecond})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +367,7 @@ func TestGateFailuresCarryRedisTimeAndCause(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			url, pass := tc.redis(t)
-			client, err := NewClient(ClientConfig{URL: url, Password: pass, Timeout: 50 * time.Millisecond})
+			client, err := redisclient.New(redisclient.Config{URL: url, Password: pass, Timeout: 50 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 func TestSetHeaders(t *testing.T) {
@@ -162,7 +164,7 @@ func TestClosest(t *testing.T) {
 }
 
 func TestNewClientKeepsPasswordsOutOfErrors(t *testing.T) {
-	_, err := NewClient(ClientConfig{URL: "redis://user:hunter2@[::1"})
+	_, err := redisclient.New(redisclient.Config{URL: "redis://user:hunter2@[::1"})
 	if err == nil {
 		t.Fatal("malformed URL accepted")
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // NetworkControlCache keeps one process's copy of the network controls,
@@ -30,18 +32,18 @@ type NetworkControlCache struct {
 	timeout  time.Duration
 
 	mu      sync.Mutex
-	src     *watchState      // the watch's read list was taken from
-	list    []NetworkControl // src's networks, none ended at its filtering
-	nextEnd time.Time        // the earliest end in list: list is filtered again then
+	src     *watchState        // the watch's read list was taken from
+	list    []controls.Network // src's networks, none ended at its filtering
+	nextEnd time.Time          // the earliest end in list: list is filtered again then
 }
 
 // NewNetworkControlCache returns a cache of l's network controls, read
-// again when older than interval (ControlPropagation when zero or less).
+// again when older than interval (controls.Propagation when zero or less).
 // Each read it makes is bounded by l's Options.Timeout, or 100 ms when
 // that is zero. It does not contact Redis: the first Get does.
 func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlCache {
 	if interval <= 0 {
-		interval = ControlPropagation
+		interval = controls.Propagation
 	}
 	timeout := l.timeout
 	if timeout <= 0 {
@@ -53,7 +55,7 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 // Get returns the network controls in force now, strictest first (blocks,
 // then exemptions). The slice is shared with other callers and must not be
 // modified (appending to it copies it); a fresh Get allocates nothing, so
-// that even MaxNetworkControls controls cost each request no copy.
+// that even controls.MaxNetworks controls cost each request no copy.
 //
 // When the list is older than the interval, the call reads Redis again
 // (one HGETALL, within the cache's timeout whatever ctx's deadline, so
@@ -64,13 +66,13 @@ func NewNetworkControlCache(l *Limiter, interval time.Duration) *NetworkControlC
 // returns with the error (wrapping ErrUnavailable); the next read is an
 // interval later, so an outage costs one timeout per interval, not one per
 // request. A read that skipped malformed fields, kept only
-// MaxNetworkControls, or found more identity controls than
-// MaxWatchedControls (or the overflow field in force: ControlWatchState),
+// controls.MaxNetworks, or found more identity controls than
+// maxWatchedControls (1,000; or the overflow field in force),
 // returns its list with an error saying so (wrapping
-// ErrMalformedControl or ErrTooManyControls). Only the Get that made a
+// controls.ErrMalformed or controls.ErrTooMany). Only the Get that made a
 // read returns its error; a read a decision of the Limiter made serves
 // the cache too, and its error is not returned.
-func (c *NetworkControlCache) Get(ctx context.Context) ([]NetworkControl, error) {
+func (c *NetworkControlCache) Get(ctx context.Context) ([]controls.Network, error) {
 	w := c.watch
 	for {
 		w.mu.Lock()
@@ -105,9 +107,9 @@ func (c *NetworkControlCache) Get(ctx context.Context) ([]NetworkControl, error)
 // inForce is s's network controls without those ended at now: the same
 // slice until the earliest end passes or the watch reads again, then a new
 // one (a slice handed out before is never changed). Empty for no read.
-func (c *NetworkControlCache) inForce(s *watchState, now time.Time) []NetworkControl {
+func (c *NetworkControlCache) inForce(s *watchState, now time.Time) []controls.Network {
 	if s == nil {
-		return []NetworkControl{}
+		return []controls.Network{}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -115,7 +117,7 @@ func (c *NetworkControlCache) inForce(s *watchState, now time.Time) []NetworkCon
 		c.src, c.list, c.nextEnd = s, s.networks, time.Time{}
 	}
 	if len(c.list) > 0 && (c.nextEnd.IsZero() || !now.Before(c.nextEnd)) {
-		kept := make([]NetworkControl, 0, len(c.list))
+		kept := make([]controls.Network, 0, len(c.list))
 		var next time.Time
 		for _, nc := range c.list {
 			if !nc.Control.Until.After(now) {

@@ -8,10 +8,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DecisionReply reads a Redis command that has run, for a go-redis hook
-// (tracing, metrics) that sees the Limiter's commands but knows neither
-// its scripts nor the layout of their replies. It only reads the command;
-// it never sends anything.
+// RateLimitVerdict reads the script command it is called on, once it has
+// run, for a go-redis hook (tracing, metrics) that sees the Limiter's
+// commands but knows neither its scripts nor the layout of their replies:
+// every script command a Limiter sends has this method, which a hook finds
+// with a type assertion,
+//
+//	v, ok := cmd.(interface{ RateLimitVerdict() (allowed, ours bool, err error) })
+//
+// as go-redis finds NoRetry. It only reads the command; it never sends
+// anything. (The package doc says so: it is the way in for hooks, and
+// costs the package no exported name.)
 //
 // ours reports whether cmd is an EVALSHA or EVAL of one of this package's
 // decision scripts (recognised by SHA-1 or source, whatever wrapper the
@@ -26,7 +33,12 @@ import (
 // as a whole: one call decides every limit of one identity, and denies if
 // any of them denies. A peek ([Limiter.Peek]) reads the same way, by what
 // it would have done.
-func DecisionReply(cmd redis.Cmder) (allowed, ours bool, err error) {
+func (c noRetryCmd) RateLimitVerdict() (allowed, ours bool, err error) {
+	return decisionReply(c.Cmd)
+}
+
+// decisionReply is RateLimitVerdict of cmd.
+func decisionReply(cmd redis.Cmder) (allowed, ours bool, err error) {
 	if !isDecisionScript(cmd) {
 		return false, false, nil
 	}
@@ -71,17 +83,10 @@ func isDecisionScript(cmd redis.Cmder) bool {
 
 // decisionScript reports whether body (an EVALSHA's SHA-1 or an EVAL's
 // source) is one of this package's decision scripts, and whether its reply
-// is short (see decisionScripts). The plan scripts (plan_scripts.go) are
-// the process's own, made as its Limiters meet plans; their reply is the
-// sliding window's, one value per limit.
+// is short (see decisionScripts).
 func decisionScript(body string) (ours, short bool) {
-	if short, ok := decisionScripts()[body]; ok {
-		return true, short
-	}
-	if sharedScripts().plans.has(body) {
-		return true, true
-	}
-	return false, false
+	short, ours = decisionScripts()[body]
+	return ours, short
 }
 
 // body is what an EVALSHA or EVAL carries as its first argument: the SHA-1

@@ -10,9 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
-// What DecisionReply says of a command, in a word: one of ours that
+// What decisionReply says of a command, in a word: one of ours that
 // admitted, denied or failed (an error, or a reply that is not a
 // decision), or another command.
 const (
@@ -22,9 +23,11 @@ const (
 	replyOther   = "other"
 )
 
-// replyWord is DecisionReply's answer for cmd in a word.
-func replyWord(cmd redis.Cmder) string {
-	allowed, ours, err := DecisionReply(cmd)
+// replyWord is decisionReply's answer for cmd in a word.
+func replyWord(cmd redis.Cmder) string { return verdictWord(decisionReply(cmd)) }
+
+// verdictWord is a verdict in a word.
+func verdictWord(allowed, ours bool, err error) string {
 	switch {
 	case !ours:
 		if allowed || err != nil {
@@ -88,7 +91,7 @@ func TestDecisionReplyClassifiesCommands(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := replyWord(tt.cmd); got != tt.want {
-				t.Errorf("DecisionReply = %q, want %q", got, tt.want)
+				t.Errorf("decisionReply = %q, want %q", got, tt.want)
 			}
 		})
 	}
@@ -101,7 +104,7 @@ func (e redisError) Error() string { return string(e) }
 func (redisError) RedisError()     {}
 
 // outcomeRecorder is a go-redis hook that classifies every command it sees
-// once it has run, as a tracing hook would.
+// once it has run by its RateLimitVerdict, as a tracing hook does.
 type outcomeRecorder struct {
 	mu       sync.Mutex
 	outcomes []string
@@ -113,7 +116,7 @@ func (r *outcomeRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		r.mu.Lock()
-		r.outcomes = append(r.outcomes, replyWord(cmd))
+		r.outcomes = append(r.outcomes, verdictWord(hookVerdict(cmd)))
 		r.mu.Unlock()
 		return err
 	}
@@ -137,7 +140,7 @@ func (r *outcomeRecorder) take() []string {
 func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 	server := redistest.StartServer(t)
 	ctx := context.Background()
-	client, err := NewClient(ClientConfig{URL: server.URL(), Timeout: 5 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: server.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,4 +214,17 @@ func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 			t.Fatalf("release: outcomes %v, want exactly [%s]", got, replyOther)
 		}
 	})
+}
+
+// hookVerdict is what a go-redis hook reads of a command it saw: the
+// command's RateLimitVerdict, found as the package doc says, or not ours
+// when it has none.
+func hookVerdict(cmd redis.Cmder) (allowed, ours bool, err error) {
+	v, ok := cmd.(interface {
+		RateLimitVerdict() (allowed, ours bool, err error)
+	})
+	if !ok {
+		return false, false, nil
+	}
+	return v.RateLimitVerdict()
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
 // TestEmbeddedRedisRunsEveryScript pins down that `make local`'s embedded
@@ -20,7 +22,7 @@ import (
 // scripts is tested against real redis-server in tests/.)
 func TestEmbeddedRedisRunsEveryScript(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -87,11 +89,11 @@ func runEveryScript(ctx context.Context, t *testing.T, limiter *ratelimit.Limite
 // local`, the controls are set by another Limiter (the slidegate command's)
 // while the deciding one is warm: its control watch (one HGETALL, which
 // the embedded Redis answers too) picks the new controls up within
-// ControlPropagation, so the test sets them all, waits that long once, and
+// controls.Propagation, so the test sets them all, waits that long once, and
 // then expects each from its first decision.
 func TestEmbeddedRedisAppliesControls(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
+	client, err := redisclient.New(redisclient.Config{URL: "redis://" + mr.Addr(), Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatalf("new client: %v", err)
 	}
@@ -105,15 +107,13 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 		t.Fatalf("new operator limiter: %v", err)
 	}
 	ctx := context.Background()
-	// Warm: the deciding Limiter has read the controls (none yet).
-	if res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: "ip:warm", Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}}); err != nil || !res.Allowed {
+	// Warm: the deciding Limiter's first decision has read the controls
+	// (none yet).
+	if res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: "ip:warm", Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}}); err != nil || !res.Allowed || res.Control.Kind != controls.None {
 		t.Fatalf("warm-up: %+v %v", res, err)
 	}
-	if w := limiter.ControlWatch(); !w.Loaded || w.Identities != 0 {
-		t.Fatalf("warm-up: control watch %+v, want loaded with none", w)
-	}
 	until := time.Now().Add(time.Hour)
-	set := func(id string, c ratelimit.Control) {
+	set := func(id string, c controls.Control) {
 		t.Helper()
 		c.Until, c.Reason = until, "embedded test"
 		if err := op.SetControl(ctx, id, c); err != nil {
@@ -121,25 +121,25 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 		}
 	}
 	for _, alg := range ratelimit.Algorithms() {
-		set("ip:blocked-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlBlock})
-		set("ip:exempt-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlExempt})
-		set("ip:scaled-"+string(alg), ratelimit.Control{Kind: ratelimit.ControlScale, Factor: 10})
+		set("ip:blocked-"+string(alg), controls.Control{Kind: controls.Block})
+		set("ip:exempt-"+string(alg), controls.Control{Kind: controls.Exempt})
+		set("ip:scaled-"+string(alg), controls.Control{Kind: controls.Scale, Factor: 10})
 	}
 	network := netip.MustParsePrefix("192.0.2.0/24")
-	if err := op.SetNetworkControl(ctx, network, ratelimit.Control{Kind: ratelimit.ControlBlock, Until: until, Reason: "embedded test"}); err != nil {
+	if err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: until, Reason: "embedded test"}); err != nil {
 		t.Fatalf("set network control: %v", err)
 	}
-	time.Sleep(ratelimit.ControlPropagation + 500*time.Millisecond)
+	time.Sleep(controls.Propagation + 500*time.Millisecond)
 	for _, alg := range ratelimit.Algorithms() {
 		t.Run(string(alg), func(t *testing.T) {
 			limit := ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute, Algorithm: alg}
 			check := func(id string) ratelimit.Check { return ratelimit.Check{Identity: id + string(alg), Limit: limit} }
 			res, err := limiter.Decide(ctx, 1, check("ip:blocked-"))
-			if err != nil || res.Allowed || res.Control.Kind != ratelimit.ControlBlock || res.RetryAfter() < 59*time.Minute {
+			if err != nil || res.Allowed || res.Control.Kind != controls.Block || res.RetryAfter() < 59*time.Minute {
 				t.Fatalf("blocked: %+v %v, want denied until the block's end", res, err)
 			}
 			for i := range 10 {
-				if res, err := limiter.Decide(ctx, 1, check("ip:exempt-")); err != nil || !res.Allowed || res.Control.Kind != ratelimit.ControlExempt {
+				if res, err := limiter.Decide(ctx, 1, check("ip:exempt-")); err != nil || !res.Allowed || res.Control.Kind != controls.Exempt {
 					t.Fatalf("exempt request %d: %+v %v", i+1, res, err)
 				}
 			}
@@ -176,7 +176,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 		})
 	}
 	list, err := ratelimit.NewNetworkControlCache(limiter, 0).Get(ctx)
-	if err != nil || len(list) != 1 || list[0].Prefix != network || list[0].Control.Kind != ratelimit.ControlBlock {
+	if err != nil || len(list) != 1 || list[0].Prefix != network || list[0].Control.Kind != controls.Block {
 		t.Fatalf("network controls %+v %v, want the block of %s", list, err, network)
 	}
 }

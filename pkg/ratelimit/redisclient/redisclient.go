@@ -1,4 +1,9 @@
-package ratelimit
+// Package redisclient builds the Redis client a ratelimit.Limiter decides
+// on: TLS that always verifies, credentials from a provider (ElastiCache IAM
+// authentication tokens), no retried commands, and every network step
+// bounded by one timeout. Any go-redis client works with the Limiter; this
+// one is what the slidegate functions use.
+package redisclient
 
 import (
 	"context"
@@ -17,7 +22,7 @@ import (
 )
 
 // defaultTimeout is the budget of one decision when none is given, as
-// ClientConfig.Timeout, Options.Timeout and Gate document it.
+// Config.Timeout documents it (the same as ratelimit's Gate applies).
 const defaultTimeout = 100 * time.Millisecond
 
 // connMaxIdleTime retires a pooled connection idle for longer, before it is
@@ -33,8 +38,8 @@ const connMaxIdleTime = 4 * time.Minute
 // may grow while no command fails (go-redis's default is a minute).
 const clusterStateReloadInterval = 10 * time.Second
 
-// ClientConfig says how to reach Redis.
-type ClientConfig struct {
+// Config says how to reach Redis.
+type Config struct {
 	// URL is a redis:// or rediss:// (TLS) URL. For a cluster, more seed
 	// nodes may be given as addr=host:port query parameters.
 	URL string
@@ -59,7 +64,8 @@ type ClientConfig struct {
 	// as ElastiCache IAM authentication tokens. Its context is that of the
 	// command that needed the connection, so the decision's budget bounds
 	// it; an error fails that connection, and the decision with
-	// ErrUnavailable. Connections already open are not re-authenticated.
+	// the ratelimit package's ErrUnavailable. Connections already open
+	// are not re-authenticated.
 	// What it returns is never logged.
 	CredentialsProvider func(ctx context.Context) (username, password string, err error)
 	// ConnMaxLifetime, when positive, retires a pooled connection this old
@@ -69,8 +75,8 @@ type ClientConfig struct {
 	ConnMaxLifetime time.Duration
 }
 
-// NewClient builds the process-wide Redis client. It does not dial: the
-// first command (or Limiter.LoadScripts) does, so a cold start with Redis
+// New builds the process-wide Redis client. It does not dial: the
+// first command (or ratelimit's Limiter.LoadScripts) does, so a cold start with Redis
 // down still returns a client that recovers when Redis comes back.
 //
 // The client never retries a command on its own (a retried EVALSHA whose
@@ -84,7 +90,7 @@ type ClientConfig struct {
 // cluster client verifies every node it is redirected to against the seed
 // URL's host name (the configuration endpoint), as go-redis does, since a
 // cluster may list its nodes by IP address.
-func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
+func New(cfg Config) (redis.UniversalClient, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("new redis client: the Redis URL is empty")
 	}
@@ -118,12 +124,12 @@ func NewClient(cfg ClientConfig) (redis.UniversalClient, error) {
 		// reuse (checkableTLSConn) takes any byte waiting on the socket
 		// for the server's close, which is right only while the server
 		// sends nothing unasked (no RESP3 push notifications).
-		// TestNewClientSpeaksRESP2 pins it.
+		// TestNewSpeaksRESP2 pins it.
 		opt.Protocol = 2
 		opt.DisableIdentity = true
 		opt.MaintNotificationsConfig = noMaint
 		opt.ConnMaxIdleTime = connMaxIdleTime
-		// A safety net only: the Gate asks for a reload on every failed
+		// A safety net only: ratelimit's Gate asks for a reload on every failed
 		// decision, since go-redis reloads the slot map on MOVED and ASK
 		// but not when a node stops answering.
 		opt.ClusterStateReloadInterval = clusterStateReloadInterval
@@ -222,7 +228,7 @@ func tlsDialer(cfg *tls.Config, timeout time.Duration) func(ctx context.Context,
 // stream, or any byte waiting (with RESP2 and no push notifications,
 // nothing is sent unasked but a TLS close_notify alert), retires the
 // connection and a new one is dialed. The peek never consumes anything.
-// It relies on NewClient's Protocol 2: under RESP3 the server may send push
+// It relies on New's Protocol 2: under RESP3 the server may send push
 // notifications unasked, and the pool then reads waiting data through the
 // connection during the check instead of only peeking at the socket.
 type checkableTLSConn struct {

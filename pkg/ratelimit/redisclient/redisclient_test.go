@@ -1,4 +1,4 @@
-package ratelimit_test
+package redisclient_test
 
 import (
 	"crypto/tls"
@@ -10,14 +10,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
-// TestNewClientTLSVerifies: a rediss:// URL gives both the single-node and
+// TestNewTLSVerifies: a rediss:// URL gives both the single-node and
 // the cluster client a TLS configuration that verifies the server against
 // the given roots and the URL's host, with TLS 1.2 at least, even when the
 // URL asks go-redis to skip verification; a redis:// URL gives none.
-func TestNewClientTLSVerifies(t *testing.T) {
+func TestNewTLSVerifies(t *testing.T) {
 	roots := redistest.NewCA(t, "client test CA").Pool()
 	cases := []struct {
 		name      string
@@ -38,7 +38,7 @@ func TestNewClientTLSVerifies(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: tc.url, Cluster: tc.cluster, RootCAs: tc.roots})
+			client, err := redisclient.New(redisclient.Config{URL: tc.url, Cluster: tc.cluster, RootCAs: tc.roots})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,12 +74,12 @@ func TestNewClientTLSVerifies(t *testing.T) {
 	}
 }
 
-// TestNewClientURLErrorQuotesNothing: a Redis URL that does not parse is
+// TestNewURLErrorQuotesNothing: a Redis URL that does not parse is
 // reported naming the URL and the kind of fault, never any of the
 // URL: with '@', ':' or '/' in a password, where the password ends is
 // exactly what the parser gets wrong, so whatever it quotes back (a host, a
 // port, a path, an escape) may be a piece of the password.
-func TestNewClientURLErrorQuotesNothing(t *testing.T) {
+func TestNewURLErrorQuotesNothing(t *testing.T) {
 	cases := []struct {
 		name       string
 		url        string
@@ -104,10 +104,10 @@ func TestNewClientURLErrorQuotesNothing(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s, cluster %v", tc.name, cluster), func(t *testing.T) {
-				client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: tc.url, Cluster: cluster})
+				client, err := redisclient.New(redisclient.Config{URL: tc.url, Cluster: cluster})
 				if err == nil {
 					client.Close()
-					t.Fatalf("NewClient(%q) succeeded, want a parse error", tc.url)
+					t.Fatalf("New(%q) succeeded, want a parse error", tc.url)
 				}
 				msg := err.Error()
 				for _, want := range []string{"Redis URL", tc.wantKind} {
@@ -125,11 +125,11 @@ func TestNewClientURLErrorQuotesNothing(t *testing.T) {
 	}
 }
 
-// TestNewClientSpeaksRESP2: every client NewClient builds speaks RESP2
+// TestNewSpeaksRESP2: every client New builds speaks RESP2
 // (Protocol 2), the single node and the cluster client, TLS or not. The
 // pool's health check of TLS connections (checkableTLSConn) takes any byte
 // waiting for the server's close; RESP3 lets servers push data unasked.
-func TestNewClientSpeaksRESP2(t *testing.T) {
+func TestNewSpeaksRESP2(t *testing.T) {
 	cases := []struct {
 		name    string
 		url     string
@@ -144,7 +144,7 @@ func TestNewClientSpeaksRESP2(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			client, err := ratelimit.NewClient(ratelimit.ClientConfig{URL: tc.url, Cluster: tc.cluster})
+			client, err := redisclient.New(redisclient.Config{URL: tc.url, Cluster: tc.cluster})
 			if err != nil {
 				t.Fatal(err)
 			}
