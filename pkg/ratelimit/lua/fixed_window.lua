@@ -13,7 +13,7 @@
 -- Redis clock a live key always holds the current or the previous window.
 --
 -- A spend increments first: INCRBY cost is the whole write when the key
--- already holds this window (the fast path below, for a lone limit). A
+-- already holds this window. A
 -- stored S is never 0 (a write always holds cost >= 1 units). A new key, or one left from an older window,
 -- is rewritten once with SET PX; a denial puts every key back (DECRBY, or
 -- DEL of a key INCRBY created).
@@ -66,43 +66,9 @@ local function settle(s, base, m)
   return 0, true
 end
 
--- The fast path: one limit and a spend. A lone limit spends exactly when it
--- admits, whether it is enforced or a shadow.
-if n == 1 and cost > 0 then
-  local limit, window = ARGV[2] + 0, ARGV[3] + 0
-  local shadow = limit < 0
-  if shadow then limit = -limit end
-  local elapsed = now % window
-  local index = (now - elapsed) / window
-  local base = (index % period) * m
-  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  if type(s) == 'number' then
-    s = s - cost
-    local v = s - base
-    if s > 0 and v >= 0 and v < m then
-      -- The key holds this window: the INCRBY was the whole write.
-      if v + cost <= limit then return { 1, now, v } end
-      redis.call('DECRBY', KEYS[1], ARGV[1])
-      return { shadow and 1 or 0, now, -1 - v }
-    end
-  else
-    s = -1 -- not an integer: not ours, replaced below
-  end
-  -- The key must be rewritten for this window, or put back.
-  local count = settle(s, base, m)
-  if count + cost <= limit then
-    redis.call('SET', KEYS[1], base + count + cost, 'PX', math.ceil((window - elapsed) / 1000))
-    return { 1, now, count }
-  end
-  if s > 0 then
-    redis.call('DECRBY', KEYS[1], ARGV[1])
-  elseif s == 0 then
-    redis.call('DEL', KEYS[1])
-  end
-  return { shadow and 1 or 0, now, -1 - count }
-end
-
--- The general path: several limits, or a peek.
+-- One path for one limit or several, a spend or a peek: the fixed window
+-- is the baseline, not the default, and a lone limit's spend runs the same
+-- commands here (INCRBY, then SET PX on a new window, or the undo).
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
