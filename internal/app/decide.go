@@ -130,7 +130,7 @@ func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, edge.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, edge.KindOf(edge.NetworkLimits, res, r.who.Unauthorized, err)
 	rt.observe(ctx, r, out, err)
 	return out, err
 }
@@ -179,7 +179,7 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, edge.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, edge.KindOf(edge.NetworkLimits, spent, false, err)
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -191,7 +191,7 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = edge.KindOf(out.Result, false, err)
+	out.Kind = edge.KindOf(edge.NetworkLimits, out.Result, false, err)
 	return out, err
 }
 

@@ -226,7 +226,7 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
-	out.Kind = KindOf(out.Result, false, nil)
+	out.Kind = KindOf(NetworkLimits, out.Result, false, nil)
 	out.Policy = policyFromContext(ctx)
 	return out, true
 }

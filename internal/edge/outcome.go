@@ -80,12 +80,38 @@ func (k Kind) String() string {
 	}
 }
 
-// KindOf is the Kind of a decision: its result, whether the request
-// presented a credential that earned nothing, and the decision's error.
-// It holds the rule "a bad credential within the source IP's limit is
-// 401, beyond it 429", and holds it once.
-func KindOf(res ratelimit.Result, unauthorized bool, err error) Kind {
+// NetworkVerdict is what a caller's source network decides alone
+// (RATE_LIMIT_NETWORKS and the live network controls:
+// policy.Caller.Verdict): nothing, or the whole answer.
+type NetworkVerdict uint8
+
+// The network verdicts.
+const (
+	// NetworkLimits: the network decides nothing; the caller's limits do
+	// (a network's plan, if any, is one of them).
+	NetworkLimits NetworkVerdict = iota
+	// NetworkBlocked refuses every request of the network, without a
+	// Redis call.
+	NetworkBlocked
+	// NetworkUnlimited admits every request of the network with no limit,
+	// without a Redis call; a credential that does not verify is still
+	// unauthorized.
+	NetworkUnlimited
+)
+
+// KindOf is the Kind of a decision: the source network's verdict, the
+// decision's result, whether the request presented a credential that
+// earned nothing, and the decision's error. It holds the rule "a bad
+// credential within the source IP's limit is 401, beyond it 429", and
+// every other kind's, and holds them once.
+func KindOf(network NetworkVerdict, res ratelimit.Result, unauthorized bool, err error) Kind {
 	switch {
+	case network == NetworkBlocked:
+		return Blocked
+	case network == NetworkUnlimited && unauthorized:
+		return Unauthorized
+	case network == NetworkUnlimited:
+		return Unlimited
 	case errors.Is(err, ratelimit.ErrUnavailable):
 		return Unavailable
 	case err != nil:

@@ -115,7 +115,7 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 			out, err := decide(r)
 			kind := out.Kind
 			if err != nil && kind != edge.Unavailable && kind != edge.Undecidable {
-				kind = edge.KindOf(ratelimit.Result{}, false, err)
+				kind = edge.KindOf(edge.NetworkLimits, ratelimit.Result{}, false, err)
 			}
 			switch kind {
 			case edge.Blocked:

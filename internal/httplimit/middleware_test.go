@@ -334,7 +334,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
 		res := ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}
-		out := edge.Outcome{Kind: edge.KindOf(res, unauthorized, nil), Result: res}
+		out := edge.Outcome{Kind: edge.KindOf(edge.NetworkLimits, res, unauthorized, nil), Result: res}
 		h := Middleware(func(*http.Request) (edge.Outcome, error) { return out, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()

@@ -67,7 +67,7 @@ func record(outcome string) Observation {
 	case "undecidable":
 		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
-	rec.Outcome.Kind = edge.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
+	rec.Outcome.Kind = edge.KindOf(edge.NetworkLimits, rec.Outcome.Result, unauthorized, rec.Err)
 	return rec
 }
 
