@@ -32,13 +32,15 @@ all: test
 ## once (so none rots; figures come from `go test -bench` and `make bench`),
 ## and short fuzz runs, and cfn-lint on the templates (test-cfn-lint). The
 ## AWS calls are tested against moto_server (ensure-moto). A failure fails it.
+## The benchmarks run once in the same `go test` as the tests (one build and
+## one process per package, not two); the Valkey half runs the library's
+## Redis-facing tests (VALKEY_SCOPE=all: every one, see scripts/test-valkey.sh).
 test: ensure-redis ensure-valkey ensure-moto vet staticcheck test-cfn-lint
 	@echo "== every test on $$($${REDIS_SERVER:-redis-server} --version)"
-	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m ./...
+	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m -bench . -benchtime 1x ./...
 	@echo "== the TRACER=otel build's tracing tests (build tag otel)"
 	$(GO) vet -tags otel ./internal/tracing/ && $(GO) test -count=1 -timeout 5m -tags otel ./internal/tracing/
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
-	$(GO) test -count=1 -timeout 5m -run '^$$' -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
 
 ## test-valkey: the Redis-facing tests (those that start a server through

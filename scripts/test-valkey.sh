@@ -9,6 +9,14 @@
 #   required  say so and fail (CI: .ci/run sets it)
 #   skip      do not run the Valkey half at all, and say so
 # A failing test fails the script whatever VALKEY is.
+#
+# VALKEY_SCOPE chooses which of those tests run again:
+#   library   (default) those of pkg/ and internal/testkit/: every script,
+#             on a single node and a cluster, which is all a server of
+#             another make can answer differently
+#   all       every Redis-facing test, the functions, the command and the
+#             end-to-end ones too (the same Go over the same scripts: about
+#             twice the time for no script not already run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,7 +54,16 @@ export REDIS_CLI=${VALKEY_CLI:-valkey-cli}
 selection=$(${GO} run ./scripts/redisfacing)
 run=$(head -n 1 <<<"${selection}")
 mapfile -t packages < <(tail -n +2 <<<"${selection}")
-tests=$(tr '|' '\n' <<<"${run}" | wc -l)
+case ${VALKEY_SCOPE:-library} in
+library)
+	mapfile -t packages < <(printf '%s\n' "${packages[@]}" | grep -E '^\./(pkg|internal/testkit)/')
+	;;
+all) ;;
+*)
+	echo "test-valkey: VALKEY_SCOPE=${VALKEY_SCOPE}: want library or all" >&2
+	exit 2
+	;;
+esac
 
-echo "== Valkey half: ${tests} Redis-facing tests in ${#packages[@]} packages on $("${REDIS_SERVER}" --version)"
+echo "== Valkey half (VALKEY_SCOPE=${VALKEY_SCOPE:-library}): Redis-facing tests in ${#packages[@]} packages (${packages[*]}) on $("${REDIS_SERVER}" --version)"
 exec ${GO} test -count=1 -timeout 15m -run "${run}" "${packages[@]}"

@@ -22,7 +22,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // apiSlowEvent is a REST event of GET /v1/slow?ms=ms from sourceIP.

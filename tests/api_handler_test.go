@@ -17,7 +17,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // These tests drive the API function in-process, exactly as its main wires

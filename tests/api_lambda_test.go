@@ -9,7 +9,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // TestAPIFunctionUnderTheEmulator runs functions/api the way Lambda runs

@@ -20,7 +20,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // apiKnownKey is the API key the API tests configure as known (tier org).

@@ -22,7 +22,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // TestAuthorizerTierLimits: under the emulator, each kind of caller gets

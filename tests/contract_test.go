@@ -18,9 +18,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

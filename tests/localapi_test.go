@@ -21,7 +21,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

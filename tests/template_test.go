@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // The template tests pin down what template.yaml must never lose: they read

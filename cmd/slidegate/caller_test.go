@@ -8,6 +8,7 @@ import (
 )
 
 func TestCallerFlags(t *testing.T) {
+	logged := identity.Hash("ip:203.0.113.7")
 	cases := []struct {
 		name     string
 		flags    callerFlags
@@ -24,6 +25,17 @@ func TestCallerFlags(t *testing.T) {
 		{"two", callerFlags{ip: "203.0.113.7", sub: "alice"}, 64, "", "", "exactly one"},
 		{"bad address", callerFlags{ip: "203.0.113"}, 64, "", "", "not an IP address"},
 		{"bad hash", callerFlags{apiKeyHash: "xyz"}, 64, "", "", "64 hex digits"},
+		// --identity takes the identity as the logs print it (issue 41).
+		{"logged hash", callerFlags{id: logged}, 64, "", "hash:" + logged, ""},
+		{"logged hash and its tier", callerFlags{id: strings.ToUpper(logged), tier: "org"}, 64, "org", "hash:" + logged, ""},
+		{"hash: and the hash", callerFlags{id: "hash:" + logged, tier: "anonymous"}, 64, "anonymous", "hash:" + logged, ""},
+		{"an identity as counted", callerFlags{id: "ip:2001:db8:1:2::5"}, 64, "anonymous", "ip:2001:db8:1:2::/64", ""},
+		{"a key identity", callerFlags{id: "key:" + identity.KeyHash("k")}, 64, "org", "key:" + identity.KeyHash("k"), ""},
+		{"a tier that is not the kind's", callerFlags{id: "sub:alice", tier: "org"}, 64, "", "", "tier user"},
+		{"an unknown tier", callerFlags{id: logged, tier: "gold"}, 64, "", "", "anonymous, user or org"},
+		{"a tier without --identity", callerFlags{ip: "203.0.113.7", tier: "anonymous"}, 64, "", "", "goes with --identity"},
+		{"a hash one digit short", callerFlags{id: logged[:31]}, 64, "", "", "--identity"},
+		{"identity and ip", callerFlags{id: logged, ip: "203.0.113.7"}, 64, "", "", "exactly one"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

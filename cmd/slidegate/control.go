@@ -326,7 +326,7 @@ func printControls(w io.Writer, r operator.ControlReply) {
 	for _, v := range append(append([]operator.ControlView{}, r.Networks...), r.Controls...) {
 		target := v.Network
 		if target == "" {
-			target = "{" + v.Tag + "}"
+			target = v.Hash
 		}
 		factor := "-"
 		if v.Kind == "scale" {
@@ -339,7 +339,7 @@ func printControls(w io.Writer, r operator.ControlReply) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Kind, target, factor, orDash(v.SetBy), stamp(v.SetAt), stamp(v.Until), v.Reason)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "Identities are listed by their key hash tag: inspect shows a caller's tag.")
+	fmt.Fprintln(w, "Identities are listed as the logs print them: --identity <hash> inspects, lifts or changes one.")
 }
 
 func stamp(t time.Time) string {

@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -22,11 +20,12 @@ import (
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // callerFlags name the caller to inspect or reset.
 type callerFlags struct {
-	ip, apiKey, apiKeyHash, sub, plan string
+	ip, apiKey, apiKeyHash, sub, id, tier, plan string
 }
 
 func (f *callerFlags) register(fs *flag.FlagSet) {
@@ -34,25 +33,33 @@ func (f *callerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKey, "api-key", "", "an API `key` (tier org); prefer --api-key-hash to keep it out of shell history")
 	fs.StringVar(&f.apiKeyHash, "api-key-hash", "", "an API key's SHA-256 `hex` (tier org), as in API_KEY_HASHES")
 	fs.StringVar(&f.sub, "sub", "", "a verified JWT's `subject` (tier user)")
+	fs.StringVar(&f.id, "identity", "", "a caller's `identity` as the logs, Contributor Insights and the dashboard print it (32 hex digits), or as the functions count it (ip:, key:, sub:)")
+	fs.StringVar(&f.tier, "tier", "", "with --identity and a hash: the caller's `tier` (anonymous, user or org), as its log line's \"tier\" says; inspect and reset need it to know the caller's limits")
 	fs.StringVar(&f.plan, "plan", "", "the caller's `plan` where the functions learn it from AWS or a token (its key's usage plan, its token's plan claim); an API_KEY_HASHES key's plan and an --ip's network are found without it")
 }
 
 // caller resolves the flags into the caller the functions count: its tier
-// and identity.
+// and identity. An --identity given as its hash has the tier --tier says,
+// or none ("": the controls need none; inspect and reset ask for it).
 func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	given := 0
-	for _, v := range []string{f.ip, f.apiKey, f.apiKeyHash, f.sub} {
+	for _, v := range []string{f.ip, f.apiKey, f.apiKeyHash, f.sub, f.id} {
 		if v != "" {
 			given++
 		}
 	}
 	if given != 1 {
-		return identity.Caller{}, fmt.Errorf("give exactly one of --ip, --api-key, --api-key-hash, --sub")
+		return identity.Caller{}, fmt.Errorf("give exactly one of --ip, --api-key, --api-key-hash, --sub, --identity")
+	}
+	if f.tier != "" && f.id == "" {
+		return identity.Caller{}, fmt.Errorf("--tier goes with --identity; the other flags say the tier")
 	}
 	// Every flag is read by identity.CanonicalIdentity, as the operator
 	// function reads the identity it is sent: one reading of a caller for
 	// every way into the controls.
 	switch {
+	case f.id != "":
+		return f.identityCaller(ipv6Prefix)
 	case f.ip != "":
 		id, err := identity.CanonicalIdentity(identity.KindIP+f.ip, ipv6Prefix)
 		if err != nil || strings.Contains(f.ip, "/") {
@@ -74,6 +81,48 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 		}
 		return identity.Caller{Tier: identity.TierUser, Identity: id}, nil
 	}
+}
+
+// identityCaller is caller for --identity: its kind says its tier, or,
+// for a hash, --tier does.
+func (f callerFlags) identityCaller(ipv6Prefix int) (identity.Caller, error) {
+	id, err := identity.CanonicalIdentity(f.id, ipv6Prefix)
+	if err != nil {
+		return identity.Caller{}, fmt.Errorf("--identity: %w", err)
+	}
+	tier := ""
+	switch {
+	case strings.HasPrefix(id, identity.KindIP):
+		tier = identity.TierAnonymous
+	case strings.HasPrefix(id, identity.KindKey):
+		tier = identity.TierOrg
+	case strings.HasPrefix(id, identity.KindSubject):
+		tier = identity.TierUser
+	}
+	switch {
+	case f.tier == "" || f.tier == tier:
+	case tier != "":
+		return identity.Caller{}, fmt.Errorf("--tier %q: identity %s is counted in tier %s", clip.Text(f.tier, clip.QuotedLen), clip.Text(id, clip.QuotedLen), tier)
+	case f.tier == identity.TierAnonymous || f.tier == identity.TierUser || f.tier == identity.TierOrg:
+		tier = f.tier
+	default:
+		return identity.Caller{}, fmt.Errorf("--tier %q: want anonymous, user or org", clip.Text(f.tier, clip.QuotedLen))
+	}
+	return identity.Caller{Tier: tier, Identity: id}, nil
+}
+
+// sourceIP is the address of an anonymous caller, for its network: --ip,
+// or the address of an --identity of kind ip ("" for any other).
+func (f callerFlags) sourceIP(c identity.Caller) string {
+	if f.ip != "" {
+		return f.ip
+	}
+	rest, ok := strings.CutPrefix(c.Identity, identity.KindIP)
+	if !ok || rest == identity.InvalidSource {
+		return ""
+	}
+	addr, _, _ := strings.Cut(rest, "/")
+	return addr
 }
 
 // planOf is the caller's plan: --plan, else an org caller's API_KEY_HASHES
@@ -218,7 +267,10 @@ type limitState struct {
 // inspection is inspect's answer.
 type inspection struct {
 	Stage string `json:"stage"`
-	Tier  string `json:"tier"`
+	// EnvironmentOnly is true when no stage files were found: the limits
+	// are the environment's (and defaults), not Stage's.
+	EnvironmentOnly bool   `json:"environmentOnly,omitempty"`
+	Tier            string `json:"tier"`
 	// Plan is the plan whose limits count the caller ("" for its tier's),
 	// UnknownPlan one it carries that the stage does not configure, and
 	// Network its source network's verdict (unlimited, blocked, a plan).
@@ -279,7 +331,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
+	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
 		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != edge.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
@@ -324,17 +376,6 @@ func rateText(l ratelimit.Limit) string {
 	return l.String()
 }
 
-// keyTag is the identity hash as Redis keys carry it (the hash tag between
-// the braces: the same 128 bits, unpadded base64url), from the hex the logs
-// carry.
-func keyTag(hexHash string) string {
-	b, err := hex.DecodeString(hexHash)
-	if err != nil {
-		return hexHash
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 func algorithmName(a ratelimit.Algorithm) string {
 	if a == "" {
 		return string(ratelimit.SlidingWindow)
@@ -364,7 +405,12 @@ func openSession(ctx context.Context, name string, args []string, e env, withJSO
 	if err != nil {
 		return nil, err
 	}
-	now, err := peekCaller(ctx, op, sc, caller, c.caller.ip)
+	if caller.Tier == "" {
+		op.Close()
+		fmt.Fprintf(e.stderr, "slidegate %s: --identity %s: a hash does not say the caller's tier, which its limits depend on: add --tier as its log line's \"tier\" says (and --plan as its \"plan\", if any)\n", name, caller.Identity)
+		return nil, errUsage
+	}
+	now, err := peekCaller(ctx, op, sc, caller, c.caller.sourceIP(caller))
 	if err != nil {
 		op.Close()
 		return nil, err
@@ -395,7 +441,17 @@ func printInspection(w io.Writer, in inspection) {
 	if in.UnknownPlan != "" {
 		who += ", plan " + in.UnknownPlan + " not configured: the tier's limits"
 	}
-	fmt.Fprintf(w, "caller %s (%s) on stage %s, key hash tag {%s}, identity in logs %s\n", in.Identity, who, in.Stage, keyTag(in.Hash), in.Hash)
+	// One name for the caller everywhere an operator looks: the hash the
+	// logs print, which --identity takes back.
+	where := "on stage " + in.Stage
+	if in.EnvironmentOnly {
+		where = "on the environment only (no stage files read)"
+	}
+	if strings.HasPrefix(in.Identity, identity.KindHash) {
+		fmt.Fprintf(w, "caller %s (%s) %s\n", in.Hash, who, where)
+	} else {
+		fmt.Fprintf(w, "caller %s (%s) %s, identity in logs %s\n", in.Identity, who, where, in.Hash)
+	}
 	switch in.Network {
 	case config.NetworkBlocked:
 		fmt.Fprintln(w, "network: blocked (RATE_LIMIT_NETWORKS): every request is refused without a Redis call")
@@ -456,7 +512,7 @@ func runReset(ctx context.Context, args []string, e env) error {
 	if !c.yes && !confirmed(e, fmt.Sprintf("Clear the counters of %s (%s) on stage %s (%d limits)?", caller.Identity, caller.Tier, sc.stage, len(before.Limits))) {
 		return fmt.Errorf("not confirmed; nothing cleared (--yes skips the question)")
 	}
-	_, checks := callerChecks(sc.policy(), caller, c.caller.ip)
+	_, checks := callerChecks(sc.policy(), caller, c.caller.sourceIP(caller))
 	n, err := op.Limiter.Reset(ctx, checks...)
 	if err != nil {
 		return err
@@ -465,7 +521,9 @@ func runReset(ctx context.Context, args []string, e env) error {
 	for _, l := range before.Limits {
 		fmt.Fprintf(e.stdout, "  %s %s %s: %d used before\n", l.Name, l.Limit, l.Algorithm, l.Used)
 	}
-	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
+	// The functions' Gate holds a cached denial at most controls.Propagation
+	// (their Limiter reads live controls), then asks Redis again.
+	fmt.Fprintf(e.stdout, "Warm function instances admit the caller again within %s: one that denied it may repeat that denial from its memory until then, whatever Retry-After it gave.\n", controls.Propagation)
 	return nil
 }
 

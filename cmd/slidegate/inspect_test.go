@@ -26,15 +26,3 @@ func TestRateText(t *testing.T) {
 		}
 	}
 }
-
-// TestKeyTag: the hex hash of the logs becomes the base64url of the same
-// bytes, as between the braces of a Redis key; what is not hex is shown as
-// it is.
-func TestKeyTag(t *testing.T) {
-	if got, want := keyTag("383446635fdaea9b6adad3d3a55ddc5a"), "ODRGY1_a6ptq2tPTpV3cWg"; got != want {
-		t.Errorf("keyTag = %q, want %q", got, want)
-	}
-	if got := keyTag("hash-key-unavailable"); got != "hash-key-unavailable" {
-		t.Errorf("keyTag of a non-hex value = %q, want it unchanged", got)
-	}
-}

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // verifyUsage is the help of `slidegate verify`.

@@ -1,6 +1,6 @@
 // Package apihandler is the API function's net/http handler: the example
 // routes of slidegate's API behind the rate-limit middleware of
-// internal/httplimit, and the Lambda entry point that serves it for API
+// pkg/httplimit, and the Lambda entry point that serves it for API
 // Gateway REST (v1) and HTTP API (v2) proxy events through
 // aws-lambda-go-api-proxy.
 //
@@ -28,8 +28,8 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

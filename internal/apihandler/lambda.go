@@ -17,7 +17,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/observe"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 )
 
 // ErrMalformedEvent wraps every event the Lambda handler cannot serve: not

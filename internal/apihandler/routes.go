@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/httplimit"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -65,7 +66,7 @@ type QuotaControl struct {
 }
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
-	out, _ := httplimit.OutcomeFromContext(r.Context())
+	out, _ := httplimit.OutcomeFromContext[edge.Outcome](r.Context())
 	closest := out.Result.Closest()
 	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
 	if name := out.Control(); name != "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -130,7 +131,7 @@ func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, edge.KindOf(edge.NetworkLimits, res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
 	rt.observe(ctx, r, out, err)
 	return out, err
 }
@@ -179,7 +180,7 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, edge.KindOf(edge.NetworkLimits, spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -191,7 +192,7 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = edge.KindOf(edge.NetworkLimits, out.Result, false, err)
+	out.Kind = httplimit.KindOf(out.Result, false, err)
 	return out, err
 }
 

@@ -29,9 +29,9 @@ import (
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/httplimit"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -226,7 +227,7 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
-	out.Kind = KindOf(NetworkLimits, out.Result, false, nil)
+	out.Kind = httplimit.KindOf(out.Result, false, nil)
 	out.Policy = policyFromContext(ctx)
 	return out, true
 }

@@ -1,135 +1,40 @@
 package edge
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// Kind is what happened to one request. Every answer derives from it, each
-// in one place: the REST authorizer's policy or error and the HTTP API
-// authorizer's simple response (internal/authorizer), the middleware's
-// status (internal/httplimit), the log level and reason and the metrics'
-// outcome (internal/observe).
-type Kind uint8
+// Kind is what happened to one request (httplimit.Kind, whose constants
+// follow under the names the product has always used). Every answer
+// derives from it, each in one place: the REST authorizer's policy or
+// error and the HTTP API authorizer's simple response (internal/authorizer),
+// the middleware's status (pkg/httplimit), the log level and reason and the
+// metrics' outcome (internal/observe).
+type Kind = httplimit.Kind
 
-// The kinds of outcome. The zero Kind is none: an Outcome not decided.
+// The kinds of outcome (httplimit's). In the product: Unauthorized means an
+// unknown API key or a bearer token that does not verify, counted against
+// the source IP's anonymous limit; Unavailable a fail-closed route;
+// ShadowDenied a shadow limit of RATE_LIMIT_SHADOW; Blocked and Unlimited a
+// network of RATE_LIMIT_NETWORKS or a live network control (Result.Control
+// then says so).
 const (
-	// Allowed: Redis decided, and every limit admitted the request.
-	Allowed Kind = iota + 1
-	// Denied: Redis decided, and a limit denied the request: 429.
-	Denied
-	// Degraded: Redis could not decide and the route fails open, so the
-	// local fallback limit decided; Result.Allowed says which way (a
-	// denial is a 429 like any other).
-	Degraded
-	// Unauthorized: the request presented an unknown API key or a bearer
-	// token that does not verify, and was counted against its source IP's
-	// anonymous limit, which admitted it: 401.
-	Unauthorized
-	// UnauthorizedOverLimit: the same, but the source IP's anonymous limit
-	// denied it: 429 with Retry-After. A caller out of budget learns when
-	// to come back, whatever it presented.
-	UnauthorizedOverLimit
-	// Unavailable: the route fails closed and Redis could not decide: 503.
-	// The decision's error wraps ratelimit.ErrUnavailable.
-	Unavailable
-	// Undecidable: the request's limits can never be decided (a
-	// configuration pkg/ratelimit refuses): an error, 500.
-	Undecidable
-	// ShadowDenied: Redis decided, every enforced limit admitted the
-	// request, and a shadow limit (RATE_LIMIT_SHADOW) would have denied
-	// it: admitted, and reported as such.
-	ShadowDenied
-	// Blocked: the source address is in a blocked network
-	// (RATE_LIMIT_NETWORKS, or a live network block: Result.Control then
-	// says so): refused without a decision on Redis, whatever the
-	// request presented (REST: a Deny whose context says blocked; HTTP
-	// API and API function: 403).
-	Blocked
-	// Unlimited: the source address is in an unlimited network (or under
-	// a live network exemption): admitted without a decision on Redis and
-	// without rate-limit headers.
-	Unlimited
+	Allowed               = httplimit.Allowed
+	Denied                = httplimit.Denied
+	Degraded              = httplimit.Degraded
+	Unauthorized          = httplimit.Unauthorized
+	UnauthorizedOverLimit = httplimit.UnauthorizedOverLimit
+	Unavailable           = httplimit.Unavailable
+	Undecidable           = httplimit.Undecidable
+	ShadowDenied          = httplimit.ShadowDenied
+	Blocked               = httplimit.Blocked
+	Unlimited             = httplimit.Unlimited
 )
-
-// String is how an outcome of kind k is logged and counted in metrics:
-// "allowed", "denied", "degraded", "shadow-denied", "blocked",
-// "unlimited", or "rejected" for every kind refused for another reason
-// than a limit (an unauthorized credential of either Kind, a request that
-// could not be decided: Unavailable, Undecidable) and for the zero Kind.
-func (k Kind) String() string {
-	switch k {
-	case Allowed:
-		return "allowed"
-	case Denied:
-		return "denied"
-	case Degraded:
-		return "degraded"
-	case ShadowDenied:
-		return "shadow-denied"
-	case Blocked:
-		return "blocked"
-	case Unlimited:
-		return "unlimited"
-	default:
-		return "rejected"
-	}
-}
-
-// NetworkVerdict is what a caller's source network decides alone
-// (RATE_LIMIT_NETWORKS and the live network controls:
-// policy.Caller.Verdict): nothing, or the whole answer.
-type NetworkVerdict uint8
-
-// The network verdicts.
-const (
-	// NetworkLimits: the network decides nothing; the caller's limits do
-	// (a network's plan, if any, is one of them).
-	NetworkLimits NetworkVerdict = iota
-	// NetworkBlocked refuses every request of the network, without a
-	// Redis call.
-	NetworkBlocked
-	// NetworkUnlimited admits every request of the network with no limit,
-	// without a Redis call; a credential that does not verify is still
-	// unauthorized.
-	NetworkUnlimited
-)
-
-// KindOf is the Kind of a decision: the source network's verdict, the
-// decision's result, whether the request presented a credential that
-// earned nothing, and the decision's error. It holds the rule "a bad
-// credential within the source IP's limit is 401, beyond it 429", and
-// every other kind's, and holds them once.
-func KindOf(network NetworkVerdict, res ratelimit.Result, unauthorized bool, err error) Kind {
-	switch {
-	case network == NetworkBlocked:
-		return Blocked
-	case network == NetworkUnlimited && unauthorized:
-		return Unauthorized
-	case network == NetworkUnlimited:
-		return Unlimited
-	case errors.Is(err, ratelimit.ErrUnavailable):
-		return Unavailable
-	case err != nil:
-		return Undecidable
-	case unauthorized && (res.Allowed || len(res.Decisions) == 0):
-		return Unauthorized
-	case unauthorized:
-		return UnauthorizedOverLimit
-	case res.Degraded:
-		return Degraded
-	case res.Allowed && shadowDenied(res):
-		return ShadowDenied
-	case res.Allowed:
-		return Allowed
-	default:
-		return Denied
-	}
-}
 
 // Outcome is the answer to one Request: what happened (Kind), to whom,
 // and the rate-limit decision behind it.
@@ -163,6 +68,11 @@ type Outcome struct {
 	Policy string
 }
 
+// HTTPOutcome is the part of o that pkg/httplimit's middleware answers.
+func (o Outcome) HTTPOutcome() httplimit.Outcome {
+	return httplimit.Outcome{Kind: o.Kind, Result: o.Result, Policy: o.Policy, QuotaDenied: o.QuotaDenied}
+}
+
 // The names of the live controls that change a decision, as the decision
 // log line, the metrics and the authorizer context (CtxControl) give them.
 const (
@@ -194,16 +104,6 @@ func ControlName(c controls.Applied) string {
 // decision (ControlName of Result.Control), "" for none: a decision of
 // the local fallback knows no controls.
 func (o Outcome) Control() string { return ControlName(o.Result.Control) }
-
-// shadowDenied reports whether a shadow limit denied a request of res.
-func shadowDenied(res ratelimit.Result) bool {
-	for _, d := range res.Decisions {
-		if d.Shadow && !d.Allowed {
-			return true
-		}
-	}
-	return false
-}
 
 // ShadowDenials names the shadow limits that denied the request,
 // comma-separated ("" for none).
@@ -245,3 +145,23 @@ func PrincipalID(o Outcome) string {
 	}
 	return o.Caller.Tier + ":" + h
 }
+
+// NetworkVerdict is what a caller's source network decides alone
+// (RATE_LIMIT_NETWORKS and the live network controls:
+// policy.Caller.Verdict): nothing, or the whole answer
+// (policy.Caller.NetworkDecision).
+type NetworkVerdict uint8
+
+// The network verdicts.
+const (
+	// NetworkLimits: the network decides nothing; the caller's limits do
+	// (a network's plan, if any, is one of them).
+	NetworkLimits NetworkVerdict = iota
+	// NetworkBlocked refuses every request of the network, without a
+	// Redis call (Kind Blocked).
+	NetworkBlocked
+	// NetworkUnlimited admits every request of the network with no limit,
+	// without a Redis call (Kind Unlimited); a credential that does not
+	// verify is still unauthorized.
+	NetworkUnlimited
+)

@@ -14,6 +14,18 @@ import (
 // identity to send instead.
 var ErrNotCanonical = errors.New("not the identity the functions count")
 
+// KindHash starts an identity given as its hash: "hash:" and the 32 hex
+// digits (lower case) that the functions' logs, their metrics'
+// Contributor Insights rules and the dashboard print as a caller's
+// "identity" (Hasher.Hash). It names a caller nobody can name otherwise
+// from those places; pkg/ratelimit reads it under
+// ratelimit.Options.HashedIdentities, which only the operator's
+// connection sets.
+const KindHash = "hash:"
+
+// HashLen is the length of a hashed identity in hex (Hasher.Hash).
+const HashLen = 32
+
 // CanonicalIdentity is the identity the functions count for id, as an
 // operator names a caller for a live control or an inspection: the one
 // reading of an identity for every way into the controls (the slidegate
@@ -30,6 +42,9 @@ var ErrNotCanonical = errors.New("not the identity the functions count")
 //     not parse (InvalidSource).
 //   - "key:" and an API key's SHA-256 as 64 hex digits, lower case.
 //   - "sub:" and a token's subject, as it is (a subject is exact).
+//   - the identity's hash as the logs print it (32 hex digits), alone or
+//     after "hash:": "hash:" and the digits in lower case (KindHash). The
+//     hash says neither the tier nor the address: it names the keys.
 //
 // ipv6Prefix outside MinIPv6Prefix..MaxIPv6Prefix means
 // DefaultIPv6Prefix, as for SourceIdentity. Anything else is an error
@@ -48,13 +63,24 @@ func CanonicalIdentity(id string, ipv6Prefix int) (string, error) {
 			return "", fmt.Errorf("identity %q: want key: and the API key's SHA-256 as 64 hex digits", clip.Text(id, clip.QuotedLen))
 		}
 		return KindKey + h, nil
+	case strings.HasPrefix(id, KindHash) || isHash(strings.TrimSpace(id)):
+		h := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(id, KindHash)))
+		if !isHash(h) {
+			return "", fmt.Errorf("identity %q: want hash: and the identity's hash as the logs print it, %d hex digits", clip.Text(id, clip.QuotedLen), HashLen)
+		}
+		return KindHash + h, nil
 	case strings.HasPrefix(id, KindSubject):
 		if id == KindSubject {
 			return "", fmt.Errorf("identity %q: want sub: and the token's subject", id)
 		}
 		return id, nil
 	}
-	return "", fmt.Errorf("identity %q does not start with a kind (ip, key or sub) and a colon: want ip:<address or IPv6 /%d prefix>, key:<sha256 hex> or sub:<subject>", clip.Text(id, clip.QuotedLen), ipv6Prefix)
+	return "", fmt.Errorf("identity %q does not start with a kind (ip, key or sub) and a colon: want ip:<address or IPv6 /%d prefix>, key:<sha256 hex>, sub:<subject> or the %d-hex-digit hash the logs print", clip.Text(id, clip.QuotedLen), ipv6Prefix, HashLen)
+}
+
+// isHash reports whether s is HashLen hex digits, of either case.
+func isHash(s string) bool {
+	return len(s) == HashLen && strings.Trim(strings.ToLower(s), "0123456789abcdef") == ""
 }
 
 // canonicalSource is CanonicalIdentity of "ip:" and s.

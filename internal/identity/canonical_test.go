@@ -12,6 +12,7 @@ import (
 // saying what to send; the canonical form reads to itself.
 func TestCanonicalIdentity(t *testing.T) {
 	hash := identity.KeyHash("k")
+	logged := identity.Hash("ip:203.0.113.7")
 	for _, tc := range []struct {
 		id     string
 		prefix int
@@ -43,6 +44,16 @@ func TestCanonicalIdentity(t *testing.T) {
 		{"203.0.113.7", 64, ""},
 		{"IP:203.0.113.7", 64, ""},
 		{"", 64, ""},
+		// The hash the logs print, as printed or after hash: (issue 41).
+		{logged, 64, "hash:" + logged},
+		{" " + strings.ToUpper(logged) + " ", 64, "hash:" + logged},
+		{"hash:" + logged, 64, "hash:" + logged},
+		{"hash:" + strings.ToUpper(logged), 64, "hash:" + logged},
+		{"hash:" + logged[:31], 64, ""},
+		{"hash:" + logged + "0", 64, ""},
+		{logged[:31] + "g", 64, ""},
+		{"hash:", 64, ""},
+		{"hash-key-unavailable", 64, ""},
 	} {
 		got, err := identity.CanonicalIdentity(tc.id, tc.prefix)
 		switch {

@@ -16,6 +16,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/version"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -67,7 +68,7 @@ func record(outcome string) Observation {
 	case "undecidable":
 		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
-	rec.Outcome.Kind = edge.KindOf(edge.NetworkLimits, rec.Outcome.Result, unauthorized, rec.Err)
+	rec.Outcome.Kind = httplimit.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
 	return rec
 }
 

@@ -3,6 +3,8 @@ package operator
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,10 +31,11 @@ type ControlRequest struct {
 	// Identity is the caller exactly as the functions count it
 	// (identity.CanonicalIdentity): "ip:<IPv4 address>", "ip:<IPv6
 	// prefix of RATE_LIMIT_IPV6_PREFIX bits>" (the address alone at
-	// 128), "key:<sha256 hex, lower case>" or "sub:<subject>" (the
-	// command resolves its flags into it as inspect does); any other
-	// spelling is refused with the one to send. It is hashed before it
-	// reaches Redis or a log.
+	// 128), "key:<sha256 hex, lower case>", "sub:<subject>", or
+	// "hash:<32 hex digits, lower case>", the identity's hash as the logs
+	// print it (the command resolves its flags into it as inspect does);
+	// any other spelling is refused with the one to send. It is hashed
+	// before it reaches Redis or a log.
 	Identity string `json:"identity,omitempty"`
 	// Network is a CIDR with no host bits set, for block, exempt and lift.
 	Network string `json:"network,omitempty"`
@@ -56,9 +59,13 @@ type ControlView struct {
 	// Kind is block, exempt or scale; "malformed" for a record that cannot
 	// be read (decisions ignore it).
 	Kind string `json:"kind"`
-	// Tag is an identity's key hash tag (identities are stored hashed);
-	// Network a network control's CIDR. One of the two is set.
+	// Tag is an identity's key hash tag (identities are stored hashed),
+	// and Hash the same 128 bits in hex: the identity as the logs, the
+	// Contributor Insights rules and the dashboard print it, which every
+	// control command and inspect accept (--identity). Network is a
+	// network control's CIDR. Either Tag and Hash or Network is set.
 	Tag     string    `json:"tag,omitempty"`
+	Hash    string    `json:"hash,omitempty"`
 	Network string    `json:"network,omitempty"`
 	Factor  float64   `json:"factor,omitempty"`
 	SetBy   string    `json:"setBy,omitempty"`
@@ -241,6 +248,10 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		}
 	} else if err := checkIdentity(req.Identity, ipv6Prefix); err != nil {
 		return reply, err
+	} else if h, ok := strings.CutPrefix(req.Identity, identity.KindHash); ok && hashOfTag(l.Tag(req.Identity)) != h {
+		// A limiter without ratelimit.Options.HashedIdentities would act
+		// on the hash of the hash: a control acknowledged on nobody.
+		return reply, fmt.Errorf("%s: identity %s: this connection does not read identities given as their hash", req.Action, req.Identity)
 	}
 	switch req.Action {
 	case "block", "exempt", "scale":
@@ -262,7 +273,8 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 			c, reply.Found, err = l.GetControl(ctx, req.Identity)
 			if errors.Is(err, controls.ErrMalformed) {
 				reply.Found, err = true, nil
-				reply.Control = &ControlView{Kind: "malformed", Tag: l.Tag(req.Identity)}
+				tag := l.Tag(req.Identity)
+				reply.Control = &ControlView{Kind: "malformed", Tag: tag, Hash: hashOfTag(tag)}
 				return reply, nil
 			}
 		}
@@ -272,7 +284,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		if reply.Found {
 			v := viewOf(c, l.Tag(req.Identity), network)
 			if req.Network != "" {
-				v.Tag = ""
+				v.Tag, v.Hash = "", ""
 			}
 			reply.Control = &v
 		}
@@ -312,7 +324,7 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 	c.SetAt = now.Truncate(time.Millisecond) // as the record keeps it
 	v := viewOf(c, l.Tag(req.Identity), network)
 	if req.Network != "" {
-		v.Tag = ""
+		v.Tag, v.Hash = "", ""
 	}
 	reply.Found, reply.Control = true, &v
 	return reply, nil
@@ -325,7 +337,7 @@ func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply)
 	}
 	for _, e := range entries {
 		if e.Malformed {
-			reply.Controls = append(reply.Controls, ControlView{Kind: "malformed", Tag: e.Tag})
+			reply.Controls = append(reply.Controls, ControlView{Kind: "malformed", Tag: e.Tag, Hash: hashOfTag(e.Tag)})
 			continue
 		}
 		reply.Controls = append(reply.Controls, viewOf(e.Control, e.Tag, netip.Prefix{}))
@@ -344,12 +356,22 @@ func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply)
 }
 
 func viewOf(c controls.Control, tag string, network netip.Prefix) ControlView {
-	v := ControlView{Kind: c.Kind.String(), Tag: tag, Factor: c.Factor, SetBy: c.SetBy, Reason: c.Reason,
+	v := ControlView{Kind: c.Kind.String(), Tag: tag, Hash: hashOfTag(tag), Factor: c.Factor, SetBy: c.SetBy, Reason: c.Reason,
 		SetAt: c.SetAt.UTC(), Until: c.Until.UTC()}
 	if network.IsValid() {
-		v.Network, v.Tag = network.String(), ""
+		v.Network, v.Tag, v.Hash = network.String(), "", ""
 	}
 	return v
+}
+
+// hashOfTag is an identity's hash as the logs print it (hex) from its key
+// hash tag (the same 128 bits, unpadded base64url); "" for "".
+func hashOfTag(tag string) string {
+	b, err := base64.RawURLEncoding.DecodeString(tag)
+	if err != nil {
+		return ""
+	}
+	return hex.EncodeToString(b)
 }
 
 // IsBadRequest reports whether err refused a request before Redis was

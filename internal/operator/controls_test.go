@@ -139,3 +139,41 @@ func TestFunctionRefusesIdentitiesNeverCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestFunctionTakesTheIdentityTheLogsPrint (issue 41): the operator
+// function sets a control on a caller named by its hash as the logs print
+// it ("hash:" and the hex), on the keys of the identity hashed; the hash
+// as printed alone, or in upper case, is refused with the form to send.
+// The lift by the identity itself then finds that control.
+func TestFunctionTakesTheIdentityTheLogsPrint(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := map[string]string{"REDIS_URL": srv.URL(), "RATE_LIMIT_HASH_KEY": "operator-test-identity-hash-key-0123456789"}
+	cfg, err := config.FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFunction(cfg, Options{}, nil)
+	t.Cleanup(func() { f.Close() })
+	hasher, err := identity.NewHasher([]byte(env["RATE_LIMIT_HASH_KEY"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := hasher.Hash("ip:198.51.100.9")
+	handle := func(req ControlRequest) (ControlReply, error) {
+		payload, _ := json.Marshal(req)
+		return f.Handle(context.Background(), payload)
+	}
+	for _, id := range []string{logged, "hash:" + strings.ToUpper(logged)} {
+		if _, err := handle(ControlRequest{Action: "block", Identity: id, Duration: "1h", Reason: "r", By: "b"}); err == nil || !strings.Contains(err.Error(), `send "hash:`+logged+`"`) {
+			t.Errorf("block %q: %v; want a refusal that says send hash:%s", id, err, logged)
+		}
+	}
+	reply, err := handle(ControlRequest{Action: "block", Identity: "hash:" + logged, Duration: "1h", Reason: "from the logs", By: "b"})
+	if err != nil || reply.Control == nil || reply.Control.Hash != logged {
+		t.Fatalf("block hash:%s: %+v, %v; want it set and shown by that hash", logged, reply, err)
+	}
+	reply, err = handle(ControlRequest{Action: "lift", Identity: "ip:198.51.100.9", By: "b"})
+	if err != nil || !reply.Found || reply.Control.Reason != "from the logs" {
+		t.Fatalf("lift ip:198.51.100.9: %+v, %v; want the control set through its hash", reply, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,8 +66,14 @@ type Conn struct {
 }
 
 // Hash is an identity's hash as the functions log it and put it in
-// principal ids: the same 128 bits as its Redis hash tag.
-func (o *Conn) Hash(id string) string { return o.hasher.Hash(id) }
+// principal ids: the same 128 bits as its Redis hash tag. An identity
+// given as its hash (identity.KindHash) is that hash.
+func (o *Conn) Hash(id string) string {
+	if h, ok := strings.CutPrefix(id, identity.KindHash); ok {
+		return h
+	}
+	return o.hasher.Hash(id)
+}
 
 // errRedisUnreachable is what Connect's error wraps when Redis does not
 // answer PING.
@@ -122,7 +129,10 @@ func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, erro
 	if op.client, err = redisclient.New(cc); err != nil {
 		return nil, err
 	}
-	op.Limiter, err = ratelimit.NewLimiter(op.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: timeout, IdentityHashKey: key})
+	op.Limiter, err = ratelimit.NewLimiter(op.client, ratelimit.Options{KeyPrefix: cfg.KeyPrefix, Timeout: timeout, IdentityHashKey: key,
+		// The operator names callers by the hash the logs print
+		// (identity.KindHash); this limiter decides no request.
+		HashedIdentities: true})
 	if err != nil {
 		op.Close()
 		return nil, err

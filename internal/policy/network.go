@@ -158,7 +158,13 @@ func (c Caller) NetworkDecision(unauthorized bool) (kind edge.Kind, res ratelimi
 		return 0, ratelimit.Result{}, false
 	}
 	res = ratelimit.Result{Allowed: c.Verdict == edge.NetworkUnlimited, Control: c.NetworkControl}
-	return edge.KindOf(c.Verdict, res, unauthorized, nil), res, true
+	switch {
+	case c.Verdict == edge.NetworkBlocked:
+		return edge.Blocked, res, true
+	case unauthorized:
+		return edge.Unauthorized, res, true
+	}
+	return edge.Unlimited, res, true
 }
 
 // NetworkName is the network's verdict as RATE_LIMIT_NETWORKS writes it,

@@ -14,8 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -34,7 +33,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 
 	tests := []struct {
 		name       string
-		outcome    edge.Outcome
+		outcome    Outcome
 		err        error
 		opts       Options
 		wantStatus int
@@ -44,7 +43,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 	}{
 		{
 			name:       "allowed: through, with every contract header and no Retry-After",
-			outcome:    edge.Outcome{Kind: edge.Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    Outcome{Kind: Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -62,7 +61,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "allowed by the local fallback: the headers and the degraded sign",
-			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    Outcome{Kind: Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -72,7 +71,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "denied by the local fallback: the 429 carries the degraded sign",
-			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: false, Degraded: true, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    Outcome{Kind: Degraded, Result: ratelimit.Result{Allowed: false, Degraded: true, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -82,7 +81,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "denied: 429, Retry-After rounded up and equal to t, contract body",
-			outcome:    edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    Outcome{Kind: Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -100,7 +99,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name: "denied by the route limit while the tier allows: headers describe the route limit",
-			outcome: edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{
+			outcome: Outcome{Kind: Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{
 				{Limit: anonymous, Allowed: true, Remaining: 20, ResetAfter: 30 * time.Second, At: at},
 				loginDenied,
 			}}},
@@ -114,7 +113,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name: "allowed by two limits: headers describe the one with fewer remaining",
-			outcome: edge.Outcome{Kind: edge.Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{
+			outcome: Outcome{Kind: Allowed, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{
 				allowed, loginAllowed,
 			}}},
 			wantStatus: http.StatusOK,
@@ -158,7 +157,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized within the anonymous limit: 401 with the headers of that limit",
-			outcome:    edge.Outcome{Kind: edge.Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    Outcome{Kind: Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
 			wantHeaders: map[string]string{
@@ -170,7 +169,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "unauthorized over the anonymous limit: the 429 wins",
-			outcome:    edge.Outcome{Kind: edge.UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    Outcome{Kind: UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
@@ -179,21 +178,21 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:        "unauthorized where no limit applies (an unlimited network): 401, not the handler",
-			outcome:     edge.Outcome{Kind: edge.Unauthorized},
+			outcome:     Outcome{Kind: Unauthorized},
 			wantStatus:  http.StatusUnauthorized,
 			wantBody:    `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
 			wantHeaders: map[string]string{"RateLimit": "", "RateLimit-Policy": "", "Retry-After": ""},
 		},
 		{
 			name:        "not limited: through, no headers",
-			outcome:     edge.Outcome{},
+			outcome:     Outcome{},
 			wantStatus:  http.StatusOK,
 			wantBody:    handlerBody,
 			wantHeaders: map[string]string{"RateLimit": "", "RateLimit-Policy": "", "X-RateLimit-Limit": "", "Retry-After": ""},
 		},
 		{
 			name:       "report only, exhausted: through, headers without Retry-After",
-			outcome:    edge.Outcome{Kind: edge.Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    Outcome{Kind: Denied, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
@@ -205,7 +204,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized over the anonymous limit: the 429 still wins",
-			outcome:    edge.Outcome{Kind: edge.UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
+			outcome:    Outcome{Kind: UnauthorizedOverLimit, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{deniedAnon}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
@@ -216,7 +215,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, an enforced denial (the route's own limit): 429, not the handler",
-			outcome:    edge.Outcome{Kind: edge.Denied, QuotaDenied: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{loginDenied}}},
+			outcome:    Outcome{Kind: Denied, QuotaDenied: true, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{loginDenied}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 48 seconds.","retry_after_seconds":48}}`,
@@ -228,7 +227,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "report only, unauthorized within the anonymous limit: 401, not the handler",
-			outcome:    edge.Outcome{Kind: edge.Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
+			outcome:    Outcome{Kind: Unauthorized, Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}}},
 			opts:       Options{ReportOnly: true},
 			wantStatus: http.StatusUnauthorized,
 			wantBody:   `{"error":{"code":"UNAUTHORIZED","message":"The API key or bearer token is not valid."}}`,
@@ -239,7 +238,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 		},
 		{
 			name:       "degraded allowance: through, headers of the fallback limit",
-			outcome:    edge.Outcome{Kind: edge.Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
+			outcome:    Outcome{Kind: Degraded, Result: ratelimit.Result{Allowed: true, Degraded: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute}, Allowed: true, Remaining: 2, ResetAfter: 20 * time.Second, At: at, Degraded: true}}}},
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
@@ -253,14 +252,14 @@ func TestMiddlewareAnswers(t *testing.T) {
 			var logs strings.Builder
 			tt.opts.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			var reached bool
-			var seen edge.Outcome
+			var seen Outcome
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				reached = true
-				seen, _ = OutcomeFromContext(r.Context())
+				seen, _ = OutcomeFromContext[Outcome](r.Context())
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, handlerBody)
 			})
-			decide := func(*http.Request) (edge.Outcome, error) { return tt.outcome, tt.err }
+			decide := func(*http.Request) (Outcome, error) { return tt.outcome, tt.err }
 			h := Middleware(decide, tt.opts)(next)
 
 			rec := httptest.NewRecorder()
@@ -309,7 +308,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 }
 
 func TestOutcomeFromContextOutsideMiddleware(t *testing.T) {
-	if _, ok := OutcomeFromContext(httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
+	if _, ok := OutcomeFromContext[Outcome](httptest.NewRequest(http.MethodGet, "/", nil).Context()); ok {
 		t.Fatal("OutcomeFromContext found an outcome in a plain request")
 	}
 }
@@ -334,8 +333,8 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
 		res := ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}
-		out := edge.Outcome{Kind: edge.KindOf(edge.NetworkLimits, res, unauthorized, nil), Result: res}
-		h := Middleware(func(*http.Request) (edge.Outcome, error) { return out, nil }, Options{})(
+		out := Outcome{Kind: KindOf(res, unauthorized, nil), Result: res}
+		h := Middleware(func(*http.Request) (Outcome, error) { return out, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
@@ -383,7 +382,7 @@ func TestMiddlewareDecideErrorIsWrappedNotReplaced(t *testing.T) {
 	// A decide function that wraps ratelimit.ErrUnavailable several levels deep still
 	// gets the 503: the middleware branches with errors.Is.
 	err := fmt.Errorf("outer: %w", fmt.Errorf("middle: %w", errors.Join(errors.New("dial tcp: refused"), ratelimit.ErrUnavailable)))
-	h := Middleware(func(*http.Request) (edge.Outcome, error) { return edge.Outcome{}, err }, Options{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
+	h := Middleware(func(*http.Request) (Outcome, error) { return Outcome{}, err }, Options{Logger: slog.New(slog.DiscardHandler)})(http.NotFoundHandler())
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/auth/login", nil))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -406,7 +405,7 @@ func TestMiddlewareClipsLoggedError(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			h := Middleware(func(*http.Request) (edge.Outcome, error) { return edge.Outcome{}, tt.err },
+			h := Middleware(func(*http.Request) (Outcome, error) { return Outcome{}, tt.err },
 				Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RouteName: tt.routeName})(http.NotFoundHandler())
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/auth/x", nil))
 			var rec map[string]any

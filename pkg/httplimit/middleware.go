@@ -13,9 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
-	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -41,6 +39,9 @@ type Options struct {
 	// instead of its method and clipped path: a path can hold secrets, and
 	// the caller knows a safer name (a route template). It must not panic.
 	RouteName func(*http.Request) string
+	// Key names the caller a request is counted against, for Limit only;
+	// ClientIP() when nil. Middleware's decide function names its own.
+	Key func(*http.Request) string
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after
@@ -60,13 +61,13 @@ const (
 // nothing of where requests come from: decide does (API Gateway events,
 // a local server, anything).
 //
-// decide answers with the request's edge.Outcome, its Kind already set
-// (edge.KindOf, or edge.FromAuthorizerContext for a request an authorizer
-// decided), or with an error when the request could not be decided. An
-// error comes with an Outcome of Kind edge.Unavailable or
-// edge.Undecidable, as app.Runtime.Decide returns it; with any other Kind
-// (none, say: the decide function failed before it had an outcome) the
-// error alone says which, as edge.KindOf reads an error.
+// decide answers with the request's outcome, a value of the caller's own
+// type O whose HTTPOutcome has its Kind already set (KindOf, say), or with
+// an error when the request could not be decided. An error comes with an
+// outcome of Kind Unavailable or Undecidable; with any other Kind (none,
+// say: the decide function failed before it had an outcome) the error
+// alone says which, as KindOf reads an error. Limit is the ready-made
+// decide function for one limit per key.
 //
 // The answer follows the Kind:
 //
@@ -103,7 +104,7 @@ const (
 // Cache-Control: no-store, as API Gateway's own gateway responses are: a
 // 429, 503, 401 or 500 is about one moment and one caller, and no cache
 // may serve it to another.
-func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) func(http.Handler) http.Handler {
+func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options) func(http.Handler) http.Handler {
 	unavailableRetry := opts.UnavailableRetryAfter
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
@@ -112,27 +113,28 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			out, err := decide(r)
+			decided, err := decide(r)
+			out := decided.HTTPOutcome()
 			kind := out.Kind
-			if err != nil && kind != edge.Unavailable && kind != edge.Undecidable {
-				kind = edge.KindOf(edge.NetworkLimits, ratelimit.Result{}, false, err)
+			if err != nil && kind != Unavailable && kind != Undecidable {
+				kind = KindOf(ratelimit.Result{}, false, err)
 			}
 			switch kind {
-			case edge.Blocked:
+			case Blocked:
 				writeJSON(w, http.StatusForbidden, wire.ForbiddenBody())
 				return
-			case edge.Unavailable:
+			case Unavailable:
 				logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
 				writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
 				return
-			case edge.Undecidable:
+			case Undecidable:
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
 				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
 				return
 			}
 			if len(out.Result.Decisions) == 0 {
-				if out.Unauthorized() {
+				if kind == Unauthorized || kind == UnauthorizedOverLimit {
 					// A credential that does not verify, where no limit
 					// applies (an unlimited network): refused all the
 					// same, as the authorizer refuses it.
@@ -150,14 +152,14 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 				w.Header().Set(wire.HeaderDegraded, "true")
 			}
 			switch {
-			case kind == edge.UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
+			case kind == UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
 				// Equal to the closest decision's t, which Closest picks
 				// as the denial with the longest wait.
 				retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
 				return
-			case kind == edge.Unauthorized:
+			case kind == Unauthorized:
 				w.Header().Del(headerRetryAfter)
 				writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
 				return
@@ -165,16 +167,17 @@ func Middleware(decide func(*http.Request) (edge.Outcome, error), opts Options) 
 			// Retry-After means nothing on a response that lets the request
 			// through (RFC 9110, section 10.2.3).
 			w.Header().Del(headerRetryAfter)
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, out)))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, decided)))
 		})
 	}
 }
 
-// OutcomeFromContext returns the outcome the Middleware reached for the
-// request whose context ctx is, for handlers that report it (a quota
-// endpoint, say). ok is false outside the middleware.
-func OutcomeFromContext(ctx context.Context) (out edge.Outcome, ok bool) {
-	out, ok = ctx.Value(outcomeKey{}).(edge.Outcome)
+// OutcomeFromContext returns the outcome (of the decide function's type O)
+// the Middleware reached for the request whose context ctx is, for
+// handlers that report it (a quota endpoint, say). ok is false outside
+// the middleware, and for another type than the decide function's.
+func OutcomeFromContext[O any](ctx context.Context) (out O, ok bool) {
+	out, ok = ctx.Value(outcomeKey{}).(O)
 	return out, ok
 }
 
@@ -200,14 +203,14 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 	}
 	if routeName != nil {
 		logger.LogAttrs(r.Context(), slog.LevelError, msg,
-			slog.String("route", clip.Text(routeName(r), 16+1+256)),
-			slog.String("error", clip.Text(err.Error(), maxLoggedError)))
+			slog.String("route", clipText(routeName(r), 16+1+256)),
+			slog.String("error", clipText(err.Error(), maxLoggedError)))
 		return
 	}
 	logger.LogAttrs(r.Context(), slog.LevelError, msg,
-		slog.String("method", clip.Text(r.Method, 16)),
-		slog.String("path", clip.Text(r.URL.Path, 256)),
-		slog.String("error", clip.Text(err.Error(), maxLoggedError)))
+		slog.String("method", clipText(r.Method, 16)),
+		slog.String("path", clipText(r.URL.Path, 256)),
+		slog.String("error", clipText(err.Error(), maxLoggedError)))
 }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
@@ -217,4 +220,12 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it
+}
+
+// clipText is s cut to at most n bytes, then "..." when it was longer.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

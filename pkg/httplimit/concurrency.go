@@ -6,8 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/slidegate/slidegate/internal/edge"
-	"github.com/slidegate/slidegate/internal/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -32,7 +31,7 @@ import (
 // It goes inside Middleware: a request over its rate limit never takes a
 // slot, and rate-limit headers already set on the response stay on the
 // 429.
-func Concurrency(acquire func(*http.Request) (edge.Admission, error), opts Options) func(http.Handler) http.Handler {
+func Concurrency(acquire func(*http.Request) (Admission, error), opts Options) func(http.Handler) http.Handler {
 	unavailableRetry := opts.UnavailableRetryAfter
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
