@@ -5,6 +5,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -74,16 +75,12 @@ func (o Outcome) HTTPOutcome() httplimit.Outcome {
 }
 
 // The names of the live controls that change a decision, as the decision
-// log line, the metrics and the authorizer context (CtxControl) give them.
+// log line, the metrics and the authorizer context (CtxControl) give them:
+// wire's.
 const (
-	// ControlBlocked: a block on the caller's identity or its network
-	// denied the request.
-	ControlBlocked = "blocked-by-control"
-	// ControlExempt: an exemption on the caller's identity admitted the
-	// request without spending, or one on its network lifted its limits.
-	ControlExempt = "exempt"
-	// ControlScaled: the caller's limits were scaled.
-	ControlScaled = "scaled"
+	ControlBlocked = wire.ControlBlocked
+	ControlExempt  = wire.ControlExempt
+	ControlScaled  = wire.ControlScaled
 )
 
 // ControlName is the name of the live control c (ControlBlocked,
