@@ -331,9 +331,19 @@ func TestSlidegateCallerErrors(t *testing.T) {
 // fails (exit status 1) on each configuration the functions or
 // CloudFormation would refuse, naming it, and warns of the risky ones.
 func TestSlidegateCheck(t *testing.T) {
+	// The shipped samconfig.toml with its placeholders replaced, as a
+	// user deploys it: the cases below check one thing each on it.
+	shipped, err := os.ReadFile("../samconfig.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployable := filepath.Join(t.TempDir(), "samconfig.toml")
+	if err := os.WriteFile(deployable, []byte(strings.NewReplacer("VpcId=vpc-REPLACE_ME SubnetIds=subnet-REPLACE_ME_A,subnet-REPLACE_ME_B", deployableIDs).Replace(string(shipped))), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	samconfig := func(overrides string) string {
 		path := filepath.Join(t.TempDir(), "samconfig.toml")
-		body := "version = 0.1\n[dev.deploy.parameters]\nparameter_overrides = \"" + overrides + "\"\n"
+		body := "version = 0.1\n[dev.deploy.parameters]\nparameter_overrides = \"" + overrides + " " + deployableIDs + "\"\n"
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -347,8 +357,11 @@ func TestSlidegateCheck(t *testing.T) {
 		// says must appear on stdout, each as "error: ..." or "warning: ...".
 		says []string
 	}{
-		{"shipped dev", nil, []string{"--stage", "dev"}, 0, []string{"0 errors, 0 warnings"}},
-		{"shipped prod", nil, []string{"--stage", "prod"}, 0, []string{"0 errors, 0 warnings", "anonymous     60/1m"}},
+		// Issue 41: the placeholders CloudFormation refuses are errors.
+		{"shipped dev", nil, []string{"--stage", "dev", "--samconfig", "../samconfig.toml"}, 1, []string{`error: samconfig.toml [dev] VpcId="vpc-REPLACE_ME": a placeholder`, "2 errors, 0 warnings"}},
+		{"shipped prod", nil, []string{"--stage", "prod", "--samconfig", "../samconfig.toml"}, 1, []string{`error: samconfig.toml [prod] SubnetIds="subnet-REPLACE_ME_A,subnet-REPLACE_ME_B": a placeholder`, "2 errors, 0 warnings"}},
+		{"dev, placeholders replaced", nil, []string{"--stage", "dev"}, 0, []string{"0 errors, 0 warnings"}},
+		{"prod, placeholders replaced", nil, []string{"--stage", "prod"}, 0, []string{"0 errors, 0 warnings", "anonymous     60/1m"}},
 		{"bad tier value", map[string]string{"RATE_LIMIT_USER": "lots"}, nil, 1, []string{`error: RATE_LIMIT_USER="lots"`}},
 		{"limit above the exact-arithmetic cap", map[string]string{"RATE_LIMIT_ORG": "1000000/720h"}, nil, 1, []string{`error: RATE_LIMIT_ORG="1000000/720h"`, "2^50"}},
 		{"bad route", map[string]string{"RATE_LIMIT_ROUTES": "POST auth=5/1m"}, nil, 1, []string{`error: RATE_LIMIT_ROUTES="POST auth=5/1m"`}},
@@ -373,11 +386,11 @@ func TestSlidegateCheck(t *testing.T) {
 		{"fallback share larger than the limit", map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "100"}, nil, 0, []string{`warning: fallback share of "anonymous" (30/1m) is larger than the limit`}},
 		{"stage variable that overrides nothing", nil, []string{"--stage-var", "rateLimitAnon=3/1m"}, 0, []string{"warning: stage variable rateLimitAnon (--stage-var) overrides nothing"}},
 		{"environment variable that overrides nothing", map[string]string{"RATE_LIMIT_ANONYMUS": "3/1m"}, nil, 0, []string{"warning: environment variable RATE_LIMIT_ANONYMUS overrides nothing"}},
-		{"stage samconfig.toml does not name", nil, []string{"--stage", "prdo"}, 0, []string{`warning: samconfig.toml has no environment "prdo": the settings shown are the template's defaults`, "0 errors, 1 warnings"}},
+		{"stage samconfig.toml does not name", nil, []string{"--stage", "prdo"}, 1, []string{`warning: samconfig.toml has no environment "prdo": the settings shown are the template's defaults`, "no value for the template parameter VpcId", "2 errors, 1 warnings"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := runSlidegate(t, c.env, "", append([]string{"check"}, c.args...)...)
+			r := runSlidegate(t, c.env, "", append([]string{"check", "--samconfig", deployable}, c.args...)...)
 			if r.code != c.code {
 				t.Errorf("exit %d, want %d\n%s%s", r.code, c.code, r.stdout, r.stderr)
 			}
@@ -390,7 +403,7 @@ func TestSlidegateCheck(t *testing.T) {
 	}
 
 	t.Run("json", func(t *testing.T) {
-		r := runSlidegate(t, map[string]string{"RATE_LIMIT_USER": "lots", "RATE_LIMIT_FAIL_CLOSED": "none"}, "", "check", "--json")
+		r := runSlidegate(t, map[string]string{"RATE_LIMIT_USER": "lots", "RATE_LIMIT_FAIL_CLOSED": "none"}, "", "check", "--json", "--samconfig", deployable)
 		var rep struct {
 			Limits   []struct{ Name, Limit, Algorithm string }
 			Routes   []struct{ Method, Resource string }
@@ -417,6 +430,10 @@ func TestSlidegateCheck(t *testing.T) {
 		}
 	})
 }
+
+// deployableIDs are a VPC and two subnets as a user puts them in place of
+// samconfig.toml's placeholders.
+const deployableIDs = "VpcId=vpc-0a1b2c3d4e5f60718 SubnetIds=subnet-0a1b2c3d4e5f60718,subnet-0a1b2c3d4e5f60719"
 
 func mapsEqual(a, b map[string]int64) bool {
 	if len(a) != len(b) {

@@ -86,9 +86,9 @@ func run() error {
 	if *httpAPI {
 		api, vars = "HTTP API", srv.Spec.HTTPStageVariables
 	}
-	redis := "embedded Redis (miniredis)"
+	redis := "embedded Redis (miniredis), budget " + srv.RedisTimeout + " a decision"
 	if !srv.Embedded {
-		redis = "Redis at REDIS_URL"
+		redis = "Redis at REDIS_URL, budget " + srv.RedisTimeout + " a decision"
 	}
 	logger.Info("listening", "url", "http://"+srv.Addr(), "api", api, "stage", *stage, "redis", redis,
 		"rateLimitAnonymous", vars["rateLimitAnonymous"], "rateLimitUser", vars["rateLimitUser"],

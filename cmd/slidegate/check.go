@@ -112,6 +112,7 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 		warn("%s", msg)
 	}
 	checkOverrides(api.spec, filepath.Base(sf.samconfig), addError)
+	checkRequired(api.spec, api.samconfig != "", filepath.Base(sf.samconfig), addError)
 	// What the functions would log as a bad value and replace by its
 	// default: refused, so an error.
 	for _, sc := range []*stageConfig{api, auth} {
@@ -162,6 +163,9 @@ func checkOverrides(spec *deployconfig.Spec, samconfigName string, addError func
 			addError("%s: the template has no parameter %s (CloudFormation refuses the deploy)", where, name)
 			continue
 		}
+		if strings.Contains(strings.ToUpper(value), placeholder) {
+			addError("%s: a placeholder, to replace with your own value before deploying (CloudFormation refuses the deploy)", where)
+		}
 		if p.AllowedPattern != "" {
 			re, err := regexp.Compile("^(?:" + p.AllowedPattern + ")$")
 			if err != nil {
@@ -184,6 +188,33 @@ func checkOverrides(spec *deployconfig.Spec, samconfigName string, addError func
 				addError("%s: above the parameter's MaxValue %g (CloudFormation refuses the deploy)", where, *p.MaxValue)
 			}
 		}
+	}
+}
+
+// placeholder marks a samconfig.toml value left for the user to replace
+// (the shipped VpcId and SubnetIds): no AWS resource is named so.
+const placeholder = "REPLACE_ME"
+
+// checkRequired reports the template parameters without a default that
+// the stage's parameter overrides give no value, and those of an
+// AWS-specific type given an empty one: CloudFormation refuses a deploy
+// that leaves one empty ("Parameters: [...] must have values").
+func checkRequired(spec *deployconfig.Spec, samconfigRead bool, samconfigName string, addError func(string, ...any)) {
+	for _, name := range sortedKeys(spec.Parameters) {
+		p := spec.Parameters[name]
+		value, overridden := spec.Overrides[name]
+		// An override becomes the resolved template's default, so an
+		// empty one is told by its type: an AWS-specific type (a VPC, a
+		// subnet list) must name something.
+		awsType := strings.HasPrefix(p.Type, "AWS::") || strings.HasPrefix(p.Type, "List<AWS::")
+		if overridden && (strings.TrimSpace(value) != "" || !awsType) || !overridden && p.HasDefault {
+			continue
+		}
+		if !samconfigRead {
+			addError("template parameter %s has no default, and no %s was read to give it a value (CloudFormation refuses the deploy)", name, samconfigName)
+			continue
+		}
+		addError("%s [%s]: no value for the template parameter %s, which has no default (CloudFormation refuses the deploy)", samconfigName, spec.Stage, name)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // callerFlags name the caller to inspect or reset.
@@ -265,7 +266,10 @@ type limitState struct {
 // inspection is inspect's answer.
 type inspection struct {
 	Stage string `json:"stage"`
-	Tier  string `json:"tier"`
+	// EnvironmentOnly is true when no stage files were found: the limits
+	// are the environment's (and defaults), not Stage's.
+	EnvironmentOnly bool   `json:"environmentOnly,omitempty"`
+	Tier            string `json:"tier"`
 	// Plan is the plan whose limits count the caller ("" for its tier's),
 	// UnknownPlan one it carries that the stage does not configure, and
 	// Network its source network's verdict (unlimited, blocked, a plan).
@@ -326,7 +330,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network, Owner: rules.Owner,
+	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network, Owner: rules.Owner,
 		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Network != config.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
@@ -438,10 +442,14 @@ func printInspection(w io.Writer, in inspection) {
 	}
 	// One name for the caller everywhere an operator looks: the hash the
 	// logs print, which --identity takes back.
+	where := "on stage " + in.Stage
+	if in.EnvironmentOnly {
+		where = "on the environment only (no stage files read)"
+	}
 	if strings.HasPrefix(in.Identity, identity.KindHash) {
-		fmt.Fprintf(w, "caller %s (%s) on stage %s\n", in.Hash, who, in.Stage)
+		fmt.Fprintf(w, "caller %s (%s) %s\n", in.Hash, who, where)
 	} else {
-		fmt.Fprintf(w, "caller %s (%s) on stage %s, identity in logs %s\n", in.Identity, who, in.Stage, in.Hash)
+		fmt.Fprintf(w, "caller %s (%s) %s, identity in logs %s\n", in.Identity, who, where, in.Hash)
 	}
 	switch in.Network {
 	case config.NetworkBlocked:
@@ -512,7 +520,9 @@ func runReset(ctx context.Context, args []string, e env) error {
 	for _, l := range before.Limits {
 		fmt.Fprintf(e.stdout, "  %s %s %s: %d used before\n", l.Name, l.Limit, l.Algorithm, l.Used)
 	}
-	fmt.Fprintln(e.stdout, "A warm function instance that denied the caller keeps denying it from its memory until the Retry-After it gave.")
+	// The functions' Gate holds a cached denial at most controls.Propagation
+	// (their Limiter reads live controls), then asks Redis again.
+	fmt.Fprintf(e.stdout, "Warm function instances admit the caller again within %s: one that denied it may repeat that denial from its memory until then, whatever Retry-After it gave.\n", controls.Propagation)
 	return nil
 }
 

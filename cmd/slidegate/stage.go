@@ -79,8 +79,12 @@ type stageConfig struct {
 	limits   *config.Limits
 	stageErr error
 	// warnings are what the command must tell about where the
-	// configuration came from (a stage samconfig.toml does not name).
+	// configuration came from (a stage samconfig.toml does not name, no
+	// stage files at all).
 	warnings []string
+	// envOnly is true when no template was found: the environment alone
+	// was read, none of the stage's settings.
+	envOnly bool
 }
 
 // loadStage reads the configuration of the function functionID on the
@@ -88,13 +92,24 @@ type stageConfig struct {
 // requireTemplate; a template or samconfig.toml that does not parse is.
 func loadStage(f stageFlags, getenv func(string) string, functionID string, requireTemplate bool) (*stageConfig, error) {
 	sc := &stageConfig{stage: f.stage, stageVars: map[string]string{}, getenv: getenv}
-	if _, err := os.Stat(f.template); err == nil || requireTemplate {
+	if _, err := os.Stat(f.template); err != nil && !requireTemplate {
+		// Say what was not read, lest the environment's answer pass for
+		// the stage's (a plan, a limit its samconfig.toml sets).
+		sc.envOnly = true
+		sc.warnings = append(sc.warnings, fmt.Sprintf("no stage files: looked for %s and %s; read the environment only, not stage %s's settings (its plans, limits and stage variables): run in the repository or give --template and --samconfig",
+			absPath(f.template), absPath(f.samconfig), f.stage))
+	} else {
+		if err != nil {
+			return nil, fmt.Errorf("no template: looked for %s (and %s); check reads a stage from its files: run in the repository or give --template and --samconfig", absPath(f.template), absPath(f.samconfig))
+		}
 		samconfig := f.samconfig
 		if _, err := os.Stat(samconfig); err != nil {
 			if !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("read samconfig: %w", err)
 			}
 			samconfig = ""
+			sc.warnings = append(sc.warnings, fmt.Sprintf("no %s: looked for %s; read %s's defaults and the environment, not stage %s's parameter overrides",
+				filepath.Base(f.samconfig), absPath(f.samconfig), filepath.Base(f.template), f.stage))
 		}
 		spec, err := deployconfig.Load(f.template, samconfig, f.stage)
 		if err != nil {
@@ -139,6 +154,14 @@ func loadStage(f stageFlags, getenv func(string) string, functionID string, requ
 	sc.cfg, sc.cfgErr = config.FromEnv(sc.getenv)
 	sc.limits, sc.stageErr = config.ResolveStage(sc.cfg, config.StageValuesOf(sc.stageVars))
 	return sc, nil
+}
+
+// absPath is path made absolute for a message, or path when it cannot be.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // policy is the stage's request policy, as the functions resolve it.

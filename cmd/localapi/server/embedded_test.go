@@ -180,3 +180,30 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 		t.Fatalf("network controls %+v %v, want the block of %s", list, err, network)
 	}
 }
+
+// TestEmbeddedRedisBudget (issue 41): on the embedded Redis the functions'
+// budget is EmbeddedRedisTimeout unless the environment gives one; on a
+// Redis of REDIS_URL it is the template's (or the environment's). Before:
+// the template's 100ms everywhere, which a loaded machine missed.
+func TestEmbeddedRedisBudget(t *testing.T) {
+	template := map[string]string{"REDIS_TIMEOUT": "100ms"}
+	for _, tc := range []struct {
+		name     string
+		env      map[string]string
+		embedded bool
+		want     string
+	}{
+		{"embedded", nil, true, EmbeddedRedisTimeout},
+		{"embedded, the environment's", map[string]string{"REDIS_TIMEOUT": "250ms"}, true, "250ms"},
+		{"REDIS_URL", nil, false, "100ms"},
+		{"REDIS_URL, the environment's", map[string]string{"REDIS_TIMEOUT": "250ms"}, false, "250ms"},
+	} {
+		env := functionEnv(func(k string) string { return tc.env[k] }, template, "redis://127.0.0.1:1", tc.embedded)
+		if got := env("REDIS_TIMEOUT"); got != tc.want {
+			t.Errorf("%s: REDIS_TIMEOUT %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if d, err := time.ParseDuration(EmbeddedRedisTimeout); err != nil || d != time.Second {
+		t.Errorf("EmbeddedRedisTimeout %q: %v", EmbeddedRedisTimeout, err)
+	}
+}

@@ -89,6 +89,9 @@ type Server struct {
 	RedisURL string
 	// Embedded is true when the Redis is the embedded miniredis.
 	Embedded bool
+	// RedisTimeout is the functions' REDIS_TIMEOUT, a decision's whole
+	// Redis budget (EmbeddedRedisTimeout on the embedded Redis).
+	RedisTimeout string
 	// Spec is the template stage being served, with the limits given in
 	// the environment already applied to its stage variables.
 	Spec *gateway.Spec
@@ -136,11 +139,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		srv.closers = append(srv.closers, mr.Close)
 		srv.RedisURL, srv.Embedded = "redis://"+mr.Addr(), true
 	}
-	env := functionEnv(getenv, spec.Environment, srv.RedisURL)
+	env := functionEnv(getenv, spec.Environment, srv.RedisURL, srv.Embedded)
 	// The authorizer's own variables too: the template's HTTP API forwards
 	// denials to the API function (HTTP_API_DENIALS), which `make local
 	// HTTPAPI=1` must do as well for its 429s and 503s.
-	authEnv := functionEnv(getenv, spec.EnvironmentOf(AuthorizerFunctionID), srv.RedisURL)
+	authEnv := functionEnv(getenv, spec.EnvironmentOf(AuthorizerFunctionID), srv.RedisURL, srv.Embedded)
+	srv.RedisTimeout = env("REDIS_TIMEOUT")
 
 	metrics := cfg.FunctionMetrics
 	if metrics == nil {
@@ -222,15 +226,29 @@ func (s *Server) release() {
 	s.closers = nil
 }
 
+// EmbeddedRedisTimeout is the functions' Redis budget (REDIS_TIMEOUT) on
+// make local's embedded Redis when the environment gives none: ten times
+// the template's 100ms, which a loaded 2-core machine missed (the login
+// tour answered 503 instead of 400). Only the local run uses it.
+const EmbeddedRedisTimeout = "1s"
+
 // functionEnv is the environment the functions see: the process
 // environment, else the template's values, else the local defaults
 // (deployconfig.LocalDefaults: the demo API keys, JWT secret and hash key,
 // which AWS would provide otherwise).
-func functionEnv(getenv func(string) string, template map[string]string, redisURL string) func(string) string {
+//
+// On the embedded Redis, REDIS_TIMEOUT is EmbeddedRedisTimeout unless the
+// process environment sets it: the template's production budget is for
+// ElastiCache in the functions' VPC, not for an in-process Redis sharing a
+// loaded laptop's cores with the rest of the local run.
+func functionEnv(getenv func(string) string, template map[string]string, redisURL string, embedded bool) func(string) string {
 	defaults := deployconfig.LocalDefaults(getenv, template)
 	return func(name string) string {
 		if name == "REDIS_URL" {
 			return redisURL
+		}
+		if name == "REDIS_TIMEOUT" && embedded && getenv(name) == "" {
+			return EmbeddedRedisTimeout
 		}
 		if v := getenv(name); v != "" {
 			return v
