@@ -94,11 +94,11 @@ func planShapes() []planShape {
 	return []planShape{
 		{name: "one limit", script: "sliding_window.lua, lone-limit fast path",
 			limits: []ratelimit.Limit{plan(600, time.Minute)}},
-		{name: "three limits", script: "the plan's own script (sliding_window_plan.lua.tmpl)",
+		{name: "three limits", script: "sliding_window.lua, general path",
 			limits: []ratelimit.Limit{plan(20, time.Second), plan(600, time.Minute), plan(10_000, 24*time.Hour)}},
 		{name: "sliding-log route alone", script: "sliding_log.lua",
 			limits: []ratelimit.Limit{route}},
-		{name: "mixed: tier + route", script: "the plan's own mixed script (mixed_plan.lua.tmpl, sliding_log.lua inside)",
+		{name: "mixed: tier + route", script: "mixed.lua, pair form",
 			limits: []ratelimit.Limit{plan(600, time.Minute), route}},
 	}
 }
@@ -269,7 +269,7 @@ func plansSection(p *plansInfo) string {
 	w("## Several limits per decision\n\n")
 	w("One identity, several limits, one `Limiter.Decide` with one `ratelimit.Check` per limit: a plan with one limit against the same plan with three ")
 	w("(a burst, a sustained limit and a daily quota, all of the default algorithm), and a sliding-log route limit alone and under a sliding-window tier, ")
-	w("which `Limiter` sends as one call of the plan's own mixed script (`lua/mixed_plan.lua.tmpl`, the tier written in; `lua/mixed.lua` decides the shapes it does not). Random identities out of %d, Redis's own clock, concurrency %d, %d rounds of %s interleaving the four; ",
+	w("which `Limiter` sends as one call of `lua/mixed.lua`. Random identities out of %d, Redis's own clock, concurrency %d, %d rounds of %s interleaving the four; ",
 		p.Identities, p.Concurrency, p.Rounds, p.RoundDuration)
 	w("every identity made one decision of each kind before the rounds, so that they meet existing keys, as a steady state does; ")
 	w("the limits are wide enough that (almost) every decision admits and writes (the denials column counts the exceptions). ")
@@ -324,8 +324,7 @@ func plansSection(p *plansInfo) string {
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
 		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write when the key already holds the current window: `EVALSHA`, `TIME`, `INCRBY`. ")
-		w("Three limits of one identity are decided by the plan's own script (`lua/sliding_window_plan.lua.tmpl`, made once per plan in a process, the same keys and replies): their counts and windows, and what the script works out from them, are literals in it, so the call sends the cost alone and runs each limit in straight lines; it costs `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired ")
-		w("(the `GET` of the key layout before the integer counters, an import for rolling deploys, has gone: the previous release uses today's keys). ")
+		w("Three limits of one identity are decided by the same script's general path, sent each limit's count and window: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired. ")
 		w("Here an identity is decided %.2f times per round of one kind on average, and the kinds take turns, so it usually comes back more than a second later: ",
 			float64(three.Decisions)/float64(max(1, p.Rounds))/float64(max(1, p.Identities)))
 		w("its 1-second burst key has expired or holds an older second, and that key's rewrite is the %.2f `SET`s per decision above (the minute and the day roll over rarely). ",

@@ -42,7 +42,7 @@ func hkDigest(key, id string) []byte {
 
 // hkRedisKey is the Redis key of the anonymous limit 3/1m of an identity.
 func hkRedisKey(key, id string) string {
-	return "rl:{" + base64.RawURLEncoding.EncodeToString(hkDigest(key, id)) + "}:sw:anonymous:3/1m"
+	return "rl:{" + base64.RawURLEncoding.EncodeToString(hkDigest(key, id)) + "}:sw:anonymous:1m"
 }
 
 // hkForms are every form the unkeyed hash of an identity takes in Redis

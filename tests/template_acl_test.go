@@ -65,7 +65,7 @@ func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
 	}
 	// A controlled decision's script declares the identity's control key
 	// after its limits' keys, in the identity's slot.
-	err := client.Eval(ctx, "redis.call('GET', KEYS[2]) return redis.call('INCR', KEYS[1])", []string{"rl:{acltag}:sw:acl:2/1m", "rl:{acltag}:ctl"}).Err()
+	err := client.Eval(ctx, "redis.call('GET', KEYS[2]) return redis.call('INCR', KEYS[1])", []string{"rl:{acltag}:sw:acl:1m", "rl:{acltag}:ctl"}).Err()
 	if err != nil {
 		t.Errorf("a script declaring a control key, through the functions' user: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 			t.Errorf("a decision through the operator's user: %v, want a NOPERM refusal (it touches no counter)", err)
 		}
 		for what, args := range map[string][]any{
-			"a counter":     {"SET", "rl:{acltag}:sw:acl:2/1m", "1"},
+			"a counter":     {"SET", "rl:{acltag}:sw:acl:1m", "1"},
 			"a key outside": {"SET", "{acl}other", "1"},
 			"FLUSHALL":      {"FLUSHALL"},
 			"KEYS":          {"KEYS", "*"},

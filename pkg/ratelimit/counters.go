@@ -47,8 +47,7 @@ func counterDecision(l Limit, v, nowUs, cost int64, spend bool) Decision {
 	window := windowUs / unit
 	elapsed := floorMod(floorDiv(nowUs, unit), window)
 	left := window - elapsed
-	m := 2*limit + 1
-	current, previous := v%m, v/m
+	current, previous := v%counterBase, v/counterBase
 	used := previous*left + current*window
 	capacity := limit * window
 	if !d.Allowed {
@@ -117,4 +116,16 @@ func slidingRetry(limit, window, elapsed, cost, previous, current int64) int64 {
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
 // counterReply reports the algorithms whose scripts reply as above.
-func counterReply(a Algorithm) bool { return counterLayout(a) }
+func counterReply(a Algorithm) bool {
+	switch a.orDefault() {
+	case SlidingWindow, FixedWindow:
+		return true
+	}
+	return false
+}
+
+// counterBase is the fixed base both counter layouts pack a count in
+// (sliding_window.lua, fixed_window.lua): 2^21, above twice MaxCount, so
+// that a count and the cost added to it by INCRBY before the admission
+// is decided always fit, whatever limit the count was spent under.
+const counterBase = 1 << 21

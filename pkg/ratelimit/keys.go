@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -16,26 +15,16 @@ const defaultKeyPrefix = "rl"
 
 // keyspace builds Redis keys. A key looks like
 //
-//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:sw:anonymous:30/1m
+//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:sw:anonymous:1m
 //
 // prefix, the identity's hash as the cluster hash tag, the algorithm, the
-// policy name, then the count and the window as in the configuration
-// ("30/1m", "5/10s", "100/250ms"). The count and the window are part of the
-// key because the stored state is only meaningful for them (GCRA stores time
-// in units of 1/count, the counters size their fields by the count):
-// changing a limit starts it afresh instead of misreading old state.
-//
-// The sliding-window and fixed-window counters moved to this layout when
-// their state became a single integer; the other algorithms, whose state did
-// not change, keep the layout every algorithm had before, with the window in
-// milliseconds:
-//
-//	rl:{Zq3v0Yg1cF8b9y2Xw4uT7Q}:tb:anonymous:30:60000
-//
-// legacyKey names that layout for the two counters. Their scripts no longer
-// read it (the import of an older release's count went one release after
-// the layout changed); Reset still deletes it, so that nothing of an
-// identity outlives a reset.
+// policy name, then the window as in the configuration ("1m", "10s",
+// "250ms"). The count is not part of the key: every algorithm stores what
+// was spent in a form that means the same whatever the count (see each
+// script's header), and the count is applied when deciding. Changing a
+// limit's count (configuration, plan, a scale control) keeps every
+// caller's counts; changing its window or algorithm names another key and
+// starts its callers afresh.
 type keyspace struct {
 	prefix  string
 	hashKey []byte
@@ -132,41 +121,17 @@ func (k keyspace) keyForIdentity(identity, suffix string) string {
 const tagLen = (16*8 + 5) / 6
 
 // keySuffix is everything after the hash tag: the algorithm, the policy
-// name, the count and the window (see keyspace).
+// name and the window (see keyspace).
 func keySuffix(l Limit) string {
 	var b strings.Builder
-	b.Grow(len(l.Name) + 32)
+	b.Grow(len(l.Name) + 16)
 	b.WriteByte(':')
 	b.WriteString(algorithmCode(l.Algorithm))
 	b.WriteByte(':')
 	b.WriteString(keySafeName(l.Name))
 	b.WriteByte(':')
-	b.WriteString(strconv.FormatInt(l.Count, 10))
-	if counterLayout(l.Algorithm) {
-		b.WriteByte('/')
-		b.WriteString(formatWindow(l.Window))
-	} else {
-		b.WriteByte(':')
-		b.WriteString(strconv.FormatInt(l.Window.Milliseconds(), 10))
-	}
+	b.WriteString(formatWindow(l.Window))
 	return b.String()
-}
-
-// counterLayout reports the algorithms whose keys end in count/window.
-func counterLayout(a Algorithm) bool {
-	switch a.orDefault() {
-	case SlidingWindow, FixedWindow:
-		return true
-	}
-	return false
-}
-
-// legacyKey is the key a release before the integer counters used for l:
-// the window in milliseconds after a colon. It is the same as key for the
-// algorithms that kept that layout.
-func (k keyspace) legacyKey(tag string, l Limit) string {
-	return k.prefix + ":{" + tag + "}:" + algorithmCode(l.Algorithm) + ":" + keySafeName(l.Name) + ":" +
-		strconv.FormatInt(l.Count, 10) + ":" + strconv.FormatInt(l.Window.Milliseconds(), 10)
 }
 
 // algorithmCode is the short form of an algorithm inside keys.

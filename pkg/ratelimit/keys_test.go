@@ -62,7 +62,6 @@ func TestLimitsOfOneIdentityShareASlotAndNeverAKey(t *testing.T) {
 		{Name: "POST /auth/*", Count: 5, Window: time.Minute},
 		{Name: "POST /auth/?", Count: 5, Window: time.Minute},
 		{Name: "user", Count: 600, Window: time.Hour},
-		{Name: "user", Count: 601, Window: time.Minute},
 		{Name: "user", Count: 600, Window: time.Minute, Algorithm: TokenBucket},
 	}
 	seen := map[string]Limit{}
@@ -75,6 +74,11 @@ func TestLimitsOfOneIdentityShareASlotAndNeverAKey(t *testing.T) {
 			t.Errorf("limits %+v and %+v share key %q", l, other, key)
 		}
 		seen[key] = l
+	}
+	// The count is not part of the key (issue 38): a limit whose count
+	// changed counts on the same key.
+	if a, b := ks.key(tag, limits[0]), ks.key(tag, Limit{Name: "user", Count: 601, Window: time.Minute}); a != b {
+		t.Errorf("601/1m and 600/1m: keys %q and %q, want one", a, b)
 	}
 }
 
@@ -102,19 +106,19 @@ func TestValidatePrefix(t *testing.T) {
 	}
 }
 
+// TestKeyLayouts pins down the key of every algorithm: no count in it
+// (issue 38), so that a count changed keeps the caller's state.
 func TestKeyLayouts(t *testing.T) {
 	ks := keyspace{prefix: "rl"}
 	tag := ks.identityTag("user-42")
 	tests := []struct {
-		lim         Limit
-		key, legacy string
+		lim Limit
+		key string
 	}{
-		{Limit{Name: "user", Count: 30, Window: time.Minute},
-			"rl:{" + tag + "}:sw:user:30/1m", "rl:{" + tag + "}:sw:user:30:60000"},
-		{Limit{Name: "user", Count: 5, Window: 1500 * time.Millisecond, Algorithm: FixedWindow},
-			"rl:{" + tag + "}:fw:user:5/1500ms", "rl:{" + tag + "}:fw:user:5:1500"},
-		{Limit{Name: "user", Count: 30, Window: time.Hour, Algorithm: TokenBucket},
-			"rl:{" + tag + "}:tb:user:30:3600000", "rl:{" + tag + "}:tb:user:30:3600000"},
+		{Limit{Name: "user", Count: 30, Window: time.Minute}, "rl:{" + tag + "}:sw:user:1m"},
+		{Limit{Name: "user", Count: 5, Window: 1500 * time.Millisecond, Algorithm: FixedWindow}, "rl:{" + tag + "}:fw:user:1500ms"},
+		{Limit{Name: "user", Count: 30, Window: time.Hour, Algorithm: TokenBucket}, "rl:{" + tag + "}:tb:user:1h"},
+		{Limit{Name: "user", Count: 3, Window: time.Hour, Algorithm: TokenBucket}, "rl:{" + tag + "}:tb:user:1h"},
 	}
 	for _, tt := range tests {
 		if got := ks.key(tag, tt.lim); got != tt.key {
@@ -122,9 +126,6 @@ func TestKeyLayouts(t *testing.T) {
 		}
 		if got := ks.keyForIdentity("user-42", keySuffix(tt.lim)); got != tt.key {
 			t.Errorf("keyForIdentity(%v) = %q, want %q", tt.lim, got, tt.key)
-		}
-		if got := ks.legacyKey(tag, tt.lim); got != tt.legacy {
-			t.Errorf("legacyKey(%v) = %q, want %q", tt.lim, got, tt.legacy)
 		}
 	}
 }

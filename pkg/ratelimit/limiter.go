@@ -104,10 +104,6 @@ type Limiter struct {
 	// lists the identities holding a control; shared with every
 	// NetworkControlCache built on the Limiter.
 	watch controlWatch
-	// plansLoaded holds the SHA-1 of every plan script (plan_scripts.go)
-	// this Limiter has loaded into its nodes' script caches, or tried to:
-	// at most maxPlanScripts.
-	plansLoaded sync.Map
 }
 
 // NewLimiter returns a Limiter deciding on client: any go-redis v9 client
@@ -309,7 +305,7 @@ func validate(cost int64, checks []Check) error {
 // sameKey reports whether two checks would count on one Redis key (see
 // keySuffix): pairwise, as a request has a handful of checks.
 func sameKey(a, b Check) bool {
-	if a.Identity != b.Identity || a.Limit.Count != b.Limit.Count || a.Limit.Window != b.Limit.Window ||
+	if a.Identity != b.Identity || a.Limit.Window != b.Limit.Window ||
 		a.Limit.Algorithm.orDefault() != b.Limit.Algorithm.orDefault() {
 		return false
 	}
@@ -350,7 +346,6 @@ var singleIndex = []int{0}
 // it returns the group's answer and the control that applied to it.
 func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
 	n := len(g.indexes)
-	var plan *script
 	script := l.scripts.forAlgorithm(g.algorithm)
 	keys := n
 	controlled := false
@@ -363,9 +358,6 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	if controlled {
 		script = l.scripts.controlledScript(mixedCode(g.algorithm))
 		keys++
-	} else if plan = l.planScript(checks, g); plan != nil {
-		script = plan
-		l.loadPlan(ctx, plan)
 	}
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
 	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
@@ -375,10 +367,7 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		cmd = append(cmd, l.keys.controlKey(g.tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
-	if plan == nil {
-		// A plan script holds its limits' arguments.
-		cmd = l.appendLimitArgs(cmd, checks, g)
-	}
+	cmd = l.appendLimitArgs(cmd, checks, g)
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
@@ -395,61 +384,6 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 		return false, controls.Applied{}, err
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
-}
-
-// loadPlan loads a plan script into the script cache of every node on its
-// Limiter's first use of it, as LoadScripts loads the others, so that its
-// first call on each node is one EVALSHA, not EVALSHA, NOSCRIPT, then
-// EVAL. Once per script and Limiter, whatever the outcome: should the load
-// fail, the call's NOSCRIPT repair loads it anyway, and a Redis that is
-// down is not sent a load with every decision.
-func (l *Limiter) loadPlan(ctx context.Context, sc *script) {
-	if _, tried := l.plansLoaded.LoadOrStore(sc.sha(), true); tried {
-		return
-	}
-	load := func(ctx context.Context, node scriptLoader) error { return node.ScriptLoad(ctx, sc.src()).Err() }
-	if cluster, ok := l.client.(*redis.ClusterClient); ok {
-		_ = cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error { return load(ctx, node) })
-		return
-	}
-	_ = load(ctx, l.client)
-}
-
-// planScript is the plan script (plan_scripts.go) of a group of several
-// sliding-window limits, or nil for any other group, or past the bound of
-// plan scripts.
-func (l *Limiter) planScript(checks []Check, g group) *script {
-	if g.algorithm != SlidingWindow || len(g.indexes) < 2 || len(g.indexes) > maxPlanLimits {
-		return nil
-	}
-	return l.scripts.plans.get(l.planKey(checks, g))
-}
-
-// mixedPlanScript is the plan script (plan_scripts.go) of two groups of
-// one identity, the first of sliding-window limits (a tier's, then a
-// route's), or nil for any other shape, or past the bound of plan scripts.
-func (l *Limiter) mixedPlanScript(checks []Check, groups []group) *script {
-	if len(groups) != 2 || groups[0].algorithm != SlidingWindow || len(groups[0].indexes) > maxPlanLimits {
-		return nil
-	}
-	key := l.planKey(checks, groups[0])
-	o := groups[1]
-	key.other, key.otherLimits, key.otherPerLimit = mixedCode(o.algorithm), len(o.indexes), limitArgs(o.algorithm)
-	return l.scripts.plans.get(key)
-}
-
-// planKey names the plan of a group of sliding-window limits.
-func (l *Limiter) planKey(checks []Check, g group) planKey {
-	key := planKey{n: len(g.indexes)}
-	for i, ci := range g.indexes {
-		e := l.limits.get(checks[ci].Limit)
-		args := &e.args
-		if checks[ci].Shadow {
-			args = &e.shadowArgs
-		}
-		key.args[2*i], key.args[2*i+1] = args[0].(string), args[1].(string)
-	}
-	return key
 }
 
 // callControls is what one decision knows of the live controls: whether
@@ -480,7 +414,6 @@ func sameTag(groups []group) bool {
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
 // one group.
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
-	var plan *script
 	script := l.scripts.mixed
 	keys := len(checks)
 	controlled := cc.any() && cc.reads(groups[0].tag)
@@ -497,15 +430,7 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 		cmd = append(cmd, l.keys.controlKey(groups[0].tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
-	if !controlled {
-		plan = l.mixedPlanScript(checks, groups)
-	}
-	if plan != nil {
-		// The plan script holds the sliding-window group's arguments.
-		script = plan
-		l.loadPlan(ctx, plan)
-		cmd = l.appendLimitArgs(cmd, checks, groups[1])
-	} else if shape, ok := pairShape(groups); ok {
+	if shape, ok := pairShape(groups); ok {
 		cmd = append(cmd, shape)
 		for _, g := range groups {
 			cmd = l.appendLimitArgs(cmd, checks, g)

@@ -80,7 +80,7 @@ func TestMixedScriptReadsEverySpend(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if c := fwCount % 21; c > 10 {
+				if c := fwCount % counterBase; c > 10 {
 					t.Fatalf("fixed-window key counts %d, over its limit of 10", c)
 				}
 			})
@@ -102,12 +102,12 @@ func TestMixedScriptReadsEverySpend(t *testing.T) {
 					t.Fatalf("admitted %d, want the log's 3", admitted)
 				}
 				// The tier spent only for the admitted: its current count
-				// is 3 (S = (tag*P + previous)*M + current, M = 1201).
+				// is 3 (S = (tag*M + previous)*M + current, M = counterBase).
 				s, err := client.Get(ctx, sw).Int64()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if current := s % 1201; current != 3 {
+				if current := s % counterBase; current != 3 {
 					t.Fatalf("tier counts %d after 3 admitted and 5 denied by the route, want 3", current)
 				}
 				if n := count(t, client.ZCard(ctx, sl)); n != 3 {

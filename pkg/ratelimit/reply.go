@@ -83,17 +83,10 @@ func isDecisionScript(cmd redis.Cmder) bool {
 
 // decisionScript reports whether body (an EVALSHA's SHA-1 or an EVAL's
 // source) is one of this package's decision scripts, and whether its reply
-// is short (see decisionScripts). The plan scripts (plan_scripts.go) are
-// the process's own, made as its Limiters meet plans; their reply is the
-// sliding window's, one value per limit.
+// is short (see decisionScripts).
 func decisionScript(body string) (ours, short bool) {
-	if short, ok := decisionScripts()[body]; ok {
-		return true, short
-	}
-	if sharedScripts().plans.has(body) {
-		return true, true
-	}
-	return false, false
+	short, ours = decisionScripts()[body]
+	return ours, short
 }
 
 // body is what an EVALSHA or EVAL carries as its first argument: the SHA-1

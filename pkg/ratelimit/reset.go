@@ -15,9 +15,9 @@ import (
 //
 // Only the given limits are reset, under the Limiter's key prefix and
 // identity hash key: a Limiter with another hash key resets nothing of the
-// identity's. Each limit's keys (today's and an older layout's, which an
-// older release may have left) share the identity's hash tag, so one
-// DEL per limit removes them on a single server as in a cluster. A Gate's
+// identity's. A limit's key does not name its count, so resetting a limit
+// resets it whatever count it was spent under; one DEL per limit removes
+// it on a single server as in a cluster. A Gate's
 // deny cache is not Redis: a process that denied the identity keeps denying
 // it from memory until the RetryAfter it reported.
 //
@@ -37,30 +37,22 @@ func (l *Limiter) Reset(ctx context.Context, checks ...Check) (int, error) {
 		ctx, cancel = context.WithTimeout(ctx, l.timeout)
 		defer cancel()
 	}
-	// One DEL per limit, each with the key of the layout before the
-	// integer counters too (a new instance imports that key's count when
-	// it creates its own, so it must go as well), sent in one pipeline.
-	// Keys given twice are deleted once.
-	type limitKeys struct{ keys []string }
-	var limits []limitKeys
+	// One DEL per limit, sent in one pipeline. Keys given twice are
+	// deleted once.
+	var keys []string
 	seen := make(map[string]bool)
 	for _, c := range checks {
-		tag := l.keys.identityTag(c.Identity)
-		key := l.keys.key(tag, c.Limit)
+		key := l.keys.key(l.keys.identityTag(c.Identity), c.Limit)
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		lk := limitKeys{keys: []string{key}}
-		if legacy := l.keys.legacyKey(tag, c.Limit); legacy != key {
-			lk.keys = append(lk.keys, legacy)
-		}
-		limits = append(limits, lk)
+		keys = append(keys, key)
 	}
-	cmds := make([]*redis.IntCmd, len(limits))
+	cmds := make([]*redis.IntCmd, len(keys))
 	_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, lk := range limits {
-			cmds[i] = p.Del(ctx, lk.keys...)
+		for i, key := range keys {
+			cmds[i] = p.Del(ctx, key)
 		}
 		return nil
 	})

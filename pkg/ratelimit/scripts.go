@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua lua/*.tmpl
+//go:embed lua/*.lua
 var luaFiles embed.FS
 
 // script is one Lua script and its SHA-1, as EVALSHA wants it, composed
@@ -76,9 +76,6 @@ type scriptSet struct {
 	mixed                                                        *script
 	acquire, release                                             *script
 	controlled                                                   []*script
-	// plans are the plan scripts made so far (plan_scripts.go), shared
-	// by every copy of the set.
-	plans *planScripts
 }
 
 // The process's scripts, shared by every Limiter and by decisionReply:
@@ -101,7 +98,7 @@ func scriptSetFor(controls bool) scriptSet {
 
 // luaSources holds each embedded file's text once read (file name to
 // string): the scripts are composed of the same few files many times over
-// (stored_forms.lua in four, every algorithm in two), and at a function's
+// (every algorithm in two), and at a function's
 // cold start each copy is fresh memory the process must fault in.
 var luaSources sync.Map
 
@@ -123,29 +120,21 @@ func mustLoadScript(file string) *script {
 	return lazyScript(file, func() string { return mustReadScript(file) })
 }
 
-// sizedScript is a script whose state is sized by the count, after the
-// function that reads that state in the form a scale control leaves it in
-// (lua/stored_forms.lua).
-func sizedScript(file string) *script {
-	return lazyScript(file, func() string { return mustReadScript("stored_forms.lua") + mustReadScript(file) })
-}
-
 // newScriptSet makes a set of scripts, each composed on first use, with
 // the controlled ones when controls are read. A Limiter uses the shared
 // set instead (scriptSetFor).
 func newScriptSet(controls bool) scriptSet {
 	s := scriptSet{
-		slidingWindow:  sizedScript("sliding_window.lua"),
+		slidingWindow:  mustLoadScript("sliding_window.lua"),
 		slidingLog:     mustLoadScript("sliding_log.lua"),
-		gcra:           sizedScript("gcra.lua"),
-		fixedWindow:    sizedScript("fixed_window.lua"),
+		gcra:           mustLoadScript("gcra.lua"),
+		fixedWindow:    mustLoadScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
-		plans:          &planScripts{},
 	}
 	s.mixed = lazyScript("mixed.lua", func() string {
-		return mixedRedis + mustReadScript("stored_forms.lua") + algorithmDispatch() + mustReadScript("mixed.lua")
+		return mixedRedis + algorithmDispatch() + mustReadScript("mixed.lua")
 	})
 	if controls {
 		s.controlled = controlledScripts()
@@ -179,7 +168,7 @@ func controlledScripts() []*script {
 }
 
 // mixedRedis begins both mixed scripts: every part after it, the
-// algorithms, stored_forms.lua's import_form and control.lua's scale
+// algorithms and control.lua's scale
 // included, calls Redis through this local, which mixed.lua points at its
 // journal while it runs a group it may have to undo.
 const mixedRedis = "local redis = redis\n"
@@ -191,7 +180,6 @@ const mixedRedis = "local redis = redis\n"
 func composeControlled(prefix, setup, inline string) string {
 	var b strings.Builder
 	b.WriteString(prefix)
-	b.WriteString(mustReadScript("stored_forms.lua"))
 	b.WriteString(mustReadScript("control_read.lua"))
 	b.WriteString("if record then\n")
 	b.WriteString(setup)
@@ -216,7 +204,7 @@ const maxMixedCode = len(mixedFiles) - 1
 // algorithmTable is what the controlled mixed script's record path runs
 // (control.lua wraps its functions under a scale): every algorithm's
 // script, each wrapped as a function of its KEYS and ARGV, in the table
-// algorithms by its mixedCode. stored_forms.lua must come before it.
+// algorithms by its mixedCode.
 func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms = {}\n")
@@ -232,7 +220,7 @@ func algorithmTable() string {
 // run_code(code, KEYS, ARGV), with every algorithm's script inline in the
 // branch of its mixedCode, given as ARGV's string. Unlike algorithmTable's
 // closures, of which every call would make one per algorithm, a call makes
-// this one only. stored_forms.lua must come before it.
+// this one only.
 func algorithmDispatch() string {
 	var b strings.Builder
 	size := 512

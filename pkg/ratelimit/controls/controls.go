@@ -67,7 +67,7 @@ func ParseKind(s string) (Kind, error) {
 	case "scale":
 		return Scale, nil
 	}
-	return None, fmt.Errorf("%w: control kind %q: want block, exempt or scale", errs.Invalid, truncate(s, 32))
+	return None, fmt.Errorf("%w: control kind %q: want block, exempt or scale", errs.ErrInvalid, truncate(s, 32))
 }
 
 // Bounds of a Control.
@@ -123,26 +123,26 @@ func (c Control) Validate(now time.Time) error {
 	switch c.Kind {
 	case Block, Exempt:
 		if c.Factor != 0 {
-			return fmt.Errorf("%w: a %s control takes no factor", errs.Invalid, c.Kind)
+			return fmt.Errorf("%w: a %s control takes no factor", errs.ErrInvalid, c.Kind)
 		}
 	case Scale:
 		if math.IsNaN(c.Factor) || c.Factor < MinScaleFactor || c.Factor > MaxScaleFactor {
-			return fmt.Errorf("%w: scale factor %g out of range %g..%g", errs.Invalid, c.Factor, MinScaleFactor, float64(MaxScaleFactor))
+			return fmt.Errorf("%w: scale factor %g out of range %g..%g", errs.ErrInvalid, c.Factor, MinScaleFactor, float64(MaxScaleFactor))
 		}
 		if m := c.Factor * 1000; math.Abs(m-math.Round(m)) > 1e-9*m {
-			return fmt.Errorf("%w: scale factor %g has more than three decimals", errs.Invalid, c.Factor)
+			return fmt.Errorf("%w: scale factor %g has more than three decimals", errs.ErrInvalid, c.Factor)
 		}
 	default:
-		return fmt.Errorf("%w: control kind %d unknown", errs.Invalid, c.Kind)
+		return fmt.Errorf("%w: control kind %d unknown", errs.ErrInvalid, c.Kind)
 	}
 	if !c.Until.After(now) {
-		return fmt.Errorf("%w: control ends at %s, not after now (%s)", errs.Invalid, c.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%w: control ends at %s, not after now (%s)", errs.ErrInvalid, c.Until.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	if c.Until.Sub(now) > MaxDuration {
-		return fmt.Errorf("%w: control lasts %s, more than the %s allowed", errs.Invalid, c.Until.Sub(now).Round(time.Second), MaxDuration)
+		return fmt.Errorf("%w: control lasts %s, more than the %s allowed", errs.ErrInvalid, c.Until.Sub(now).Round(time.Second), MaxDuration)
 	}
 	if strings.TrimSpace(c.Reason) == "" {
-		return fmt.Errorf("%w: a control needs a reason", errs.Invalid)
+		return fmt.Errorf("%w: a control needs a reason", errs.ErrInvalid)
 	}
 	if err := checkText("reason", c.Reason, maxReason); err != nil {
 		return err
@@ -152,11 +152,11 @@ func (c Control) Validate(now time.Time) error {
 
 func checkText(field, s string, limit int) error {
 	if len(s) > limit {
-		return fmt.Errorf("%w: control %s is %d bytes, more than %d", errs.Invalid, field, len(s), limit)
+		return fmt.Errorf("%w: control %s is %d bytes, more than %d", errs.ErrInvalid, field, len(s), limit)
 	}
 	for _, r := range s {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {
-			return fmt.Errorf("%w: control %s holds a control character or invalid UTF-8", errs.Invalid, field)
+			return fmt.Errorf("%w: control %s holds a control character or invalid UTF-8", errs.ErrInvalid, field)
 		}
 	}
 	return nil

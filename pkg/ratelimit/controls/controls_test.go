@@ -25,7 +25,7 @@ func TestValidateRefuses(t *testing.T) {
 		"scale too big":    {Kind: Scale, Factor: 1001, Until: ok.Until, Reason: "r"},
 		"scale 4 decimals": {Kind: Scale, Factor: 1.0005, Until: ok.Until, Reason: "r"},
 	} {
-		if err := c.Validate(now); !errors.Is(err, errs.Invalid) {
+		if err := c.Validate(now); !errors.Is(err, errs.ErrInvalid) {
 			t.Errorf("%s: Validate = %v, want ratelimit.ErrInvalid", name, err)
 		}
 	}

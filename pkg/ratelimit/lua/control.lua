@@ -3,7 +3,6 @@
 -- in the identity's hash slot.
 --
 -- scripts.go builds each controlled script as
---     stored_forms.lua
 --     control_read.lua          the record, or nil, and KEYS without it
 --     if record then
 --       the decision as a function, decide, and this part
@@ -41,18 +40,14 @@
 -- for the sliding window, in us for the others but the fixed window); a
 -- token bucket's burst is s, a leaky bucket's stays 1; a sliding-window
 -- limit whose s x window in us passes 2^50 is decided on the millisecond
--- clock. The keys stay those of c. Keys whose state is sized by the count
--- (the counters' integer layout, GCRA's time in 1/count us) are read into
--- s's layout before the decision (stored_forms.lua: the same counts, or
--- for GCRA the same units outstanding) and, once it wrote them, stored in
--- the x form of s, keeping their TTL (GCRA's: long enough for the
--- configured count too); a peek puts back what it read, so that it leaves
--- every key as it was.
+-- clock. The keys stay those of c: every algorithm's state records what
+-- was spent whatever the count, so the scale only changes the count the
+-- decision applies, and a scale set, changed, lifted or ended leaves the
+-- caller where its counts say.
 --
 -- Complexity: one GET with no record (control_read.lua), and nothing
--- else: the decision runs inline, as its own script would. With one, the decision's own, plus
--- under a scale a GET per limit and, for the counters and GCRA, up to a
--- SET before and a GET and a SET after each decision of their keys.
+-- else: the decision runs inline, as its own script would. With one, the
+-- decision's own.
 
 -- Now, on the decision's clock: ARGV's after the limits (or the groups)
 -- when the caller sent it, else TIME, then sent on to the decision.
@@ -118,16 +113,10 @@ end
 -- run (that algorithm's function) on the same keys with scaled arguments.
 local function scaled(code, run)
   local stride = (code == 3 or code == 6) and 3 or 2
-  local form = nil -- stored_forms.lua's kind of the keys, nil when unsized
-  if code == 1 then form = 1 elseif code == 4 then form = 2 elseif stride == 3 then form = 3 end
   return function(keys, args)
-    local k = #keys
-    local peek = string.sub(args[1], 1, 1) == '-'
-    local now = args[2 + k * stride] + 0
-    local sargs = { args[1] }
-    for j = 2 + k * stride, #args do sargs[j] = args[j] end
-    local counts, configured, saved, ttls = {}, {}, {}, {}
-    for i = 1, k do
+    local sargs = {}
+    for j = 1, #args do sargs[j] = args[j] end
+    for i = 1, #keys do
       local a = 1 + (i - 1) * stride
       local c, w = args[a + 1] + 0, args[a + 2] + 0
       local shadow = c < 0
@@ -144,62 +133,8 @@ local function scaled(code, run)
       end
       sargs[a + 1], sargs[a + 2] = shadow and -s or s, w
       if stride == 3 then sargs[a + 3] = (code == 3) and s or args[a + 3] end
-      if form and s ~= c then
-        counts[i], configured[i] = s, c
-        local raw = redis.call('GET', keys[i])
-        if raw and peek then ttls[i] = redis.call('PTTL', keys[i]) end
-        if raw and form == 3 then
-          -- GCRA's own form is in 1/c: say so, for the decision's import.
-          if string.match(raw, '^%d+:%d+$') then
-            saved[i] = raw
-            redis.call('SET', keys[i], 'x' .. c .. ':' .. raw, 'KEEPTTL')
-          end
-        elseif raw then
-          local index = math.floor(now / wus)
-          local v
-          if tonumber(raw) then
-            v = import_form(form, 'x' .. c .. ':' .. raw, s, index)
-          else
-            v = import_form(form, raw, s, index)
-          end
-          if v then
-            saved[i] = raw
-            if v > 0 then
-              redis.call('SET', keys[i], v, 'KEEPTTL')
-            else
-              redis.call('DEL', keys[i])
-            end
-          end
-        end
-      end
     end
-    local reply = run(keys, sargs)
-    for i = 1, k do
-      local s = counts[i]
-      if s and peek and saved[i] then
-        if ttls[i] > 0 then
-          redis.call('SET', keys[i], saved[i], 'PX', ttls[i])
-        else
-          redis.call('SET', keys[i], saved[i])
-        end
-      elseif s then
-        local v = redis.call('GET', keys[i])
-        if v and form == 3 then
-          local su, sf = string.match(v, '^(%d+):(%d+)$')
-          if su then
-            -- The units outstanding must outlive the scale: the key lives
-            -- as long as the configured count needs them (gcra.lua's TTL).
-            local b = (su - now) * s + sf
-            local whole = math.floor(b / configured[i])
-            local ttl = math.max(redis.call('PTTL', keys[i]), math.ceil((whole + 1) / 1000))
-            redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'PX', ttl)
-          end
-        elseif v and tonumber(v) then
-          redis.call('SET', keys[i], 'x' .. s .. ':' .. v, 'KEEPTTL')
-        end
-      end
-    end
-    return reply
+    return run(keys, sargs)
   end
 end
 

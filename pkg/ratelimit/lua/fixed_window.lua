@@ -4,9 +4,12 @@
 -- of the window length.
 --
 -- State: each limit keeps ONE integer-encoded string key
---     S = tag * M + count,  M = 2*limit + 1
--- where tag is the window index modulo N = floor(2^53 / M), so S stays
--- exact in Lua's doubles. The key expires when its window ends, so on the
+--     S = tag * M + count,  M = 2^21
+-- where tag is the window index modulo 2^32 (2^53 / M), so S stays exact in
+-- Lua's doubles. M is fixed, not the limit's: the state is the units spent
+-- whatever the count, and the count is applied when deciding (a count
+-- changed keeps every caller's count). M is above twice MaxCount, so a
+-- count and a cost INCRBY adds before the admission is decided fit. The key expires when its window ends, so on the
 -- Redis clock a live key always holds the current or the previous window.
 --
 -- A spend increments first: INCRBY cost is the whole write when the key
@@ -14,17 +17,6 @@
 -- stored S is never 0 (a write always holds cost >= 1 units). A new key, or one left from an older window,
 -- is rewritten once with SET PX; a denial puts every key back (DECRBY, or
 -- DEL of a key INCRBY created).
---
--- Rolling deploys: this layout is the one the release before shipped, so
--- instances of both count on the same keys. (The import of the layout
--- before it, "<index>:<count>" under a key ending in ":<count>:<window ms>",
--- went one release after it shipped: a GET on every key this script
--- created.)
---
--- Scale controls (control.lua): a key last written under a scale of another
--- count holds the x form of stored_forms.lua, which scripts.go puts before
--- this script; where INCRBY finds no integer, or a peek's GET no number,
--- import_form reads it into this count's layout (a spend stores it back).
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -60,6 +52,8 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- The layout's constants: M and the tag period (see State).
+local m, period = 2097152, 4294967296
 -- A cost of 1, the common case, is recognised without a conversion.
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
@@ -78,13 +72,10 @@ if n == 1 and cost > 0 then
   local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local m = 2 * limit + 1
-  local period = 9007199254740992 / m
   local elapsed = now % window
   local index = (now - elapsed) / window
-  local base = (index % (period - period % 1)) * m
+  local base = (index % period) * m
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  if type(s) ~= 'number' then s = import_form(2, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1]) end
   if type(s) == 'number' then
     s = s - cost
     local v = s - base
@@ -122,16 +113,13 @@ for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local m = 2 * limit + 1
-  local period = 9007199254740992 / m
   local elapsed = now % window
   local index = (now - elapsed) / window
-  local base = (index % (period - period % 1)) * m
+  local base = (index % period) * m
 
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    if type(s) ~= 'number' then s = import_form(2, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1]) end
     if type(s) == 'number' then
       s = s - cost
     else
@@ -139,7 +127,7 @@ for i = 1, n do
     end
   else
     local raw = redis.call('GET', KEYS[i]) or 0
-    s = tonumber(raw) or import_form(2, raw, limit, index) or -1
+    s = tonumber(raw) or -1
   end
   local count, fresh = settle(s, base, m)
 

@@ -2,20 +2,23 @@
 --   token-bucket: burst = count  (up to count at once, refilling evenly)
 --   leaky-bucket: burst = 1      (requests evenly spaced, no burst)
 --
--- The emission interval is T = window / count. Each limit keeps ONE string
--- key holding the theoretical arrival time (TAT) as "<us>:<fraction>",
--- meaning us + fraction/count microseconds, so T stays exact even when it
--- is not a whole number of microseconds. Arithmetic below is relative to
--- now and scaled by count: one unit of "scaled" time is 1/count us, and T
--- is `window` scaled units. Every value stays below 2^53.
+-- The emission interval is T = window / count. Arithmetic below is
+-- relative to now and scaled by count: one unit of "scaled" time is 1/count
+-- us, T is `window` scaled units, and the backlog max(TAT - now, 0) in
+-- scaled units is B = the units outstanding x window, a number that does
+-- not depend on the count. Each limit keeps ONE string key "<t>:<B>": the
+-- time in microseconds it was written at and the backlog B then. At time
+-- now the backlog is max(B - (now - t) * count, 0): the units outstanding
+-- drain at the count decided with, so a count changed (configuration,
+-- plan, scale control) keeps what a caller spent and drains it at the new
+-- rate. Every value stays below 2^53.
 --
 -- A request of cost n is admitted when  TAT' - burst*T <= now, where
 -- TAT' = max(TAT, now) + n*T.
 --
--- Scale controls (control.lua): a key last written under a scale of another
--- count holds the x form of stored_forms.lua, which scripts.go puts before
--- this script; where GET finds no "<us>:<fraction>", import_form reads it
--- as the same units outstanding under this count and stores that back.
+-- The key expires when its backlog has drained at the count it was written
+-- with: a count lowered later finds it gone sooner than its own rate would
+-- drain it, never sooner than the count it was spent under allows.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -63,13 +66,10 @@ for i = 1, n do
   local backlog = 0
   local stored = redis.call('GET', KEYS[i])
   if stored then
-    local su, sf = string.match(stored, '^(%d+):(%d+)$')
-    if not su then su, sf = import_form(3, stored, count, now, KEYS[i]) end
-    if su then
-      su = su + 0
-      if su >= now then
-        backlog = (su - now) * count + sf
-      end
+    local st, sb = string.match(stored, '^(%d+):(%d+)$')
+    if st then
+      backlog = sb - (now - st) * count
+      if backlog < 0 then backlog = 0 end
     end
   end
 
@@ -101,9 +101,8 @@ if spend and reply[1] == 1 then
     if backlog then
       local count = ARGV[3 * i - 1] + 0
       if count < 0 then count = -count end
-      local fraction = backlog % count
-      local whole = (backlog - fraction) / count
-      redis.call('SET', KEYS[i], string.format('%d:%d', now + whole, fraction), 'PX', math.ceil((whole + 1) / 1000))
+      local whole = (backlog - backlog % count) / count
+      redis.call('SET', KEYS[i], string.format('%d:%d', now, backlog), 'PX', math.ceil((whole + 1) / 1000))
     end
   end
 end

@@ -9,32 +9,26 @@
 --
 -- State: each limit keeps ONE integer-encoded string key (Redis stores it
 -- inside the key's object, with no separate allocation):
---     S = (tag * P + previous) * M + current,  M = 2*count + 1, P = count + 1
--- where tag is the window index modulo N = floor(2^53 / (P*M)) (at least
--- 4,503 for the largest count), so S stays exact in Lua's doubles. The key
--- expires when the window after the one it was written in ends, so on the
--- Redis clock a live key is never more than two windows old and the tag
--- names its window without ambiguity. current never exceeds count, so
--- INCRBY cost (cost <= count) only ever adds to the current field. A stored
--- S is never 0 (a write always holds cost >= 1 units).
---
+--     S = (tag * M + previous) * M + current,  M = 2^21
+-- where tag is the window index modulo 2048 (2^53 / M^2), so S stays exact
+-- in Lua's doubles. The base M is fixed, not the limit's: the state is the
+-- units spent in each window whatever the count, and the count is applied
+-- when deciding, so a count changed (configuration, plan, scale control)
+-- keeps every caller's counts. M is above twice MaxCount: a committed
+-- count is at most the count it was admitted under (<= 1,000,000), and
+-- INCRBY adds a cost of at most the deciding count before the admission
+-- is decided, so the current field never overflows into the previous one.
+-- The key expires when the window after the one it was written in ends, so
+-- on the Redis clock a live key is never more than two windows old and the
+-- tag names its window without ambiguity. A stored S is never 0 (a write
+-- always holds cost >= 1 units).
+
 -- A spend increments first: INCRBY cost is the whole write when the key
 -- already holds this window (the common case: one command besides TIME,
 -- taken by the fast path below for a lone limit). When the key is new or
 -- holds an older window, it is rewritten once with SET PX (the expiry only
 -- changes with the window). A denial puts every key back as it was (DECRBY,
 -- or DEL of a key INCRBY created).
---
--- Rolling deploys: this layout is the one the release before shipped, so
--- instances of both count on the same keys. (The import of the layout
--- before it, "<index>:<current>:<previous>" under a key ending in
--- ":<count>:<window ms>", went one release after it shipped: a GET on every
--- key this script created.)
---
--- Scale controls (control.lua): a key last written under a scale of another
--- count holds the x form of stored_forms.lua, which scripts.go puts before
--- this script; where INCRBY finds no integer, or a peek's GET no number,
--- import_form reads it into this count's layout (a spend stores it back).
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -84,6 +78,8 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- The layout's constants: M, M^2, the tag period (see State).
+local m, pm, period = 2097152, 4398046511104, 2048
 -- A cost of 1, the common case, is recognised without a conversion.
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
@@ -96,21 +92,13 @@ if n == 1 and cost > 0 then
   if shadow then limit = -limit end
   local clock, unit = now, 1
   if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
-  local m = 2 * limit + 1
-  local pm = (limit + 1) * m
-  local period = 9007199254740992 / pm
-  period = period - period % 1
   local elapsed = clock % window
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  -- One type test on the steady path: an integer, or an x form to import
-  -- (its reply is INCRBY's), or a value not ours (replaced below: s - cost
-  -- is then -1).
-  if type(s) ~= 'number' then
-    s = import_form(1, redis.pcall('GET', KEYS[1]), limit, index, KEYS[1], ARGV[1])
-    if type(s) ~= 'number' then s = cost - 1 end
-  end
+  -- One type test on the steady path: an integer, or a value not ours
+  -- (replaced below: s - cost is then -1).
+  if type(s) ~= 'number' then s = cost - 1 end
   s = s - cost
   local current, previous = 0, 0
   if s > 0 then
@@ -159,10 +147,6 @@ for i = 1, n do
   if shadow then limit = -limit end
   local clock, unit = now, 1
   if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
-  local m = 2 * limit + 1
-  local pm = (limit + 1) * m
-  local period = 9007199254740992 / pm
-  period = period - period % 1
   local elapsed = clock % window
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
@@ -170,14 +154,11 @@ for i = 1, n do
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    if type(s) ~= 'number' then
-      s = import_form(1, redis.pcall('GET', KEYS[i]), limit, index, KEYS[i], ARGV[1])
-      if type(s) ~= 'number' then s = cost - 1 end
-    end
+    if type(s) ~= 'number' then s = cost - 1 end
     s = s - cost
   else
     local raw = redis.call('GET', KEYS[i]) or 0
-    s = tonumber(raw) or import_form(1, raw, limit, index) or -1
+    s = tonumber(raw) or -1
   end
 
   local current, previous, fresh = 0, 0, true

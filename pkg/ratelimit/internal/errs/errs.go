@@ -5,8 +5,8 @@ package errs
 
 import "errors"
 
-// Unavailable is ratelimit.ErrUnavailable.
-var Unavailable = errors.New("rate limiter unavailable")
+// ErrUnavailable is ratelimit.ErrUnavailable.
+var ErrUnavailable = errors.New("rate limiter unavailable")
 
-// Invalid is ratelimit.ErrInvalid.
-var Invalid = errors.New("invalid rate-limit request")
+// ErrInvalid is ratelimit.ErrInvalid.
+var ErrInvalid = errors.New("invalid rate-limit request")

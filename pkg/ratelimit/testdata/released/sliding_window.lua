@@ -9,26 +9,26 @@
 --
 -- State: each limit keeps ONE integer-encoded string key (Redis stores it
 -- inside the key's object, with no separate allocation):
---     S = (tag * P + previous) * M + current,  M = 2*count + 1, P = count + 1
--- where tag is the window index modulo N = floor(2^53 / (P*M)) (at least
--- 4,503 for the largest count), so S stays exact in Lua's doubles. The key
--- expires when the window after the one it was written in ends, so on the
--- Redis clock a live key is never more than two windows old and the tag
--- names its window without ambiguity. current never exceeds count, so
--- INCRBY cost (cost <= count) only ever adds to the current field. A stored
--- S is never 0 (a write always holds cost >= 1 units).
---
+--     S = (tag * M + previous) * M + current,  M = 2^21
+-- where tag is the window index modulo 2048 (2^53 / M^2), so S stays exact
+-- in Lua's doubles. The base M is fixed, not the limit's: the state is the
+-- units spent in each window whatever the count, and the count is applied
+-- when deciding, so a count changed (configuration, plan, scale control)
+-- keeps every caller's counts. M is above twice MaxCount: a committed
+-- count is at most the count it was admitted under (<= 1,000,000), and
+-- INCRBY adds a cost of at most the deciding count before the admission
+-- is decided, so the current field never overflows into the previous one.
+-- The key expires when the window after the one it was written in ends, so
+-- on the Redis clock a live key is never more than two windows old and the
+-- tag names its window without ambiguity. A stored S is never 0 (a write
+-- always holds cost >= 1 units).
+
 -- A spend increments first: INCRBY cost is the whole write when the key
 -- already holds this window (the common case: one command besides TIME,
 -- taken by the fast path below for a lone limit). When the key is new or
 -- holds an older window, it is rewritten once with SET PX (the expiry only
 -- changes with the window). A denial puts every key back as it was (DECRBY,
 -- or DEL of a key INCRBY created).
---
--- Rolling deploys: a key this script creates imports, once, the state of
--- the same limit under the previous layout (<prefix>:{tag}:sw:<name>:<count>:
--- <window ms>, "<index>:<current>:<previous>"), which lives in the same slot
--- (same hash tag), so that a caller keeps its count across the upgrade.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -78,28 +78,11 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- The layout's constants: M, M^2, the tag period (see State).
+local m, pm, period = 2097152, 4398046511104, 2048
 -- A cost of 1, the common case, is recognised without a conversion.
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
-
--- legacy reads the state the previous layout left for key i, for a key this
--- call found missing: its current and previous counts as of window index.
-local function legacy(i, window_ms, index)
-  local head = string.match(KEYS[i], '^(.*)/')
-  local old = head and redis.call('GET', head .. ':' .. window_ms)
-  if old then
-    local si, sc, sp = string.match(old, '^(%d+):(%d+):(%d+)$')
-    if si then
-      si = si + 0
-      if si == index then
-        return sc + 0, sp + 0
-      elseif si == index - 1 then
-        return 0, sc + 0
-      end
-    end
-  end
-  return 0, 0
-end
 
 -- The fast path: one limit and a spend. A lone limit spends exactly when it
 -- admits, whether it is enforced or a shadow.
@@ -109,37 +92,30 @@ if n == 1 and cost > 0 then
   if shadow then limit = -limit end
   local clock, unit = now, 1
   if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
-  local m = 2 * limit + 1
-  local pm = (limit + 1) * m
-  local period = 9007199254740992 / pm
-  period = period - period % 1
   local elapsed = clock % window
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+  -- One type test on the steady path: an integer, or a value not ours
+  -- (replaced below: s - cost is then -1).
+  if type(s) ~= 'number' then s = cost - 1 end
+  s = s - cost
   local current, previous = 0, 0
-  if type(s) == 'number' then
-    s = s - cost
-    if s > 0 then
-      local v = s - base
-      if v >= 0 and v < pm then
-        -- The key holds this window: the INCRBY was the whole write.
-        current = v % m
-        if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
-          return { 1, now, v }
-        end
-        redis.call('DECRBY', KEYS[1], ARGV[1])
-        return { shadow and 1 or 0, now, -1 - v }
+  if s > 0 then
+    local v = s - base
+    if v >= 0 and v < pm then
+      -- The key holds this window: the INCRBY was the whole write.
+      current = v % m
+      if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
+        return { 1, now, v }
       end
-      -- The key holds an older window: the count of the window just before
-      -- this one becomes the previous count.
-      local old = s % pm
-      if (index - (s - old) / pm) % period == 1 then previous = old % m end
-    elseif s == 0 then
-      current, previous = legacy(1, window * unit / 1000, index)
+      redis.call('DECRBY', KEYS[1], ARGV[1])
+      return { shadow and 1 or 0, now, -1 - v }
     end
-  else
-    s = -1 -- not an integer: not ours, replaced below
+    -- The key holds an older window: the count of the window just before
+    -- this one becomes the previous count.
+    local old = s % pm
+    if (index - (s - old) / pm) % period == 1 then previous = old % m end
   end
   -- The key must be rewritten for this window, or put back.
   local v = previous * m + current
@@ -159,8 +135,11 @@ end
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
-local all_ok = true
-local oks, olds, rewrites, ttls = {}, {}, {}, {}
+-- olds[i] is key i's value before this call's INCRBY (0: none, -1: not
+-- ours). A limit admits the cost on its own iff its reply value is not
+-- negative. writes holds, two slots a limit, the value and TTL of a key
+-- whose window changed; it is made only when one did.
+local olds, writes = {}, nil
 
 for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
@@ -168,10 +147,6 @@ for i = 1, n do
   if shadow then limit = -limit end
   local clock, unit = now, 1
   if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
-  local m = 2 * limit + 1
-  local pm = (limit + 1) * m
-  local period = 9007199254740992 / pm
-  period = period - period % 1
   local elapsed = clock % window
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
@@ -179,13 +154,11 @@ for i = 1, n do
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    if type(s) == 'number' then
-      s = s - cost
-    else
-      s = -1
-    end
+    if type(s) ~= 'number' then s = cost - 1 end
+    s = s - cost
   else
-    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
+    local raw = redis.call('GET', KEYS[i]) or 0
+    s = tonumber(raw) or -1
   end
 
   local current, previous, fresh = 0, 0, true
@@ -199,44 +172,37 @@ for i = 1, n do
     elseif d == 1 then
       previous = old % m
     end
-  elseif s == 0 then
-    current, previous = legacy(i, window * unit / 1000, index)
   end
 
   local v = previous * m + current
-  local ok = previous * (window - elapsed) + (current + cost) * window <= limit * window
-  if ok then
+  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
     reply[i + 2] = v
+    if fresh and spend then
+      if not writes then writes = {} end
+      writes[2 * i - 1] = base + v + cost
+      writes[2 * i] = math.ceil((2 * window - elapsed) * unit / 1000)
+    end
   else
     reply[i + 2] = -1 - v
-    if not shadow then
-      all_ok = false
-      reply[1] = 0
-    end
+    if not shadow then reply[1] = 0 end
   end
-  oks[i], olds[i] = ok, s
-  if fresh then
-    rewrites[i] = base + v + cost
-    ttls[i] = math.ceil((2 * window - elapsed) * unit / 1000)
-  end
+  olds[i] = s
 end
 
 if not spend then return reply end
 
--- undo puts key i back as it was before this call's INCRBY.
-local function undo(i)
-  if olds[i] > 0 then
+local admitted = reply[1] == 1
+for i = 1, n do
+  if admitted and reply[i + 2] >= 0 then
+    if writes and writes[2 * i] then
+      redis.call('SET', KEYS[i], writes[2 * i - 1], 'PX', writes[2 * i])
+    end
+  elseif olds[i] > 0 then
+    -- Put the key back as it was before this call's INCRBY (a shadow limit
+    -- that denies on its own spends nothing either).
     redis.call('DECRBY', KEYS[i], ARGV[1])
   elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
-  end
-end
-
-for i = 1, n do
-  if not all_ok or not oks[i] then
-    undo(i) -- a shadow limit that denies on its own spends nothing either
-  elseif rewrites[i] then
-    redis.call('SET', KEYS[i], rewrites[i], 'PX', ttls[i])
   end
 end
 return reply

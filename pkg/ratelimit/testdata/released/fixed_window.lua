@@ -4,9 +4,12 @@
 -- of the window length.
 --
 -- State: each limit keeps ONE integer-encoded string key
---     S = tag * M + count,  M = 2*limit + 1
--- where tag is the window index modulo N = floor(2^53 / M), so S stays
--- exact in Lua's doubles. The key expires when its window ends, so on the
+--     S = tag * M + count,  M = 2^21
+-- where tag is the window index modulo 2^32 (2^53 / M), so S stays exact in
+-- Lua's doubles. M is fixed, not the limit's: the state is the units spent
+-- whatever the count, and the count is applied when deciding (a count
+-- changed keeps every caller's count). M is above twice MaxCount, so a
+-- count and a cost INCRBY adds before the admission is decided fit. The key expires when its window ends, so on the
 -- Redis clock a live key always holds the current or the previous window.
 --
 -- A spend increments first: INCRBY cost is the whole write when the key
@@ -14,10 +17,6 @@
 -- stored S is never 0 (a write always holds cost >= 1 units). A new key, or one left from an older window,
 -- is rewritten once with SET PX; a denial puts every key back (DECRBY, or
 -- DEL of a key INCRBY created).
---
--- Rolling deploys: a new key imports, once, the state of the same limit
--- under the previous layout (<prefix>:{tag}:fw:<name>:<count>:<window ms>,
--- "<index>:<count>"), in the same slot.
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -53,28 +52,17 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
+-- The layout's constants: M and the tag period (see State).
+local m, period = 2097152, 4294967296
 -- A cost of 1, the common case, is recognised without a conversion.
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- settle reads s, the value key i held before this call (0 when missing, -1
+-- settle reads s, the value a key held before this call (0 when missing, -1
 -- when not an integer): its count in this window (0 when it holds another
 -- window or nothing), and whether the key must be rewritten.
-local function settle(i, s, window, m, base, index)
-  if s > 0 then
-    if s - base >= 0 and s - base < m then return s - base, false end
-    return 0, true
-  elseif s == 0 then
-    -- A new key: carry over the previous layout's state.
-    local head = string.match(KEYS[i], '^(.*)/')
-    local legacy = head and redis.call('GET', head .. ':' .. (window / 1000))
-    if legacy then
-      local si, sc = string.match(legacy, '^(%d+):(%d+)$')
-      if si and si + 0 == index then
-        return sc + 0, true
-      end
-    end
-  end
+local function settle(s, base, m)
+  if s > 0 and s - base >= 0 and s - base < m then return s - base, false end
   return 0, true
 end
 
@@ -84,11 +72,9 @@ if n == 1 and cost > 0 then
   local limit, window = ARGV[2] + 0, ARGV[3] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local m = 2 * limit + 1
-  local period = 9007199254740992 / m
   local elapsed = now % window
   local index = (now - elapsed) / window
-  local base = (index % (period - period % 1)) * m
+  local base = (index % period) * m
   local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
   if type(s) == 'number' then
     s = s - cost
@@ -103,7 +89,7 @@ if n == 1 and cost > 0 then
     s = -1 -- not an integer: not ours, replaced below
   end
   -- The key must be rewritten for this window, or put back.
-  local count = settle(1, s, window, m, base, index)
+  local count = settle(s, base, m)
   if count + cost <= limit then
     redis.call('SET', KEYS[1], base + count + cost, 'PX', math.ceil((window - elapsed) / 1000))
     return { 1, now, count }
@@ -127,11 +113,9 @@ for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local m = 2 * limit + 1
-  local period = 9007199254740992 / m
   local elapsed = now % window
   local index = (now - elapsed) / window
-  local base = (index % (period - period % 1)) * m
+  local base = (index % period) * m
 
   local s
   if spend then
@@ -142,9 +126,10 @@ for i = 1, n do
       s = -1
     end
   else
-    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
+    local raw = redis.call('GET', KEYS[i]) or 0
+    s = tonumber(raw) or -1
   end
-  local count, fresh = settle(i, s, window, m, base, index)
+  local count, fresh = settle(s, base, m)
 
   local ok = count + cost <= limit
   if ok then
