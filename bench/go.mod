@@ -1,6 +1,6 @@
 module github.com/slidegate/slidegate/bench
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/slidegate/slidegate => ../
 

@@ -26,28 +26,12 @@ import (
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
+	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
-
-// Runtime is what the handler needs of the process-wide state; *app.Runtime
-// provides it.
-type Runtime interface {
-	// Decide counts the request against every limit that applies.
-	Decide(ctx context.Context, req edge.Request) (edge.Outcome, error)
-	// Quota spends one call from the quota route's own limit and, when it
-	// admits the call, reports the request's other limits without spending
-	// them.
-	Quota(ctx context.Context, req edge.Request) (edge.Outcome, error)
-	// Acquire takes the request's in-flight slots (RATE_LIMIT_CONCURRENCY)
-	// before its handler runs; the Admission's Release gives them back.
-	Acquire(ctx context.Context, req edge.Request) (edge.Admission, error)
-	// RequestScope returns a context in which Decide and Acquire of one
-	// request resolve its caller once.
-	RequestScope(ctx context.Context) context.Context
-}
 
 // Options configure the handler. The zero value is ready for use.
 type Options struct {
@@ -78,7 +62,7 @@ const (
 //     them, even when they are exhausted; each call spends one from the
 //     quota route's own limit per caller (RATE_LIMIT_QUOTA), and is
 //     answered 429 with that limit's headers once it is spent
-//     (Runtime.Quota); an unknown API key or bad token is counted and
+//     (app.Resolution.Quota); an unknown API key or bad token is counted and
 //     answered as on any route (edge.Unauthorized, UnauthorizedOverLimit);
 //   - GET /v1/items is an ordinary limited route;
 //   - GET /v1/slow answers after ?ms= milliseconds (at most 10 s), the
@@ -89,11 +73,12 @@ const (
 //   - anything else is counted like any request and answered 404.
 //
 // Every route but GET /health and GET /v1/quota runs holding its caller's
-// in-flight slots (RATE_LIMIT_CONCURRENCY; Runtime.Acquire and
+// in-flight slots (RATE_LIMIT_CONCURRENCY; app.Resolution.Acquire and
 // httplimit.Concurrency), taken after its rate limits admitted it, for
-// the caller its rate decision resolved (Runtime.RequestScope): resolved
-// once per request.
-func New(rt Runtime, opts Options) http.Handler {
+// the caller its rate decision resolved: each request is read once
+// (readRequest) and resolved once (app.Runtime.Resolve), and that
+// resolution is carried in its context to every answer.
+func New(rt *app.Runtime, opts Options) http.Handler {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -127,8 +112,8 @@ func New(rt Runtime, opts Options) http.Handler {
 	routes := http.NewServeMux()
 	routes.HandleFunc(RouteHealth, serveHealth)
 	routes.Handle(RouteQuota, report(http.HandlerFunc(serveQuota)))
-	routes.Handle("/", d.scoped(limit(hold(limited))))
-	return stripStage(cleanPathsOnly(routes, limit(http.HandlerFunc(serveNotFound))))
+	routes.Handle("/", limit(hold(limited)))
+	return stripStage(d.read(cleanPathsOnly(routes, limit(http.HandlerFunc(serveNotFound)))))
 }
 
 // cleanPathsOnly sends requests for unclean paths ("//x", "/a/../b") to
@@ -159,11 +144,46 @@ func isCleanPath(p string) bool {
 // routeName names a request in the middleware's log lines as the decision
 // lines name it (edge.RouteName): an HTTP API's route key, never a path
 // that may hold a secret, when the event has one.
-func routeName(r *http.Request) string { return edge.RouteName(readRequest(r).Request) }
+func routeName(r *http.Request) string { return edge.RouteName(carriedFrom(r).res.Request()) }
 
 // deciders turn an HTTP request into the middleware's outcome.
 type deciders struct {
-	rt Runtime
+	rt *app.Runtime
+}
+
+// carried is what the handler knows of one request, read once and carried
+// in its context (read, carriedFrom) to every answer.
+type carried struct {
+	// res is the request's resolution: its caller and rules, resolved on
+	// the first answer that needs them, once.
+	res *app.Resolution
+	// authorizer is requestContext.authorizer (REST) or
+	// requestContext.authorizer.lambda (HTTP API); nil without an
+	// authorizer.
+	authorizer map[string]any
+}
+
+type carriedKey struct{}
+
+// read reads each request once (readRequest), begins its resolution
+// (app.Runtime.Resolve), and serves it with both in its context. It goes
+// inside stripStage: the path read is the one the routes match.
+func (d deciders) read(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := readRequest(r)
+		c := &carried{res: d.rt.Resolve(r.Context(), req.Request), authorizer: req.Authorizer}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), carriedKey{}, c)))
+	})
+}
+
+// carriedFrom is what read carries for r; a request that did not pass
+// through read is a programming error.
+func carriedFrom(r *http.Request) *carried {
+	c, ok := r.Context().Value(carriedKey{}).(*carried)
+	if !ok {
+		panic("apihandler: request served without its resolution (read)")
+	}
+	return c
 }
 
 // errAuthorizerUnavailable is what a decider reports for a request the HTTP
@@ -174,11 +194,11 @@ var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this 
 
 // spend reuses the authorizer's outcome when the event carries one
 // (edge.FromAuthorizerContext), and otherwise counts the request through
-// the Runtime. An authorizer that could not decide a fail-closed route is
-// believed: 503, without asking Redis again.
+// its resolution. An authorizer that could not decide a fail-closed route
+// is believed: 503, without asking Redis again.
 func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
-	req := readRequest(r)
-	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok {
+	c := carriedFrom(r)
+	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok {
 		if out.Kind == edge.Unavailable {
 			return out, errAuthorizerUnavailable
 		}
@@ -189,7 +209,7 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 	// the route (edge.RouteName, clipped), and the middleware's line names
 	// it once more. A caller chooses the path; each copy of it in a log
 	// line is one more place for a token in it to land.
-	return withPolicy(d.rt.Decide(r.Context(), req.Request))
+	return withPolicy(c.res.Decide(r.Context()))
 }
 
 // peek reports the caller's limits without spending them: the
@@ -197,30 +217,22 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 // asks Redis (unless an authorizer in front of it could not decide a
 // fail-closed route). It spends one call from the quota route's own limit,
 // whose denial is QuotaDenied (429 under ReportOnly). An unknown key or bad
-// token is not a peek: Runtime.Quota counts it, and the middleware answers
-// it by its edge.Kind.
+// token is not a peek: app.Resolution.Quota counts it, and the middleware
+// answers it by its edge.Kind.
 func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
-	req := readRequest(r)
-	if out, ok := edge.FromAuthorizerContext(req.Authorizer); ok && out.Kind == edge.Unavailable {
+	c := carriedFrom(r)
+	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok && out.Kind == edge.Unavailable {
 		return out, errAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
-	return withPolicy(d.rt.Quota(r.Context(), req.Request))
-}
-
-// scoped serves each request in a Runtime.RequestScope of its own, so
-// that its rate decision and its in-flight slots resolve its caller once.
-func (d deciders) scoped(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(d.rt.RequestScope(r.Context())))
-	})
+	return withPolicy(c.res.Quota(r.Context()))
 }
 
 // acquire takes the request's in-flight slots, whether its rate limits were
 // decided here or by the authorizer: the authorizer never learns when a
 // request ends, so the in-flight limits are the API function's alone.
 func (d deciders) acquire(r *http.Request) (edge.Admission, error) {
-	return d.rt.Acquire(r.Context(), readRequest(r).Request)
+	return carriedFrom(r).res.Acquire(r.Context())
 }
 
 // withPolicy sets the RateLimit-Policy of an outcome the function decided

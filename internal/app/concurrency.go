@@ -40,13 +40,14 @@ const (
 // rate decision does: a fail-open route counts in flight locally, per
 // instance (ratelimit.Gate.Acquire), a fail-closed one gets an error
 // wrapping ratelimit.ErrUnavailable. With no in-flight limit on the stage,
-// Acquire resolves nothing and calls nothing; within a RequestScope in
-// which Decide resolved the same request, it reuses that caller.
-func (rt *Runtime) Acquire(ctx context.Context, req edge.Request) (edge.Admission, error) {
-	if rt.stages.For(req.StageVariables).Concurrency.Empty() {
+// Acquire resolves nothing and calls nothing; after Decide on the same
+// Resolution, it counts the caller Decide resolved.
+func (r *Resolution) Acquire(ctx context.Context) (edge.Admission, error) {
+	if r.limits.Concurrency.Empty() {
 		return edge.Admission{}, nil
 	}
-	r := rt.resolve(ctx, req)
+	r.resolveCaller(ctx)
+	rt := r.rt
 	limits := r.rules.InFlight
 	if len(limits) == 0 {
 		return edge.Admission{}, nil

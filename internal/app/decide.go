@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/config"
@@ -23,7 +21,73 @@ import (
 // caller's plan's or tier's limits on the request's stage, and every
 // matching route limit, counted for the same identity, with the route's
 // cost and each limit's shadow flag), then one decision that spends on all
-// of them or none. A request from a blocked or an unlimited network
+// of them or none: Resolve(ctx, req).Decide(ctx), for an edge that answers
+// a request once (the authorizer).
+func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, error) {
+	return rt.Resolve(ctx, req).Decide(ctx)
+}
+
+// Resolution is one request as the Runtime resolves it, once, for every
+// answer it gets: its stage's limits, and, on the first answer that needs
+// them (Decide, Quota, Acquire), its caller (identity.Resolution: an API
+// key looked up, a bearer token verified, an unparseable source address
+// logged) and its rules (policy.Stage.Resolve: the request in every
+// reading, the strictest taken). A Resolution is for one request, used by
+// one goroutine at a time; an edge that answers a request in several steps
+// (the API function's rate decision, then its in-flight slots) carries it
+// from one to the next (the request's context), and every step counts the
+// same caller.
+type Resolution struct {
+	rt     *Runtime
+	req    edge.Request
+	limits *config.Limits
+	// start is when the resolution began.
+	start time.Time
+
+	// resolved is set once the caller and its rules are (resolveCaller).
+	resolved bool
+	rules    policy.Rules
+	gate     *hashedGate
+	who      identity.Resolution
+	// redisDeadline, when set, is when the next Redis calls must end: a
+	// read of the network controls that failed spent the Redis budget
+	// (liveNetworks), which the first answer then shares (redisBudget).
+	redisDeadline time.Time
+}
+
+// Resolve begins the resolution of req, which must be normalised as the
+// edge package builds it (upper-case method, lower-case header names):
+// its stage's limits now, its caller and its rules on the first answer
+// that needs them.
+func (rt *Runtime) Resolve(_ context.Context, req edge.Request) *Resolution {
+	return &Resolution{rt: rt, req: req, limits: rt.stages.For(req.StageVariables), start: time.Now()}
+}
+
+// Request is the request resolved.
+func (r *Resolution) Request() edge.Request { return r.req }
+
+// resolveCaller resolves the caller and its rules, once. An anonymous
+// caller whose source address does not parse is logged (within its
+// budget).
+func (r *Resolution) resolveCaller(ctx context.Context) {
+	if r.resolved {
+		return
+	}
+	rt, req := r.rt, r.req
+	rt.awaitIdentity(ctx, req.Headers)
+	r.who = rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, r.limits.IPv6Prefix)
+	if r.who.InvalidSource {
+		rt.observer.InvalidSource(ctx, req.SourceIP)
+	}
+	stage := policy.StageOf(rt.cfg, r.limits)
+	r.gate = rt.currentGate(ctx)
+	stage.NetworkControls, r.redisDeadline = rt.liveNetworks(ctx, r.gate)
+	r.rules = stage.Resolve(policy.Read(req), r.who.Caller)
+	r.resolved = true
+}
+
+// Decide decides the request: the caller's limits and its route limits,
+// spent on all or none. A request from a blocked or an unlimited network
 // (RATE_LIMIT_NETWORKS, or a live network control: policy.NetworkVerdict)
 // is decided by that alone, without a Redis call for the decision.
 //
@@ -45,10 +109,31 @@ import (
 // which the metrics record publishes) or limits that can never be decided
 // (Kind Undecidable, ratelimit.ErrInvalid).
 //
-// req must be normalised as the edge package builds it (upper-case method,
-// lower-case header names).
-func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, error) {
-	return rt.decideResolved(ctx, rt.resolve(ctx, req))
+// The decision is observed: one EMF record and, within the log budget and
+// level, one log line. (A peek, in Quota, is not observed: it changes
+// nothing, and counting it would make a caller checking its quota look
+// like one being allowed or denied.)
+func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
+	r.resolveCaller(ctx)
+	rt := r.rt
+	out := r.outcome()
+	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
+		rt.observe(ctx, r, out, nil)
+		return out, nil
+	}
+	rt.noteUnknownPlan(ctx, r)
+	out.Plan = r.rules.Plan
+	// The Redis calls' trace subsegments carry the tier.
+	ctx = tracing.WithTier(ctx, out.Caller.Tier)
+	ctx, cancel := r.redisBudget(ctx)
+	defer cancel()
+	res, err := r.gate.gate.Decide(ctx, r.rules.Cost, failurePolicy(out.FailClosed), r.rules.Checks(out.Caller.Identity)...)
+	if err != nil {
+		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
+	}
+	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
+	rt.observe(ctx, r, out, err)
+	return out, err
 }
 
 // Quota answers GET /v1/quota: it spends one call from the caller's
@@ -74,11 +159,12 @@ func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, 
 // anonymous limit and every route limit of the request, logged, and
 // subject to the route's failure policy), or the quota would be a free,
 // unlogged oracle for guessing keys and tokens.
-func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, error) {
-	r := rt.resolve(ctx, req)
+func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
+	r.resolveCaller(ctx)
 	if r.who.Unauthorized {
-		return rt.decideResolved(ctx, r)
+		return r.Decide(ctx)
 	}
+	rt := r.rt
 	out := r.outcome()
 	if decidedByNetwork(&out, r.rules.Caller, false) {
 		// No limit applies to such a caller, or none it could ever use:
@@ -110,93 +196,16 @@ func (rt *Runtime) Quota(ctx context.Context, req edge.Request) (edge.Outcome, e
 	return out, err
 }
 
-// resolvedRequest is a request with its caller, its rules on its stage
-// (internal/policy) and the gate of the current identity hash key.
-type resolvedRequest struct {
-	req    edge.Request
-	limits *config.Limits
-	rules  policy.Rules
-	gate   *hashedGate
-	who    identity.Resolution
-	// start is when the decision began.
-	start time.Time
-	// redisDeadline, when set, is when the decision's Redis calls must end:
-	// a read of the network controls that failed spent the Redis budget
-	// (liveNetworks), which the decision then shares.
-	redisDeadline time.Time
-}
-
-// redisBudget is ctx bounded by the request's redisDeadline, when it has
-// one.
-func (r resolvedRequest) redisBudget(ctx context.Context) (context.Context, context.CancelFunc) {
-	if r.redisDeadline.IsZero() {
+// redisBudget is ctx bounded by the resolution's redisDeadline, when it
+// has one; the deadline is spent by the first answer that takes it, since
+// no later read of the network controls spent the later answers' budget.
+func (r *Resolution) redisBudget(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := r.redisDeadline
+	r.redisDeadline = time.Time{}
+	if deadline.IsZero() {
 		return ctx, func() {}
 	}
-	return context.WithDeadline(ctx, r.redisDeadline)
-}
-
-// resolve resolves req's caller and its rules (policy.Stage.Resolve: the
-// request in every reading, the strictest taken). An anonymous caller
-// whose source address does not parse is logged (within its budget).
-// Within a RequestScope, the scope's request is resolved once: a second
-// resolve of it returns the first's caller and rules.
-func (rt *Runtime) resolve(ctx context.Context, req edge.Request) resolvedRequest {
-	start := time.Now()
-	scope, _ := ctx.Value(requestScopeKey{}).(*requestScope)
-	if scope != nil && scope.kept && sameRequest(scope.resolved.req, req) {
-		r := scope.resolved
-		// The network controls are not read again: no read spent this
-		// call's Redis budget.
-		r.req, r.start, r.redisDeadline = req, start, time.Time{}
-		return r
-	}
-	limits := rt.stages.For(req.StageVariables)
-	rt.awaitIdentity(ctx, req.Headers)
-	who := rt.resolver.ResolveForAPI(ctx, req.APIID, req.Stage, req.Headers, req.SourceIP, limits.IPv6Prefix)
-	if who.InvalidSource {
-		rt.observer.InvalidSource(ctx, req.SourceIP)
-	}
-	stage := policy.StageOf(rt.cfg, limits)
-	gate := rt.currentGate(ctx)
-	var deadline time.Time
-	stage.NetworkControls, deadline = rt.liveNetworks(ctx, gate)
-	rules := stage.Resolve(policy.Read(req), who.Caller)
-	r := resolvedRequest{req: req, limits: limits, rules: rules, gate: gate, who: who, start: start, redisDeadline: deadline}
-	if scope != nil && !scope.kept {
-		scope.resolved, scope.kept = r, true
-	}
-	return r
-}
-
-// RequestScope returns a context derived from ctx that keeps what the
-// Runtime resolves of one request: its caller (identity.Resolution: an
-// API key looked up, a JWT verified, an unparseable source address logged)
-// and its rules. Decide, Quota and Acquire, given that request with this
-// context or one derived from it, resolve it once: the API function's
-// rate decision and its in-flight slots count the same caller, resolved
-// once. A scope is for one request, used by one goroutine at a time; a
-// different request given within it (another method, path, source
-// address, header, stage or API) is resolved on its own and not kept.
-func (rt *Runtime) RequestScope(ctx context.Context) context.Context {
-	return context.WithValue(ctx, requestScopeKey{}, &requestScope{})
-}
-
-type requestScopeKey struct{}
-
-// requestScope is the room a RequestScope keeps a resolution in.
-type requestScope struct {
-	resolved resolvedRequest
-	kept     bool
-}
-
-// sameRequest reports whether a and b are one request as far as
-// resolving its caller and its rules is concerned: every field they are
-// read from is equal.
-func sameRequest(a, b edge.Request) bool {
-	return a.Method == b.Method && a.Path == b.Path && a.SourceIP == b.SourceIP &&
-		a.APIID == b.APIID && a.Stage == b.Stage && a.RouteKey == b.RouteKey &&
-		slices.Equal(a.ServedPaths, b.ServedPaths) &&
-		maps.Equal(a.Headers, b.Headers) && maps.Equal(a.StageVariables, b.StageVariables)
+	return context.WithDeadline(ctx, deadline)
 }
 
 // controlsCache is the network-controls cache decisions under gate read:
@@ -226,25 +235,16 @@ func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []c
 	if err != nil {
 		rt.observer.NetworkControlsUnread(ctx, err)
 		if errors.Is(err, ratelimit.ErrUnavailable) {
-			deadline = start.Add(rt.redisTimeout())
+			deadline = start.Add(rt.cfg.Redis.Timeout)
 		}
 	}
 	return list, deadline
 }
 
-// redisTimeout is one decision's Redis budget (REDIS_TIMEOUT), as the
-// gates apply it.
-func (rt *Runtime) redisTimeout() time.Duration {
-	if t := rt.cfg.Redis.Timeout; t > 0 {
-		return t
-	}
-	return 100 * time.Millisecond
-}
-
 // outcome is the Outcome of the request before its decision: who is
 // counted, with the identity's keyed hash, and whether the route fails
 // closed.
-func (r resolvedRequest) outcome() edge.Outcome {
+func (r *Resolution) outcome() edge.Outcome {
 	return edge.Outcome{
 		Caller:       r.who.Caller,
 		IdentityHash: r.gate.hashOf(r.who.Caller.Identity),
@@ -252,36 +252,9 @@ func (r resolvedRequest) outcome() edge.Outcome {
 	}
 }
 
-// decideResolved decides a request whose caller is known, spending on
-// every limit that applies or none, and observes the decision: one EMF
-// record and, within the log budget and level, one log line. (A peek, in
-// Quota, is not observed: it changes nothing, and counting it would make
-// a caller checking its quota look like one being allowed or denied.)
-func (rt *Runtime) decideResolved(ctx context.Context, r resolvedRequest) (edge.Outcome, error) {
-	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
-		rt.observe(ctx, r, out, nil)
-		return out, nil
-	}
-	rt.noteUnknownPlan(ctx, r)
-	req := r.rules
-	out.Plan = req.Plan
-	// The Redis calls' trace subsegments carry the tier.
-	ctx = tracing.WithTier(ctx, out.Caller.Tier)
-	ctx, cancel := r.redisBudget(ctx)
-	defer cancel()
-	res, err := r.gate.gate.Decide(ctx, req.Cost, failurePolicy(out.FailClosed), req.Checks(out.Caller.Identity)...)
-	if err != nil {
-		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
-	}
-	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
-	rt.observe(ctx, r, out, err)
-	return out, err
-}
-
 // observe records a decision that spent: one EMF record and, within the
 // log budget and level, one log line.
-func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outcome, err error) {
+func (rt *Runtime) observe(ctx context.Context, r *Resolution, out edge.Outcome, err error) {
 	rt.firstDecided.Do(func() { close(rt.firstDecision) })
 	rt.observer.Observe(ctx, observe.Observation{
 		Request:    r.req,
@@ -294,7 +267,7 @@ func (rt *Runtime) observe(ctx context.Context, r resolvedRequest, out edge.Outc
 
 // noteUnknownPlan logs, once, a plan the caller carries that the stage
 // does not configure (its tier's limits apply).
-func (rt *Runtime) noteUnknownPlan(ctx context.Context, r resolvedRequest) {
+func (rt *Runtime) noteUnknownPlan(ctx context.Context, r *Resolution) {
 	if p := r.rules.UnknownPlan; p != "" {
 		rt.unknownPlans.note(ctx, rt.logger, p, r.who.Caller.Tier)
 	}

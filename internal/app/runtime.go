@@ -1,7 +1,7 @@
 // Package app is a function's runtime: the process-wide state built once
 // at cold start (NewRuntime: configuration, Redis client, secrets, identity
 // sources, the identity hash key's gate) and the decision that uses it
-// (Runtime.Decide, Runtime.Quota). An operator's tool reaches the same
+// (Runtime.Resolve, and the Resolution's Decide, Quota and Acquire). An operator's tool reaches the same
 // Redis through internal/operator, not through a Runtime.
 package app
 

@@ -208,12 +208,10 @@ func TestRedisDown(t *testing.T) {
 	}
 }
 
-// TestRequestScopeKeepsOneRequest: within a RequestScope, Acquire reuses
-// the caller Decide resolved only for the same request. Another request
-// in the same scope is resolved on its own: its slot is taken for its own
-// caller (a second request of that caller is refused), never for the
-// caller of the request resolved first.
-func TestRequestScopeKeepsOneRequest(t *testing.T) {
+// TestResolutionCountsOneCaller: a Resolution's decision and its
+// in-flight slots count the caller resolved once, for that request; a
+// resolution of another request counts its own caller, never the first's.
+func TestResolutionCountsOneCaller(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rt, _ := newRuntime(t, srv.URL(), map[string]string{"RATE_LIMIT_CONCURRENCY": "anonymous=1,user=1"})
 	ctx := context.Background()
@@ -221,22 +219,26 @@ func TestRequestScopeKeepsOneRequest(t *testing.T) {
 	token := signToken(t, "user-61", testSecret, time.Now().Add(time.Hour))
 	other := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.61", Headers: map[string]string{"authorization": "Bearer " + token}}
 
-	scope := rt.RequestScope(ctx)
-	if out, err := rt.Decide(scope, first); err != nil || out.Caller.Tier != identity.TierAnonymous {
+	res := rt.Resolve(ctx, first)
+	if out, err := res.Decide(ctx); err != nil || out.Caller.Tier != identity.TierAnonymous {
 		t.Fatalf("decide: %+v, %v", out.Caller, err)
 	}
-	adm, err := rt.Acquire(scope, other)
-	if err != nil || adm.Denied || adm.Release == nil {
-		t.Fatalf("acquire for another request in the scope: %+v, %v", adm, err)
+	held, err := res.Acquire(ctx)
+	if err != nil || held.Denied || held.Release == nil {
+		t.Fatalf("acquire for the resolved request: %+v, %v", held, err)
 	}
-	defer adm.Release(ctx)
-	// The user's one slot is taken; the anonymous caller's is free.
-	if again, err := rt.Acquire(rt.RequestScope(ctx), other); err != nil || !again.Denied {
-		t.Fatalf("the user's second request: %+v, %v; want it refused (the first took the user's slot)", again, err)
+	defer held.Release(ctx)
+	// The anonymous caller's one slot is taken by the first resolution;
+	// the user's is free, once.
+	if again, err := rt.Resolve(ctx, first).Acquire(ctx); err != nil || !again.Denied {
+		t.Fatalf("the anonymous caller's second request: %+v, %v; want it refused (the first took its slot)", again, err)
 	}
-	anon, err := rt.Acquire(rt.RequestScope(ctx), first)
-	if err != nil || anon.Denied {
-		t.Fatalf("the anonymous caller: %+v, %v; want its slot free", anon, err)
+	user, err := rt.Resolve(ctx, other).Acquire(ctx)
+	if err != nil || user.Denied {
+		t.Fatalf("the user: %+v, %v; want its slot free", user, err)
 	}
-	anon.Release(ctx)
+	defer user.Release(ctx)
+	if again, err := rt.Resolve(ctx, other).Acquire(ctx); err != nil || !again.Denied {
+		t.Fatalf("the user's second request: %+v, %v; want it refused", again, err)
+	}
 }

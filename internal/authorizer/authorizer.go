@@ -32,23 +32,22 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // ErrUnauthorized is the error whose message, exactly "Unauthorized", makes
 // API Gateway answer 401.
 var ErrUnauthorized = errors.New("Unauthorized")
 
-// ErrUnavailable is the REST authorizer's error for a fail-closed route
-// Redis could not decide. Any error other than "Unauthorized" makes a REST
-// API answer with AUTHORIZER_FAILURE (500, mapped to 503 by template.yaml).
-// An HTTP API would answer it with a bare 500, so the HTTP API authorizer
-// answers the same outage with a refusal (403), or, with
-// HTTP_API_DENIALS=forward, edge.CtxUnavailable in its context instead.
-var ErrUnavailable = errors.New("rate limiter unavailable")
-
 // ErrUndecidable is the error of a request whose limits can never be
 // decided (a configuration that pkg/ratelimit rejects); API Gateway answers
-// it like ErrUnavailable.
+// it like ratelimit.ErrUnavailable, the REST authorizer's error for a
+// fail-closed route Redis could not decide. Any error other than
+// "Unauthorized" makes a REST API answer with AUTHORIZER_FAILURE (500,
+// mapped to 503 by template.yaml). An HTTP API would answer it with a bare
+// 500, so the HTTP API authorizer answers the same outage with a refusal
+// (403), or, with HTTP_API_DENIALS=forward, edge.CtxUnavailable in its
+// context instead.
 var ErrUndecidable = errors.New("rate limit cannot be decided")
 
 // Handler answers authorizer events. It is safe for concurrent use.
@@ -190,7 +189,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	o, _ := h.rt.Decide(ctx, req)
 	switch o.Kind {
 	case edge.Unavailable:
-		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnavailable
+		return events.APIGatewayCustomAuthorizerResponse{}, ratelimit.ErrUnavailable
 	case edge.Undecidable:
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUndecidable
 	case edge.Unauthorized:

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // newHandler is a handler on redisURL with small limits; overrides are
@@ -300,7 +301,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 	}
 	t.Run("REST login: still an error", func(t *testing.T) {
 		_, err := h.REST(context.Background(), restEvent("POST", "/auth/login", "192.0.2.30", map[string]string{"X-Api-Key": "guess"}))
-		if !errors.Is(err, authorizer.ErrUnavailable) {
+		if !errors.Is(err, ratelimit.ErrUnavailable) {
 			t.Errorf("err = %v, want ErrUnavailable", err)
 		}
 	})
@@ -358,7 +359,7 @@ func TestFailClosedError(t *testing.T) {
 	srv.Stop()
 	ev := events.APIGatewayCustomAuthorizerRequestTypeRequest{MethodArn: "arn:aws:execute-api:us-east-1:1:a/prod/POST/auth/login", Path: "/auth/login", HTTPMethod: "POST"}
 	_, err := h.REST(context.Background(), ev)
-	if err == nil || errors.Is(err, authorizer.ErrUnauthorized) || err.Error() == "Unauthorized" || !errors.Is(err, authorizer.ErrUnavailable) {
+	if err == nil || errors.Is(err, authorizer.ErrUnauthorized) || err.Error() == "Unauthorized" || !errors.Is(err, ratelimit.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable and not Unauthorized", err)
 	}
 }
@@ -425,13 +426,13 @@ func TestRoutesMatchTheResourceNotTheBasePath(t *testing.T) {
 	// answers with an error; any other route gets a degraded Allow.
 	srv.Stop()
 	_, err := h.REST(context.Background(), login("198.51.100.77"))
-	if !errors.Is(err, authorizer.ErrUnavailable) {
+	if !errors.Is(err, ratelimit.ErrUnavailable) {
 		t.Fatalf("login behind a base path with Redis down: err = %v, want ErrUnavailable (fail-closed)", err)
 	}
 	greedy := login("198.51.100.78")
 	greedy.Resource = "/{proxy+}"
 	greedy.Path = "/auth/login"
-	if _, err := h.REST(context.Background(), greedy); !errors.Is(err, authorizer.ErrUnavailable) {
+	if _, err := h.REST(context.Background(), greedy); !errors.Is(err, ratelimit.ErrUnavailable) {
 		t.Fatalf("login under a greedy resource: err = %v, want the path to decide (fail-closed)", err)
 	}
 	items := login("198.51.100.79")

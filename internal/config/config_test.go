@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +248,29 @@ func TestStageCache(t *testing.T) {
 	}
 	if a, b := cache.For(beta), cache.For(beta); a != b {
 		t.Error("the same stage variables were parsed again")
+	}
+}
+
+// TestStageCacheWarmSetParsesNothing: a request whose stage variables are
+// the set already parsed finds its limits without parsing them again: no
+// value trimmed, no key built, nothing allocated (the old cache built the
+// plans' key on every request: 3 allocations here).
+func TestStageCacheWarmSetParsesNothing(t *testing.T) {
+	cfg, _ := config.FromEnv(envOf(nil))
+	cache := config.NewStageCache(cfg, nil)
+	vars := map[string]string{"rateLimitAnonymous": " 6/1m ", "rateLimitPlanPro": "100/1m", "rateLimitPlanGold": "1000/1m", "unrelated": "x"}
+	parsed := cache.For(vars)
+	if parsed.Tiers.Anonymous.String() != "6/1m" || len(parsed.Plans) == 0 {
+		t.Fatalf("parsed: %+v", parsed)
+	}
+	// An event's stage variables are a new map each time.
+	event := maps.Clone(vars)
+	if allocs := testing.AllocsPerRun(100, func() {
+		if cache.For(event) != parsed {
+			t.Fatal("a parsed set was parsed again")
+		}
+	}); allocs != 0 {
+		t.Errorf("a parsed set of stage variables costs %v allocations, want 0", allocs)
 	}
 }
 

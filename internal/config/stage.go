@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
@@ -84,15 +85,26 @@ func StageValuesOf(stageVars map[string]string) StageValues {
 // StageCache resolves stage variables over the environment's limits. Each
 // distinct set of values is parsed once and cached (bad values are
 // reported once, when first seen); the cache is bounded, and safe for
-// concurrent use.
+// concurrent use. A request whose stage variables are the set the cache
+// last answered (a warm instance serves one stage) finds its limits
+// without any parsing: no trimming, no key built.
 type StageCache struct {
 	base *Config
 	// report receives the parse errors of a newly seen set of values.
 	report func(error)
+	// last is the variable set last answered and its limits.
+	last atomic.Pointer[stageEntry]
 
 	mu      sync.Mutex
 	entries map[StageValues]*Limits
 	env     *Limits
+}
+
+// stageEntry is one set of stage variables, as an event carries them, and
+// the limits parsed from it.
+type stageEntry struct {
+	vars   map[string]string
+	limits *Limits
 }
 
 // NewStageCache returns a cache over cfg's environment limits; report
@@ -113,6 +125,21 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 // For returns the limits of a stage with the given stage variables. The
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
+	if len(stageVars) == 0 {
+		return c.env
+	}
+	if e := c.last.Load(); e != nil && maps.Equal(e.vars, stageVars) {
+		return e.limits
+	}
+	l := c.parse(stageVars)
+	c.last.Store(&stageEntry{vars: maps.Clone(stageVars), limits: l})
+	return l
+}
+
+// parse returns the limits of a set of stage variables the cache did not
+// last answer: the values slidegate reads from them are its key, parsed
+// when first seen.
+func (c *StageCache) parse(stageVars map[string]string) *Limits {
 	key := StageValuesOf(stageVars)
 	if key == (StageValues{}) {
 		return c.env

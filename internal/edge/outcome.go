@@ -53,7 +53,7 @@ type Outcome struct {
 	FailClosed bool
 	// Result is the rate-limit decision over every limit that applies.
 	Result ratelimit.Result
-	// QuotaDenied is set by app.Runtime.Quota when the quota route's own
+	// QuotaDenied is set by app.Resolution.Quota when the quota route's own
 	// limit (RATE_LIMIT_QUOTA) denied the call: Result then holds that
 	// limit's decision alone, and the answer is 429 even on a route that
 	// only reports.

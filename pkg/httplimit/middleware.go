@@ -39,6 +39,9 @@ type Options struct {
 	// instead of its method and clipped path: a path can hold secrets, and
 	// the caller knows a safer name (a route template). It must not panic.
 	RouteName func(*http.Request) string
+	// Key names the caller a request is counted against, for Limit only;
+	// ClientIP() when nil. Middleware's decide function names its own.
+	Key func(*http.Request) string
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after
