@@ -143,6 +143,13 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 	}
 	checkAuthRoutes(api.spec, cfg, limits, warn)
 	checkFallback(cfg, limits, warn)
+	// A stage whose limits change a window or an algorithm of the
+	// environment's starts those limits' callers afresh.
+	if envLimits, err := config.ResolveStage(cfg, config.StageValues{}); err == nil {
+		for _, msg := range config.RestartWarnings(envLimits, limits) {
+			warn("%s", msg)
+		}
+	}
 	// What loosens a limit, computed once, as the functions log it at
 	// cold start.
 	for _, msg := range policy.Warnings(api.policy()) {

@@ -18,7 +18,6 @@ package apihandler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -30,7 +29,6 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Options configure the handler. The zero value is ready for use.
@@ -170,8 +168,8 @@ type carriedKey struct{}
 // inside stripStage: the path read is the one the routes match.
 func (d deciders) read(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := readRequest(r)
-		c := &carried{res: d.rt.Resolve(r.Context(), req.Request), authorizer: req.Authorizer}
+		req, authorizer := readRequest(r)
+		c := &carried{res: d.rt.Resolve(r.Context(), req), authorizer: authorizer}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), carriedKey{}, c)))
 	})
 }
@@ -186,12 +184,6 @@ func carriedFrom(r *http.Request) *carried {
 	return c
 }
 
-// errAuthorizerUnavailable is what a decider reports for a request the HTTP
-// API authorizer could not decide on a fail-closed route (edge.CtxUnavailable
-// in its context): the middleware answers it 503, like a Redis outage seen
-// by the function itself.
-var errAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
-
 // spend reuses the authorizer's outcome when the event carries one
 // (edge.FromAuthorizerContext), and otherwise counts the request through
 // its resolution. An authorizer that could not decide a fail-closed route
@@ -200,7 +192,7 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 	c := carriedFrom(r)
 	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok {
 		if out.Kind == edge.Unavailable {
-			return out, errAuthorizerUnavailable
+			return out, httplimit.ErrAuthorizerUnavailable
 		}
 		// Counted by the authorizer: nothing is counted twice.
 		return out, nil
@@ -222,7 +214,7 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 	c := carriedFrom(r)
 	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok && out.Kind == edge.Unavailable {
-		return out, errAuthorizerUnavailable
+		return out, httplimit.ErrAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(c.res.Quota(r.Context()))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/wire"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -74,16 +75,12 @@ func (o Outcome) HTTPOutcome() httplimit.Outcome {
 }
 
 // The names of the live controls that change a decision, as the decision
-// log line, the metrics and the authorizer context (CtxControl) give them.
+// log line, the metrics and the authorizer context (CtxControl) give them:
+// wire's.
 const (
-	// ControlBlocked: a block on the caller's identity or its network
-	// denied the request.
-	ControlBlocked = "blocked-by-control"
-	// ControlExempt: an exemption on the caller's identity admitted the
-	// request without spending, or one on its network lifted its limits.
-	ControlExempt = "exempt"
-	// ControlScaled: the caller's limits were scaled.
-	ControlScaled = "scaled"
+	ControlBlocked = wire.ControlBlocked
+	ControlExempt  = wire.ControlExempt
+	ControlScaled  = wire.ControlScaled
 )
 
 // ControlName is the name of the live control c (ControlBlocked,
@@ -145,3 +142,23 @@ func PrincipalID(o Outcome) string {
 	}
 	return o.Caller.Tier + ":" + h
 }
+
+// NetworkVerdict is what a caller's source network decides alone
+// (RATE_LIMIT_NETWORKS and the live network controls:
+// policy.Caller.Verdict): nothing, or the whole answer
+// (policy.Caller.NetworkDecision).
+type NetworkVerdict uint8
+
+// The network verdicts.
+const (
+	// NetworkLimits: the network decides nothing; the caller's limits do
+	// (a network's plan, if any, is one of them).
+	NetworkLimits NetworkVerdict = iota
+	// NetworkBlocked refuses every request of the network, without a
+	// Redis call (Kind Blocked).
+	NetworkBlocked
+	// NetworkUnlimited admits every request of the network with no limit,
+	// without a Redis call (Kind Unlimited); a credential that does not
+	// verify is still unauthorized.
+	NetworkUnlimited
+)

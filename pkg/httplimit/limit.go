@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,16 +18,36 @@ import (
 // is not called. The Gate fails open: while Redis cannot decide, its local
 // fallback does, and the answers carry wire.HeaderDegraded. The answers
 // are Middleware's.
+//
+// Behind slidegate's HTTP API authorizer with HttpApiDenials=forward, set
+// opts.Authorizer: a request whose authorizer context describes a decision
+// (FromAuthorizerContext) is answered from it, a denial with the same 429
+// and headers, and nothing is spent again; a fail-closed request the
+// authorizer could not decide is a 503. Any other request is decided here.
 func Limit(gate *ratelimit.Gate, limit ratelimit.Limit, opts Options) func(http.Handler) http.Handler {
 	key := opts.Key
 	if key == nil {
 		key = ClientIP()
 	}
 	return Middleware(func(r *http.Request) (Outcome, error) {
+		if opts.Authorizer != nil {
+			if out, ok := FromAuthorizerContext(opts.Authorizer(r)); ok {
+				if out.Kind == Unavailable {
+					return out, ErrAuthorizerUnavailable
+				}
+				return out, nil
+			}
+		}
 		res, err := gate.Allow(r.Context(), key(r), limit)
 		return Outcome{Kind: KindOf(res, false, err), Result: res}, err
 	}, opts)
 }
+
+// ErrAuthorizerUnavailable is the error of a request that slidegate's HTTP
+// API authorizer could not decide on a fail-closed route (its context says
+// wire.CtxUnavailable): the middleware answers it 503, as a Redis outage
+// it saw itself.
+var ErrAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
 
 // ClientIP returns a key function naming a request's caller by its source
 // address: the peer of the connection (http.Request.RemoteAddr), an IPv6

@@ -98,3 +98,50 @@ func TestLimitOnRedis(t *testing.T) {
 		t.Errorf("Redis stopped: %d, X-RateLimit-Degraded %q, want 200 from the local limit", rec.Code, rec.Header().Get("X-RateLimit-Degraded"))
 	}
 }
+
+// TestLimitForwardedByTheAuthorizer: behind slidegate's HTTP API authorizer
+// (HttpApiDenials=forward), Limit answers the decision the authorizer's
+// context describes, a denial with the same 429 and headers, and asks
+// Redis nothing (the Gate here has no Redis: a decision of its own would
+// be marked degraded); a fail-closed request the authorizer could not
+// decide is a 503; a request without a context is decided by the Gate.
+func TestLimitForwardedByTheAuthorizer(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	gate, err := ratelimit.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := map[string]any{"tier": "anonymous", "limit": 30.0, "remaining": 0.0, "reset": 17.0, "window": 60.0,
+		"name": "anonymous", "resetAt": 1_700_000_017.0, "retryAfter": 17.0, "retryIn": "17 seconds"}
+	allowed := map[string]any{"tier": "anonymous", "limit": 30.0, "remaining": 12.0, "reset": 41.0, "window": 60.0, "name": "anonymous"}
+	unavailable := map[string]any{"tier": "anonymous", "unavailable": true, "retryAfter": 1.0}
+	tests := []struct {
+		name        string
+		ctx         map[string]any
+		wantStatus  int
+		wantHeaders map[string]string
+	}{
+		{"a forwarded denial", denied, http.StatusTooManyRequests, map[string]string{"Retry-After": "17", "RateLimit-Remaining": "0", "RateLimit-Limit": "30", "X-RateLimit-Degraded": ""}},
+		{"a forwarded allowance", allowed, http.StatusOK, map[string]string{"RateLimit-Remaining": "12", "Retry-After": "", "X-RateLimit-Degraded": ""}},
+		{"the authorizer could not decide a fail-closed route", unavailable, http.StatusServiceUnavailable, map[string]string{"Retry-After": "1"}},
+		{"no context: decided here (Redis is out of reach)", nil, http.StatusOK, map[string]string{"X-RateLimit-Degraded": "true"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := httplimit.Limit(gate, ratelimit.PerMinute(30), httplimit.Options{
+				Authorizer: func(*http.Request) map[string]any { return tt.ctx },
+			})(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("status %d, want %d (%s)", rec.Code, tt.wantStatus, rec.Body.String())
+			}
+			for name, want := range tt.wantHeaders {
+				if got := rec.Header().Get(name); got != want {
+					t.Errorf("%s = %q, want %q", name, got, want)
+				}
+			}
+		})
+	}
+}

@@ -1,8 +1,16 @@
-// Package httplimit is the net/http middleware that answers for
-// slidegate's rate limits: the rate-limit headers of a decision
-// (ratelimit.SetHeaders) on every limited response, and the product's
-// 429, 503, 401 and 500 answers (package wire) when a request does not get
+// Package httplimit is net/http middleware for pkg/ratelimit's decisions:
+// the rate-limit headers of a decision (ratelimit.SetHeaders) on every
+// limited response, and the 429, 503, 401, 403 and 500 answers of
+// docs/contract.md (their bodies: package wire) when a request does not get
 // through.
+//
+// Limit is the common case: one limit per caller, the caller named by its
+// address (ClientIP, which reads X-Forwarded-For only from proxies it is
+// told to trust), failing open to the Gate's local limit; behind
+// slidegate's HTTP API authorizer it answers the authorizer's forwarded
+// decision instead (Options.Authorizer, FromAuthorizerContext). Middleware
+// answers any decide function's outcome: slidegate's own API function is
+// built on it.
 package httplimit
 
 import (
@@ -42,6 +50,12 @@ type Options struct {
 	// Key names the caller a request is counted against, for Limit only;
 	// ClientIP() when nil. Middleware's decide function names its own.
 	Key func(*http.Request) string
+	// Authorizer, for Limit only, returns the context slidegate's
+	// authorizer gave a request (nil for none), whose decision Limit then
+	// answers instead of deciding again. With aws-lambda-go-api-proxy
+	// behind an HTTP API: core.GetAPIGatewayV2ContextFromContext(r.Context())
+	// and its Authorizer.Lambda.
+	Authorizer func(*http.Request) map[string]any
 }
 
 // DefaultUnavailableRetryAfter is how long a client is asked to wait after

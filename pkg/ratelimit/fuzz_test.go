@@ -126,7 +126,7 @@ func FuzzCounterDecision(f *testing.F) {
 		if x < 0 {
 			x = -1 - x
 		}
-		if x < (2*count+1)*(count+1) && nowUs >= 0 {
+		if x < counterBase*counterBase && x%counterBase <= count && x/counterBase <= count && nowUs >= 0 {
 			if d.Remaining < 0 || d.Remaining > count || d.ResetAfter < 0 || d.RetryAfter < 0 || d.ResetAfter > 2*l.Window || d.RetryAfter > 2*l.Window {
 				t.Fatalf("value %d at %d: %+v", v, nowUs, d)
 			}

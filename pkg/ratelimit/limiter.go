@@ -343,47 +343,35 @@ func (l *Limiter) groupChecks(checks []Check) []group {
 var singleIndex = []int{0}
 
 // runGroup makes one script call for a group and fills in its decisions;
-// it returns the group's answer and the control that applied to it.
+// it returns the group's answer and the control that applied to it. A
+// group whose identity may hold a control is decided by the controlled
+// mixed script, as one group (runMixed): one controlled script for every
+// shape.
 func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
-	n := len(g.indexes)
-	script := l.scripts.forAlgorithm(g.algorithm)
-	keys := n
-	controlled := false
 	if cc.any() {
 		if g.tag == "" {
 			g.tag = l.keys.identityTag(checks[g.indexes[0]].Identity)
 		}
-		controlled = cc.reads(g.tag)
+		if cc.reads(g.tag) {
+			return l.runMixed(ctx, cc, cost, spend, checks, []group{g}, out)
+		}
 	}
-	if controlled {
-		script = l.scripts.controlledScript(mixedCode(g.algorithm))
-		keys++
-	}
+	n := len(g.indexes)
 	// The whole command in one slice: verb, script, key count, KEYS, ARGV.
 	cmd := make([]any, 0, 6+n*(1+limitArgs(g.algorithm)))
-	cmd = append(cmd, nil, nil, keys)
+	cmd = append(cmd, nil, nil, n)
 	cmd = l.appendKeys(cmd, checks, g)
-	if controlled {
-		cmd = append(cmd, l.keys.controlKey(g.tag))
-	}
 	cmd = append(cmd, costArg(cost, spend))
 	cmd = l.appendLimitArgs(cmd, checks, g)
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
-	vals, err := script.run(ctx, l.client, cmd)
+	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, cmd)
 	if err != nil {
 		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if !controlled {
-		ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
-		return ok, controls.Applied{}, err
-	}
-	body, ctl, err := splitControl(vals, groupReplyLen(g))
-	if err != nil {
-		return false, controls.Applied{}, err
-	}
-	return controlledDecisions(body, ctl, cost, spend, checks, []group{g}, out)
+	ok, err := groupDecisions(vals, cost, spend, checks, g, 0, out)
+	return ok, controls.Applied{}, err
 }
 
 // callControls is what one decision knows of the live controls: whether
@@ -415,13 +403,16 @@ func sameTag(groups []group) bool {
 // one group.
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	script := l.scripts.mixed
-	keys := len(checks)
+	keys := 0
+	for _, g := range groups {
+		keys += len(g.indexes)
+	}
 	controlled := cc.any() && cc.reads(groups[0].tag)
 	if controlled {
-		script = l.scripts.controlledScript(0)
+		script = l.scripts.controlled[0]
 		keys++
 	}
-	cmd := make([]any, 0, 9+len(checks)*4+len(groups)*3)
+	cmd := make([]any, 0, 9+keys*4+len(groups)*3)
 	cmd = append(cmd, nil, nil, keys)
 	for _, g := range groups {
 		cmd = l.appendKeys(cmd, checks, g)
@@ -456,6 +447,11 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 	body, ctl, err := splitControl(vals, mixedReplyLen(groups))
 	if err != nil {
 		return false, controls.Applied{}, err
+	}
+	if len(groups) == 1 && ctl.kind != controlBlock {
+		// One group: its own reply follows the mixed script's answer
+		// and time.
+		body = body[2:]
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
 }

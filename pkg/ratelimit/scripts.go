@@ -34,11 +34,6 @@ func lazyScript(name string, compose func() string) *script {
 	return &script{name: name, compose: compose}
 }
 
-// newScript is a script of a source already made, hashed on first use.
-func newScript(name, src string) *script {
-	return lazyScript(name, func() string { return src })
-}
-
 func (sc *script) build() {
 	sc.text = sc.compose()
 	sum := sha1.Sum([]byte(sc.text))
@@ -64,13 +59,12 @@ func (sc *script) sha() string {
 // call (lua/mixed.lua). acquire and release are the concurrency limits'
 // (concurrency.go).
 //
-// controlled holds, when the Limiter reads live controls, the same
-// decisions composed with lua/control.lua: each reads the identity's
-// control key (the last of KEYS) in the same call. They are indexed by
-// mixedCode, with mixed's at 0, and, like every script, composed on first
-// use: they are about three quarters of the scripts' bytes, and only a
-// decision for an identity that may hold a control needs them. nil when
-// controls are not read.
+// controlled holds, when the Limiter reads live controls, one script: the
+// mixed decision composed with lua/control.lua, which reads the
+// identity's control key (the last of KEYS) in the same call and decides
+// every shape, one group too. Like every script it is composed on first
+// use: only a decision for an identity that may hold a control needs it.
+// nil when controls are not read.
 type scriptSet struct {
 	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets *script
 	mixed                                                        *script
@@ -111,8 +105,26 @@ func mustReadScript(file string) string {
 		// The files are embedded at build time; a missing one is a build bug.
 		panic(fmt.Sprintf("ratelimit: embedded script %s: %v", file, err))
 	}
-	text, _ := luaSources.LoadOrStore(file, string(src))
+	text, _ := luaSources.LoadOrStore(file, sentForm(string(src)))
 	return text.(string)
+}
+
+// sentForm is a script's source as it is sent to Redis: without its
+// comment lines, blank lines and indentation, which Lua does not need and
+// every SCRIPT LOAD, EVAL and script cache would otherwise carry. The
+// scripts hold no multi-line string, so no line's meaning changes.
+func sentForm(src string) string {
+	var b strings.Builder
+	b.Grow(len(src) / 2)
+	for line := range strings.SplitSeq(src, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "--") {
+			continue
+		}
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // mustLoadScript is the script of one embedded file, read on first use.
@@ -134,7 +146,7 @@ func newScriptSet(controls bool) scriptSet {
 		release:        mustLoadScript("concurrency_release.lua"),
 	}
 	s.mixed = lazyScript("mixed.lua", func() string {
-		return mixedRedis + algorithmDispatch() + mustReadScript("mixed.lua")
+		return algorithmDispatch() + mustReadScript("mixed.lua")
 	})
 	if controls {
 		s.controlled = controlledScripts()
@@ -142,44 +154,27 @@ func newScriptSet(controls bool) scriptSet {
 	return s
 }
 
-// controlledScripts makes the controlled scripts (scriptSet.controlled),
-// each composed on its first use.
+// controlledScripts makes the controlled script (scriptSet.controlled):
+// the mixed script composed with lua/control.lua, composed on first use.
+// It decides every shape of a controlled identity, one group included.
+// The record's path runs the groups from the table algorithms, which
+// control.lua wraps under a scale; with no record, the dispatch of the
+// plain mixed script.
 func controlledScripts() []*script {
-	c := make([]*script, maxMixedCode+1)
-	// The record's path runs the groups from the table algorithms, which
-	// control.lua wraps under a scale; with no record, the dispatch of the
-	// plain mixed script.
-	c[0] = lazyScript("mixed.lua+control.lua", func() string {
-		return composeControlled(mixedRedis, algorithmTable()+
+	return []*script{lazyScript("mixed.lua+control.lua", func() string {
+		return composeControlled(algorithmTable()+
 			"local function run_code(code, KEYS, ARGV) return algorithms[code + 0](KEYS, ARGV) end\n"+
-			"local single = nil\nlocal decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
+			"local decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
 			algorithmDispatch()+mustReadScript("mixed.lua"))
-	})
-	for code := 1; code <= maxMixedCode; code++ {
-		file := mixedFiles[code]
-		c[code] = lazyScript(file+"+control.lua", func() string {
-			src := mustReadScript(file)
-			return composeControlled("",
-				fmt.Sprintf("local algorithms, single = nil, %d\nlocal decide = function(KEYS, ARGV)\n%s\nend\n", code, src),
-				src)
-		})
-	}
-	return c
+	})}
 }
 
-// mixedRedis begins both mixed scripts: every part after it, the
-// algorithms and control.lua's scale
-// included, calls Redis through this local, which mixed.lua points at its
-// journal while it runs a group it may have to undo.
-const mixedRedis = "local redis = redis\n"
-
-// composeControlled is a controlled script (lua/control.lua): prefix, the
+// composeControlled is the controlled script (lua/control.lua): the
 // control read, then the record's path with the decision as a function
-// (setup defines decide, algorithms and single), then, for no record, the
+// (setup defines decide and algorithms), then, for no record, the
 // decision inline, so that it costs what the plain script does.
-func composeControlled(prefix, setup, inline string) string {
+func composeControlled(setup, inline string) string {
 	var b strings.Builder
-	b.WriteString(prefix)
 	b.WriteString(mustReadScript("control_read.lua"))
 	b.WriteString("if record then\n")
 	b.WriteString(setup)
@@ -209,7 +204,7 @@ func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms = {}\n")
 	for code := 1; code < maxMixedCode; code++ {
-		fmt.Fprintf(&b, "-- %s\nalgorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", mixedFiles[code], code, mustReadScript(mixedFiles[code]))
+		fmt.Fprintf(&b, "algorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", code, mustReadScript(mixedFiles[code]))
 	}
 	// The leaky bucket's code runs the GCRA script too (see mixedCode).
 	fmt.Fprintf(&b, "algorithms[%d] = algorithms[3]\n", maxMixedCode)
@@ -239,7 +234,7 @@ func algorithmDispatch() string {
 		if code == 1 {
 			kw = "if"
 		}
-		fmt.Fprintf(&b, "%s %s then\n-- %s\n%s\n", kw, cond, mixedFiles[code], mustReadScript(mixedFiles[code]))
+		fmt.Fprintf(&b, "%s %s then\n%s", kw, cond, mustReadScript(mixedFiles[code]))
 	}
 	b.WriteString("end\nerror('mixed.lua: no algorithm of code ' .. tostring(code))\nend\n")
 	return b.String()
@@ -263,10 +258,6 @@ func mixedCode(a Algorithm) int {
 	}
 	return 1
 }
-
-// controlledScript is the controlled script of a group's algorithm, or of
-// mixed.lua for code 0.
-func (s *scriptSet) controlledScript(code int) *script { return s.controlled[code] }
 
 func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	switch a.orDefault() {

@@ -71,7 +71,7 @@ func TestScriptsAreComposedOnFirstUse(t *testing.T) {
 		t.Fatalf("a new set has composed %v", got)
 	}
 	sw := set.forAlgorithm(SlidingWindow)
-	if sw.sha() == "" || !strings.Contains(sw.src(), "sliding_window.lua") {
+	if sw.sha() == "" || !strings.Contains(sw.src(), "INCRBY") {
 		t.Fatalf("sliding window script: sha %q, %d bytes", sw.sha(), len(sw.src()))
 	}
 	if got := composed(); len(got) != 1 || got[0] != "sliding_window.lua" {
@@ -104,5 +104,23 @@ func TestScriptFirstUseIsSafeConcurrently(t *testing.T) {
 	}
 	if calls != 1 {
 		t.Errorf("composed %d times, want once", calls)
+	}
+}
+
+// TestScriptsAsSent: every script a process can load (nine: issue 38) is
+// sent without comment lines, blank lines or indentation.
+func TestScriptsAsSent(t *testing.T) {
+	set := newScriptSet(true)
+	all := set.all()
+	if len(all) > 12 {
+		t.Errorf("%d scripts loadable, want at most 12", len(all))
+	}
+	for _, sc := range all {
+		for line := range strings.SplitSeq(sc.src(), "\n") {
+			if strings.HasPrefix(line, "--") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
+				t.Errorf("%s sends the line %q", sc.name, line)
+				break
+			}
+		}
 	}
 }

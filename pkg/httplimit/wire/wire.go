@@ -136,3 +136,62 @@ func SpecHeaderName(name string) string {
 	}
 	return name
 }
+
+// Authorizer context keys: the contract between slidegate's authorizer, the
+// middleware behind it (httplimit.FromAuthorizerContext) and the templates'
+// gateway responses ($context.authorizer.<key>), listed with their types in
+// docs/contract.md ("Context keys").
+const (
+	CtxTier       = "tier"       // caller's tier
+	CtxLimit      = "limit"      // count of the closest limit
+	CtxRemaining  = "remaining"  // units left in it
+	CtxReset      = "reset"      // seconds until reset (RateLimit-Reset; for a denial, = retryAfter)
+	CtxPolicy     = "policy"     // RateLimit-Policy value
+	CtxRateLimit  = "rateLimit"  // RateLimit value, e.g. "anonymous";r=12;t=41 (gateway responses cannot compute it)
+	CtxName       = "name"       // policy name of the closest limit
+	CtxWindow     = "window"     // its window, seconds
+	CtxResetAt    = "resetAt"    // Unix seconds of the reset (X-RateLimit-Reset)
+	CtxRetryAfter = "retryAfter" // whole seconds, >= 1, only when denied
+	CtxRetryIn    = "retryIn"    // the wait in words ("18 seconds", "1 second"), only when denied
+	CtxDegraded   = "degraded"   // true, only when decided by the local fallback
+	// CtxUnavailable is true only in an HTTP API authorizer's answer for a
+	// fail-closed route Redis could not decide. An HTTP API answers an
+	// authorizer error with a bare 500, so the authorizer authorizes the
+	// request with this flag (and tier and retryAfter only: there is no
+	// decision) and the API function answers docs/contract.md's 503 with
+	// Retry-After and code SERVICE_UNAVAILABLE without asking Redis again
+	// (its Retry-After is the function's own UnavailableRetryAfter, 1 s by
+	// default like the authorizer's and template.yaml's). The REST
+	// authorizer never sets it: it returns an error, which template.yaml's
+	// AUTHORIZER_FAILURE response maps to the same 503.
+	CtxUnavailable = "unavailable"
+	// CtxBlocked is true when the source address is in a blocked network
+	// (RATE_LIMIT_NETWORKS): a REST authorizer answers Deny with it, and
+	// no limit was asked. A REST API answers every Deny with the one
+	// status of its ACCESS_DENIED gateway response (429), so the context
+	// also carries CtxRetryAfter, BlockedRetryAfter, for its body.
+	CtxBlocked = "blocked"
+	// CtxUnlimited is true when the source address is in an unlimited
+	// network: the request was admitted without a limit.
+	CtxUnlimited = "unlimited"
+	// CtxControl names the live control that changed the decision
+	// (ControlBlocked, ControlExempt or ControlScaled), only when one did;
+	// CtxControlUntil is when it ends (Unix seconds, rounded up) and
+	// CtxControlFactor a scale's factor.
+	CtxControl       = "control"
+	CtxControlUntil  = "controlUntil"
+	CtxControlFactor = "controlFactor"
+)
+
+// The names of the live controls that change a decision, as the decision
+// log line, the metrics and the authorizer context (CtxControl) give them.
+const (
+	// ControlBlocked: a block on the caller's identity or its network
+	// denied the request.
+	ControlBlocked = "blocked-by-control"
+	// ControlExempt: an exemption on the caller's identity admitted the
+	// request without spending, or one on its network lifted its limits.
+	ControlExempt = "exempt"
+	// ControlScaled: the caller's limits were scaled.
+	ControlScaled = "scaled"
+)

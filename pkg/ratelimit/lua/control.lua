@@ -2,24 +2,22 @@
 -- identity's own decision script: one round trip, atomic with the decision,
 -- in the identity's hash slot.
 --
--- scripts.go builds each controlled script as
+-- scripts.go builds the one controlled script as
 --     control_read.lua          the record, or nil, and KEYS without it
 --     if record then
 --       the decision as a function, decide, and this part
 --     end
---     the decision inline: with no record, the script is exactly it
+--     mixed.lua inline: with no record, the script is exactly it
 -- where this part finds:
 --     record      the control key's value;
---     nk          the number of KEYS the caller sent, the control key's too;
---     decide      function(KEYS, ARGV): an algorithm's script, or mixed.lua
---                 (whose algorithms it runs from the table algorithms);
---     algorithms  nil, or mixed.lua's table: code -> function(KEYS, ARGV);
---     single      the algorithm's code when decide is one algorithm (1
---                 sliding window, 2 sliding log, 3 token bucket, 4 fixed
---                 window, 5 sliding buckets, 6 leaky bucket), nil for mixed.
+--     decide      function(KEYS, ARGV): mixed.lua, which runs its groups'
+--                 algorithms from the table algorithms;
+--     algorithms  code -> function(KEYS, ARGV) (1 sliding window, 2
+--                 sliding log, 3 token bucket, 4 fixed window, 5 sliding
+--                 buckets, 6 leaky bucket).
 --
 -- KEYS      the decision's keys, then the identity's control key, last.
--- ARGV      the decision's, unchanged.
+-- ARGV      mixed.lua's, unchanged (one group, or several).
 --
 -- Returns, with no control record: exactly the decision's reply. With a
 -- record, that reply (or a block's) with one more value at its end, the
@@ -52,9 +50,7 @@
 -- Now, on the decision's clock: ARGV's after the limits (or the groups)
 -- when the caller sent it, else TIME, then sent on to the decision.
 local at
-if single then
-  at = 2 + (nk - 1) * ((single == 3 or single == 6) and 3 or 2)
-elseif #ARGV[2] == 3 then
+if #ARGV[2] == 3 then
   -- mixed.lua's pair: 'p' and two codes, then two counts and windows.
   at = 7
 else
@@ -138,11 +134,7 @@ local function scaled(code, run)
   end
 end
 
-if single then
-  decide = scaled(single, decide)
-else
-  for code, run in pairs(algorithms) do algorithms[code] = scaled(code, run) end
-end
+for code, run in pairs(algorithms) do algorithms[code] = scaled(code, run) end
 local reply = decide(KEYS, ARGV)
 reply[#reply + 1] = { 3, until_us, milli }
 return reply

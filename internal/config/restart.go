@@ -1,0 +1,89 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
+)
+
+// RestartWarnings names the limits whose counts would start afresh where
+// the functions move from the limits from to the limits to (the
+// environment's limits and a stage's, or two configurations): a limit's
+// Redis key names its algorithm and window but not its count (see
+// pkg/ratelimit), so a count changed keeps every caller's counts, and a
+// window or algorithm changed does not. Every limit of an owner (tier,
+// plan, route, quota) present in both whose name, window and algorithm no
+// limit of that owner in to has is named (a list's limits are named after
+// their windows, so a list's changed window shows as a new name).
+func RestartWarnings(from, to *Limits) []string {
+	a, b := limitsByOwner(from), limitsByOwner(to)
+	var out []string
+	for _, owner := range sortedOwners(a) {
+		next, ok := b[owner]
+		if !ok {
+			continue
+		}
+		for _, l := range a[owner] {
+			if sameKeyLimit(l, next) == nil {
+				out = append(out, fmt.Sprintf("limit %q (%s %s) has no limit of the same name, window and algorithm in the stage's configuration (%s): its callers' counts start afresh (a changed count keeps them, a changed window or algorithm does not)",
+					l.Name, l, algorithmOf(l), describe(next)))
+			}
+		}
+	}
+	return out
+}
+
+// sameKeyLimit is the limit of list that counts on l's keys: the same
+// name, window and algorithm.
+func sameKeyLimit(l ratelimit.Limit, list []ratelimit.Limit) *ratelimit.Limit {
+	for i, m := range list {
+		if m.Name == l.Name && m.Window == l.Window && algorithmOf(m) == algorithmOf(l) {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+func describe(list []ratelimit.Limit) string {
+	parts := make([]string, len(list))
+	for i, l := range list {
+		parts[i] = fmt.Sprintf("%s %s", l, algorithmOf(l))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// limitsByOwner lists every limit of l by its owner's name.
+func limitsByOwner(l *Limits) map[string][]ratelimit.Limit {
+	out := map[string][]ratelimit.Limit{
+		"tier anonymous": l.Tiers.Anonymous.Limits(),
+		"tier user":      l.Tiers.User.Limits(),
+		"tier org":       l.Tiers.Org.Limits(),
+		"quota":          {l.Quota},
+	}
+	for name, p := range l.Plans {
+		out["plan "+name] = p.Limits()
+	}
+	for _, r := range l.Routes {
+		out["route "+r.Name()] = r.Limits.Limits()
+	}
+	return out
+}
+
+func sortedOwners(m map[string][]ratelimit.Limit) []string {
+	owners := make([]string, 0, len(m))
+	for o := range m {
+		owners = append(owners, o)
+	}
+	sort.Strings(owners)
+	return owners
+}
+
+// algorithmOf is a limit's algorithm, the default's name when unset.
+func algorithmOf(l ratelimit.Limit) ratelimit.Algorithm {
+	if l.Algorithm == "" {
+		return ratelimit.SlidingWindow
+	}
+	return l.Algorithm
+}
