@@ -63,3 +63,29 @@ func TestTemplateApiAccessLog(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplateCacheEvictionsAlarm: both templates alarm on the first
+// eviction of ElastiCache's Evictions metric, and show the alarm on the
+// dashboard. Before: nothing watched evictions.
+func TestTemplateCacheEvictionsAlarm(t *testing.T) {
+	for _, path := range []string{tplPath, tplAuthorizerPath} {
+		root := tplLoadFile(t, path).root
+		alarm := yamlGet(yamlGet(root, "Resources"), "CacheEvictionsAlarm")
+		props := yamlGet(alarm, "Properties")
+		metrics := yamlItems(yamlGet(props, "Metrics"))
+		if alarm == nil || len(metrics) != 1 {
+			t.Fatalf("%s: no CacheEvictionsAlarm with one query", path)
+		}
+		if q := yamlScalar(yamlGet(metrics[0], "Expression")); q != `SELECT MAX(Evictions) FROM "AWS/ElastiCache"` {
+			t.Errorf("%s: query %q", path, q)
+		}
+		if yamlScalar(yamlGet(props, "Threshold")) != "0" || yamlScalar(yamlGet(props, "ComparisonOperator")) != "GreaterThanThreshold" ||
+			yamlScalar(yamlGet(props, "TreatMissingData")) != "notBreaching" {
+			t.Errorf("%s: want any eviction to alarm, none missing data", path)
+		}
+		body := yamlSub(yamlGet(yamlGet(yamlGet(yamlGet(root, "Resources"), "Dashboard"), "Properties"), "DashboardBody"))
+		if !strings.Contains(body, "${CacheEvictionsAlarm.Arn}") {
+			t.Errorf("%s: CacheEvictionsAlarm is not on the dashboard", path)
+		}
+	}
+}
