@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,27 +38,53 @@ func TestTemplateIamUserAccessString(t *testing.T) {
 	if id, name := yamlString(yamlGet(props, "UserId")), yamlString(yamlGet(props, "UserName")); id == "" || id != name {
 		t.Errorf("CacheIamUser: UserId %q and UserName %q must be equal for IAM authentication", id, name)
 	}
-	access := yamlScalar(yamlGet(props, "AccessString"))
-	if access == "" {
-		t.Fatalf("CacheIamUser AccessString missing")
+	// !If [CacheUserReadsControlsOnly, Redis 7 form, Redis 6 form].
+	choice := yamlGet(props, "AccessString")
+	if choice == nil || choice.Tag != "!If" || len(choice.Content) != 3 || choice.Content[0].Value != "CacheUserReadsControlsOnly" {
+		t.Fatalf("CacheIamUser AccessString: want !If [CacheUserReadsControlsOnly, %%R~ form, Redis 6 form]")
 	}
-	rules := strings.Fields(access)
-	if !strings.HasPrefix(access, "on ") || !containsString(rules, "~"+config.DefaultKeyPrefix+":{*}:*") ||
-		!containsString(rules, "%R~"+config.DefaultKeyPrefix+":netcontrols") {
-		t.Fatalf("AccessString %q: want an enabled user limited to ~%s:{*}:* and %%R~%s:netcontrols", access, config.DefaultKeyPrefix, config.DefaultKeyPrefix)
+	if d := yamlScalar(yamlGet(yamlGet(yamlGet(tpl.root, "Parameters"), "CacheUserReadOnlyControls"), "Default")); d != "false" {
+		t.Errorf("CacheUserReadOnlyControls default %q, want false: only a documented access string by default", d)
 	}
-
-	aclOnEveryTopology(t, "slidegate-fn-test", "CacheIamUser", rules, func(t *testing.T, client redis.UniversalClient) {
-		aclDecideEveryAlgorithm(t, client)
-		aclRefused(t, client)
-		aclControlsReadOnly(t, client)
-	})
+	for _, form := range []struct {
+		name     string
+		access   string
+		readOnly bool
+	}{
+		{"default, Redis 6 ACL rules", yamlScalar(choice.Content[2]), false},
+		{"CacheUserReadOnlyControls=true, %R~", yamlScalar(choice.Content[1]), true},
+	} {
+		t.Run(form.name, func(t *testing.T) {
+			if deploy, err := os.ReadFile("../docs/deploy.md"); err != nil || !strings.Contains(string(deploy), "    "+form.access+"\n") {
+				t.Errorf("docs/deploy.md does not show the access string %q as the template has it (%v)", form.access, err)
+			}
+			rules := strings.Fields(form.access)
+			controls := "~" + config.DefaultKeyPrefix + ":netcontrols"
+			if form.readOnly {
+				controls = "%R" + controls
+			}
+			if !strings.HasPrefix(form.access, "on ") || !containsString(rules, "~"+config.DefaultKeyPrefix+":{*}:*") || !containsString(rules, controls) {
+				t.Fatalf("AccessString %q: want an enabled user limited to ~%s:{*}:* and %s", form.access, config.DefaultKeyPrefix, controls)
+			}
+			// Only Redis 6 ACL rules in the default: no selector, no
+			// key permission (%R~, %W~, %RW~), no pub/sub channel rule.
+			if !form.readOnly && strings.ContainsAny(form.access, "%()&") {
+				t.Errorf("default AccessString %q holds a rule newer than Redis 6's ACL", form.access)
+			}
+			aclOnEveryTopology(t, "slidegate-fn-test", "CacheIamUser", rules, func(t *testing.T, client redis.UniversalClient) {
+				aclDecideEveryAlgorithm(t, client)
+				aclRefused(t, client)
+				aclControlsReadOnly(t, client, form.readOnly)
+			})
+		})
+	}
 }
 
 // aclControlsReadOnly: the functions' user reads the network controls and
 // an identity's control key as a controlled decision declares it, and can
-// write neither the network controls nor the index.
-func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
+// write neither the controls' index nor, when readOnly, the network
+// controls.
+func aclControlsReadOnly(t *testing.T, client redis.UniversalClient, readOnly bool) {
 	t.Helper()
 	ctx := context.Background()
 	if err := client.HGetAll(ctx, "rl:netcontrols").Err(); err != nil {
@@ -80,11 +107,14 @@ func aclControlsReadOnly(t *testing.T, client redis.UniversalClient) {
 			t.Errorf("%s: a decision reading controls through the functions' user: %+v, %v", alg, res, err)
 		}
 	}
-	for what, args := range map[string][]any{
-		"write the network controls": {"HSET", "rl:netcontrols", "203.0.113.0/24", "v1 e 99999999999999 0 {}"},
-		"write the controls' index":  {"ZADD", "rl:controls", "1", "x"},
-		"read the controls' index":   {"ZRANGE", "rl:controls", "0", "-1"},
-	} {
+	refused := map[string][]any{
+		"write the controls' index": {"ZADD", "rl:controls", "1", "x"},
+		"read the controls' index":  {"ZRANGE", "rl:controls", "0", "-1"},
+	}
+	if readOnly {
+		refused["write the network controls"] = []any{"HSET", "rl:netcontrols", "203.0.113.0/24", "v1 e 99999999999999 0 {}"}
+	}
+	for what, args := range refused {
 		if err := client.Do(ctx, args...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("%s through the functions' user: %v, want a NOPERM refusal", what, err)
 		}

@@ -22,12 +22,12 @@ const tplAuthorizerPath = "../template-authorizer.yaml"
 // template leaves out: the sample API and what only it uses.
 var tplSampleAPIOnly = map[string][]string{
 	"Parameters": {"StageName", "ThrottleRateLimit", "ThrottleBurstLimit", "ApiIpAddressType", "HttpApiEnabled",
-		"RateLimitConcurrency", "RateLimitConcurrencyLease"},
-	"Conditions": {"EnableHttpApi"},
+		"RateLimitConcurrency", "RateLimitConcurrencyLease", "ApiAccessLog"},
+	"Conditions": {"EnableHttpApi", "HasApiAccessLog"},
 	"Resources": {"ApiFunction", "RestApi", "HttpApi", "HttpApiAuthorizer", "HttpApiIntegration", "HttpApiDefaultRoute",
 		"HttpApiHealthRoute", "HttpApiQuotaRoute", "HttpApiStage", "HttpApiInvokeApiFunction", "HttpApiInvokeAuthorizer",
-		"ConcurrencyDeniedRule"},
-	"Outputs": {"ApiUrl", "HttpApiUrl"},
+		"ConcurrencyDeniedRule", "ApiAccessLogGroup"},
+	"Outputs": {"ApiUrl", "HttpApiUrl", "ApiAccessLogGroupName", "VerifyCommand", "HttpApiVerifyCommand"},
 }
 
 // tplInFlightEnv are the environment variables of template.yaml's Globals

@@ -15,6 +15,7 @@ import (
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
 	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
@@ -330,8 +331,8 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network, Owner: rules.Owner,
-		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Network != config.NetworkBlocked}
+	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
+		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != edge.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
 		l := d.Limit

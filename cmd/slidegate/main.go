@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	slidegate inspect [flags] (--ip ADDR | --api-key KEY | --api-key-hash HEX | --sub SUBJECT)
+//	slidegate inspect [flags] (--ip ADDR | --api-key KEY | --api-key-hash HEX | --sub SUBJECT | --identity HASH --tier TIER)
 //	slidegate reset   [flags] [--yes] (--ip ADDR | ...)
 //	slidegate block   [flags] [--yes] (CALLER | --network CIDR) --for 1h --reason TEXT
 //	slidegate exempt  [flags] [--yes] (CALLER | --network CIDR) --for 1h --reason TEXT
@@ -86,7 +86,9 @@ Usage:
   slidegate verify  --url API_URL    prove a deployed API from outside: headers, 429, no fallback, unknown routes
   slidegate version                  the version of this build (the functions log theirs)
 
-CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT.
+CALLER is one of --ip ADDR, --api-key KEY, --api-key-hash SHA256HEX, --sub JWT_SUBJECT,
+or --identity HASH: the caller as the logs, Contributor Insights and the
+dashboard print it (inspect and reset add --tier, as the log line says).
 block, exempt, scale, lift and controls reach Redis directly, or with
 --function NAME through the operator function (lambda:InvokeFunction, in
 CloudTrail), from anywhere with AWS credentials.

@@ -168,8 +168,8 @@ type carriedKey struct{}
 // inside stripStage: the path read is the one the routes match.
 func (d deciders) read(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := readRequest(r)
-		c := &carried{res: d.rt.Resolve(r.Context(), req.Request), authorizer: req.Authorizer}
+		req, authorizer := readRequest(r)
+		c := &carried{res: d.rt.Resolve(r.Context(), req), authorizer: authorizer}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), carriedKey{}, c)))
 	})
 }

@@ -8,31 +8,24 @@ import (
 	"github.com/slidegate/slidegate/internal/edge"
 )
 
-// gatewayRequest is what one HTTP request tells slidegate, read once: the
-// edge.Request, and the authorizer's context when API Gateway ran the
-// slidegate authorizer before the function.
-type gatewayRequest struct {
-	edge.Request
-	// Authorizer is requestContext.authorizer (REST) or
-	// requestContext.authorizer.lambda (HTTP API); nil without an
-	// authorizer.
-	Authorizer map[string]any
-}
-
-// readRequest builds the gatewayRequest of r. The source address and stage
-// variables come from the API Gateway event the proxy library put in r's
-// context (REST or HTTP API), never from a header such as X-Forwarded-For,
-// which any caller can write. A request served without an event (a local
-// HTTP server) is counted by its TCP peer address.
-func readRequest(r *http.Request) gatewayRequest {
-	req := gatewayRequest{Request: edge.Request{
+// readRequest reads what r tells slidegate, once: the edge.Request, and
+// the authorizer's context (requestContext.authorizer for REST,
+// requestContext.authorizer.lambda for an HTTP API) when API Gateway ran
+// the slidegate authorizer before the function, else nil. The source
+// address and stage variables come from the API Gateway event the proxy
+// library put in r's context (REST or HTTP API), never from a header such
+// as X-Forwarded-For, which any caller can write. A request served
+// without an event (a local HTTP server) is counted by its TCP peer
+// address.
+func readRequest(r *http.Request) (req edge.Request, authorizer map[string]any) {
+	req = edge.Request{
 		Method: edge.NormalMethod(r.Method),
 		// As the router reads it: escaped, decoded by the matching
 		// (policy.Path) exactly once.
 		Path:            r.URL.EscapedPath(),
 		Headers:         edge.FoldHeaders(nil, r.Header),
 		LambdaRequestID: edge.LambdaRequestID(r.Context()),
-	}}
+	}
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
 		req.SourceIP = rc.Identity.SourceIP
@@ -41,22 +34,21 @@ func readRequest(r *http.Request) gatewayRequest {
 		req.Path, req.ServedPaths = edge.LimitPath(rc.ResourcePath, req.Path), edge.ServedPaths(rc.ResourcePath, req.Path, nil)
 		req.APIID = rc.APIID
 		req.Stage = rc.Stage
-		req.Authorizer = rc.Authorizer
 		req.StageVariables, _ = core.GetStageVarsFromContext(r.Context())
-		return req
+		return req, rc.Authorizer
 	}
 	if rc, ok := core.GetAPIGatewayV2ContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
 		req.RouteKey = rc.RouteKey
 		req.SourceIP = rc.HTTP.SourceIP
 		if rc.Authorizer != nil {
-			req.Authorizer = rc.Authorizer.Lambda
+			authorizer = rc.Authorizer.Lambda
 		}
 		req.StageVariables, _ = core.GetStageVarsFromContextV2(r.Context())
-		return req
+		return req, authorizer
 	}
 	req.SourceIP = peerAddress(r.RemoteAddr)
-	return req
+	return req, nil
 }
 
 // peerAddress is the host of a "host:port" remote address, or the address

@@ -154,14 +154,28 @@ func staticVerdict(networks config.Networks, forms []netip.Addr) (verdict string
 // made the verdict (Caller.NetworkControl), if one did. ok is false when
 // the network decides nothing.
 func (c Caller) NetworkDecision(unauthorized bool) (kind edge.Kind, res ratelimit.Result, ok bool) {
-	switch c.Network {
-	case config.NetworkBlocked:
-		return edge.Blocked, ratelimit.Result{Control: c.NetworkControl}, true
-	case config.NetworkUnlimited:
-		if unauthorized {
-			return edge.Unauthorized, ratelimit.Result{Allowed: true, Control: c.NetworkControl}, true
-		}
-		return edge.Unlimited, ratelimit.Result{Allowed: true, Control: c.NetworkControl}, true
+	if c.Verdict == edge.NetworkLimits {
+		return 0, ratelimit.Result{}, false
 	}
-	return 0, ratelimit.Result{}, false
+	res = ratelimit.Result{Allowed: c.Verdict == edge.NetworkUnlimited, Control: c.NetworkControl}
+	switch {
+	case c.Verdict == edge.NetworkBlocked:
+		return edge.Blocked, res, true
+	case unauthorized:
+		return edge.Unauthorized, res, true
+	}
+	return edge.Unlimited, res, true
+}
+
+// NetworkName is the network's verdict as RATE_LIMIT_NETWORKS writes it,
+// for people: config.NetworkBlocked, config.NetworkUnlimited, the plan
+// the network names, or "".
+func (c Caller) NetworkName() string {
+	switch c.Verdict {
+	case edge.NetworkBlocked:
+		return config.NetworkBlocked
+	case edge.NetworkUnlimited:
+		return config.NetworkUnlimited
+	}
+	return c.NetworkPlan
 }

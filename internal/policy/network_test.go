@@ -73,8 +73,8 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 			// network's answer carries the control.
 			s := policy.Stage{Limits: &config.Limits{}, Networks: static, NetworkControls: c.live}
 			caller := s.Caller(identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}, c.ip)
-			if caller.Network != c.verdict || caller.NetworkControl.Kind != c.control {
-				t.Errorf("Stage.Caller: network %q control %s, want %q %s", caller.Network, caller.NetworkControl.Kind, c.verdict, c.control)
+			if caller.NetworkName() != c.verdict || caller.NetworkControl.Kind != c.control {
+				t.Errorf("Stage.Caller: network %q control %s, want %q %s", caller.NetworkName(), caller.NetworkControl.Kind, c.verdict, c.control)
 			}
 			kind, res, ok := caller.NetworkDecision(false)
 			switch c.verdict {

@@ -100,15 +100,20 @@ type Limit struct {
 // Caller is what a caller's rules are before any request: its network's
 // verdict, its plan and its own limits.
 type Caller struct {
-	// Network is the source network's verdict (see NetworkVerdict):
-	// config.NetworkBlocked, config.NetworkUnlimited, a plan name or "".
-	Network string
+	// Verdict is what the source network decides alone (see
+	// NetworkVerdict): nothing (edge.NetworkLimits), or a block or an
+	// exemption that is the whole answer.
+	Verdict edge.NetworkVerdict
+	// NetworkPlan is the plan the source network names for a caller
+	// without one of its own (RATE_LIMIT_NETWORKS), "" when none or when
+	// the forms of the address disagree.
+	NetworkPlan string
 	// NetworkPlans are, when the forms of the source address disagree
-	// about a network's plan (Network ""), the plans any form's network
+	// about a network's plan (NetworkPlan ""), the plans any form's network
 	// names: a caller with no plan of its own is held by the limits of
 	// each and of its tier together.
 	NetworkPlans []string
-	// NetworkControl is the live network control that made Network what
+	// NetworkControl is the live network control that made Verdict what
 	// it is (a block, or an exemption read as unlimited); the zero
 	// controls.Applied when RATE_LIMIT_NETWORKS alone decided.
 	NetworkControl controls.Applied
@@ -201,7 +206,7 @@ func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
 // order. Each counts the caller's requests on its own. A blocked or
 // unlimited network's caller has none: no limit applies to it.
 func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
-	if c.Network == config.NetworkBlocked || c.Network == config.NetworkUnlimited {
+	if c.Verdict != edge.NetworkLimits {
 		return nil
 	}
 	conc := s.Limits.Concurrency
@@ -260,10 +265,18 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 	var out Caller
 	network := readNetwork(s.Networks, s.NetworkControls, sourceIP)
-	out.Network, out.NetworkControl, out.NetworkPlans = network.verdict, network.control, network.plans
+	out.NetworkControl, out.NetworkPlans = network.control, network.plans
+	switch network.verdict {
+	case config.NetworkBlocked:
+		out.Verdict = edge.NetworkBlocked
+	case config.NetworkUnlimited:
+		out.Verdict = edge.NetworkUnlimited
+	default:
+		out.NetworkPlan = network.verdict
+	}
 	plan := c.Plan
-	if plan == "" && out.Network != config.NetworkBlocked && out.Network != config.NetworkUnlimited {
-		plan = out.Network
+	if plan == "" {
+		plan = out.NetworkPlan
 	}
 	tier := tierName(c.Tier)
 	out.Tier = tier

@@ -61,7 +61,7 @@ func TestStrictestRules(t *testing.T) {
 	}
 	// A network's plan is its anonymous callers' plan, a caller's own plan
 	// wins over it.
-	if c := s.Caller(anon, "198.51.100.9"); c.Plan != "partner" || c.Network != "partner" {
+	if c := s.Caller(anon, "198.51.100.9"); c.Plan != "partner" || c.NetworkPlan != "partner" {
 		t.Errorf("anonymous caller on a partner network: %+v", c)
 	}
 	if c := s.Caller(identity.Caller{Tier: identity.TierOrg, Plan: "enterprise"}, "198.51.100.9"); c.Plan != "enterprise" {

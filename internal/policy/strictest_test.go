@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
 )
@@ -140,7 +141,7 @@ func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what stri
 // and its configured in-flight entry is not.
 func ownersInForce(t *testing.T, s policy.Stage, r policy.Rules) {
 	t.Helper()
-	if r.Network == config.NetworkBlocked || r.Network == config.NetworkUnlimited {
+	if r.Verdict != edge.NetworkLimits {
 		return
 	}
 	enforced := map[string]bool{}

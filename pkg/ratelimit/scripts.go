@@ -34,11 +34,6 @@ func lazyScript(name string, compose func() string) *script {
 	return &script{name: name, compose: compose}
 }
 
-// newScript is a script of a source already made, hashed on first use.
-func newScript(name, src string) *script {
-	return lazyScript(name, func() string { return src })
-}
-
 func (sc *script) build() {
 	sc.text = sc.compose()
 	sum := sha1.Sum([]byte(sc.text))
