@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -63,7 +63,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.ip != "":
 		id, err := identity.CanonicalIdentity(identity.KindIP+f.ip, ipv6Prefix)
 		if err != nil || strings.Contains(f.ip, "/") {
-			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip.Text(f.ip, clip.QuotedLen))
+			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", truncate.Text(f.ip, truncate.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
 	case f.apiKey != "":
@@ -71,7 +71,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.apiKeyHash != "":
 		id, err := identity.CanonicalIdentity(identity.KindKey+f.apiKeyHash, ipv6Prefix)
 		if err != nil {
-			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip.Text(f.apiKeyHash, clip.QuotedLen))
+			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", truncate.Text(f.apiKeyHash, truncate.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierOrg, Identity: id}, nil
 	default:
@@ -102,11 +102,11 @@ func (f callerFlags) identityCaller(ipv6Prefix int) (identity.Caller, error) {
 	switch {
 	case f.tier == "" || f.tier == tier:
 	case tier != "":
-		return identity.Caller{}, fmt.Errorf("--tier %q: identity %s is counted in tier %s", clip.Text(f.tier, clip.QuotedLen), clip.Text(id, clip.QuotedLen), tier)
+		return identity.Caller{}, fmt.Errorf("--tier %q: identity %s is counted in tier %s", truncate.Text(f.tier, truncate.QuotedLen), truncate.Text(id, truncate.QuotedLen), tier)
 	case f.tier == identity.TierAnonymous || f.tier == identity.TierUser || f.tier == identity.TierOrg:
 		tier = f.tier
 	default:
-		return identity.Caller{}, fmt.Errorf("--tier %q: want anonymous, user or org", clip.Text(f.tier, clip.QuotedLen))
+		return identity.Caller{}, fmt.Errorf("--tier %q: want anonymous, user or org", truncate.Text(f.tier, truncate.QuotedLen))
 	}
 	return identity.Caller{Tier: tier, Identity: id}, nil
 }
@@ -131,7 +131,7 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 	if f.plan != "" {
 		p, ok := identity.NormalizePlan(f.plan)
 		if !ok {
-			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip.Text(f.plan, clip.QuotedLen))
+			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", truncate.Text(f.plan, truncate.QuotedLen))
 		}
 		return p, nil
 	}
@@ -332,7 +332,7 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
 	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
-		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != edge.NetworkBlocked}
+		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != apigw.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
 		l := d.Limit

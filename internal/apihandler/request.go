@@ -5,10 +5,10 @@ import (
 	"net/http"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 )
 
-// readRequest reads what r tells slidegate, once: the edge.Request, and
+// readRequest reads what r tells slidegate, once: the apigw.Request, and
 // the authorizer's context (requestContext.authorizer for REST,
 // requestContext.authorizer.lambda for an HTTP API) when API Gateway ran
 // the slidegate authorizer before the function, else nil. The source
@@ -17,21 +17,21 @@ import (
 // as X-Forwarded-For, which any caller can write. A request served
 // without an event (a local HTTP server) is counted by its TCP peer
 // address.
-func readRequest(r *http.Request) (req edge.Request, authorizer map[string]any) {
-	req = edge.Request{
-		Method: edge.NormalMethod(r.Method),
+func readRequest(r *http.Request) (req apigw.Request, authorizer map[string]any) {
+	req = apigw.Request{
+		Method: apigw.NormalMethod(r.Method),
 		// As the router reads it: escaped, decoded by the matching
 		// (policy.Path) exactly once.
 		Path:            r.URL.EscapedPath(),
-		Headers:         edge.FoldHeaders(nil, r.Header),
-		LambdaRequestID: edge.LambdaRequestID(r.Context()),
+		Headers:         apigw.FoldHeaders(nil, r.Header),
+		LambdaRequestID: apigw.LambdaRequestID(r.Context()),
 	}
 	if rc, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok {
 		req.RequestID = rc.RequestID
 		req.SourceIP = rc.Identity.SourceIP
 		// The path parameters are left out: this router routes on the
 		// path it is given, base path and all.
-		req.Path, req.ServedPaths = edge.LimitPath(rc.ResourcePath, req.Path), edge.ServedPaths(rc.ResourcePath, req.Path, nil)
+		req.Path, req.ServedPaths = apigw.LimitPath(rc.ResourcePath, req.Path), apigw.ServedPaths(rc.ResourcePath, req.Path, nil)
 		req.APIID = rc.APIID
 		req.Stage = rc.Stage
 		req.StageVariables, _ = core.GetStageVarsFromContext(r.Context())

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -182,7 +182,7 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	report(err)
 	if err := envFitsAlgorithm(cfg, alg); err != nil {
-		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, clip.Text(v.Algorithm, clip.QuotedLen), err, cfg.Tiers.Algorithm))
+		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, truncate.Text(v.Algorithm, truncate.QuotedLen), err, cfg.Tiers.Algorithm))
 		alg = cfg.Tiers.Algorithm
 	}
 	tiers := Tiers{Algorithm: alg}
@@ -239,7 +239,7 @@ func stageLimit(variable, name, v string, env ratelimit.Limit, envOwn bool, alg 
 	}
 	l, own, err := makeLimitSpec(name, v, alg)
 	if err != nil {
-		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip.Text(v, clip.QuotedLen), err, env)
+		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, env)
 	}
 	return l, own, nil
 }

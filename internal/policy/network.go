@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -153,18 +153,18 @@ func staticVerdict(networks config.Networks, forms []netip.Addr) (verdict string
 // unauthorized). The Result's Control is the live network control that
 // made the verdict (Caller.NetworkControl), if one did. ok is false when
 // the network decides nothing.
-func (c Caller) NetworkDecision(unauthorized bool) (kind edge.Kind, res ratelimit.Result, ok bool) {
-	if c.Verdict == edge.NetworkLimits {
+func (c Caller) NetworkDecision(unauthorized bool) (kind apigw.Kind, res ratelimit.Result, ok bool) {
+	if c.Verdict == apigw.NetworkLimits {
 		return 0, ratelimit.Result{}, false
 	}
-	res = ratelimit.Result{Allowed: c.Verdict == edge.NetworkUnlimited, Control: c.NetworkControl}
+	res = ratelimit.Result{Allowed: c.Verdict == apigw.NetworkUnlimited, Control: c.NetworkControl}
 	switch {
-	case c.Verdict == edge.NetworkBlocked:
-		return edge.Blocked, res, true
+	case c.Verdict == apigw.NetworkBlocked:
+		return apigw.Blocked, res, true
 	case unauthorized:
-		return edge.Unauthorized, res, true
+		return apigw.Unauthorized, res, true
 	}
-	return edge.Unlimited, res, true
+	return apigw.Unlimited, res, true
 }
 
 // NetworkName is the network's verdict as RATE_LIMIT_NETWORKS writes it,
@@ -172,9 +172,9 @@ func (c Caller) NetworkDecision(unauthorized bool) (kind edge.Kind, res ratelimi
 // the network names, or "".
 func (c Caller) NetworkName() string {
 	switch c.Verdict {
-	case edge.NetworkBlocked:
+	case apigw.NetworkBlocked:
 		return config.NetworkBlocked
-	case edge.NetworkUnlimited:
+	case apigw.NetworkUnlimited:
 		return config.NetworkUnlimited
 	}
 	return c.NetworkPlan

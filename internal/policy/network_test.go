@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -79,14 +79,14 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 			kind, res, ok := caller.NetworkDecision(false)
 			switch c.verdict {
 			case config.NetworkBlocked:
-				if !ok || kind != edge.Blocked || res.Control.Kind != c.control {
+				if !ok || kind != apigw.Blocked || res.Control.Kind != c.control {
 					t.Errorf("NetworkDecision: %v %+v %v, want Blocked with the control", kind, res, ok)
 				}
 			case config.NetworkUnlimited:
-				if !ok || kind != edge.Unlimited || !res.Allowed || res.Control.Kind != c.control {
+				if !ok || kind != apigw.Unlimited || !res.Allowed || res.Control.Kind != c.control {
 					t.Errorf("NetworkDecision: %v %+v %v, want Unlimited with the control", kind, res, ok)
 				}
-				if kind, _, _ := caller.NetworkDecision(true); kind != edge.Unauthorized {
+				if kind, _, _ := caller.NetworkDecision(true); kind != apigw.Unauthorized {
 					t.Errorf("a bad credential under a live exemption: %v, want Unauthorized (an exemption is not authentication)", kind)
 				}
 			}

@@ -30,15 +30,15 @@
 //     when either source blocks any form, a live exemption only when it
 //     holds every form and neither source blocks one.
 //
-// The functions (internal/app), make local and every slidegate command
+// The functions (internal/instance), make local and every slidegate command
 // call Stage.Resolve or Stage.Caller: there is no second copy.
 package policy
 
 import (
 	"slices"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -70,7 +70,7 @@ type Request struct {
 	// Method is the HTTP method, upper case.
 	Method string
 	// Path is the request path in every reading: the path and the REST
-	// paths it may be served as (edge.Request.ServedPaths), united.
+	// paths it may be served as (apigw.Request.ServedPaths), united.
 	Path Path
 	// SourceIP is the source address as API Gateway reports it.
 	SourceIP string
@@ -78,7 +78,7 @@ type Request struct {
 
 // Read reads a normalised request: its path in every spelling a router
 // may serve it as.
-func Read(req edge.Request) Request {
+func Read(req apigw.Request) Request {
 	path := ParsePath(req.Path)
 	for _, served := range req.ServedPaths {
 		path = path.Union(ParsePath(served))
@@ -101,9 +101,9 @@ type Limit struct {
 // verdict, its plan and its own limits.
 type Caller struct {
 	// Verdict is what the source network decides alone (see
-	// NetworkVerdict): nothing (edge.NetworkLimits), or a block or an
+	// NetworkVerdict): nothing (apigw.NetworkLimits), or a block or an
 	// exemption that is the whole answer.
-	Verdict edge.NetworkVerdict
+	Verdict apigw.NetworkVerdict
 	// NetworkPlan is the plan the source network names for a caller
 	// without one of its own (RATE_LIMIT_NETWORKS), "" when none or when
 	// the forms of the address disagree.
@@ -206,7 +206,7 @@ func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
 // order. Each counts the caller's requests on its own. A blocked or
 // unlimited network's caller has none: no limit applies to it.
 func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
-	if c.Verdict != edge.NetworkLimits {
+	if c.Verdict != apigw.NetworkLimits {
 		return nil
 	}
 	conc := s.Limits.Concurrency
@@ -268,9 +268,9 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 	out.NetworkControl, out.NetworkPlans = network.control, network.plans
 	switch network.verdict {
 	case config.NetworkBlocked:
-		out.Verdict = edge.NetworkBlocked
+		out.Verdict = apigw.NetworkBlocked
 	case config.NetworkUnlimited:
-		out.Verdict = edge.NetworkUnlimited
+		out.Verdict = apigw.NetworkUnlimited
 	default:
 		out.NetworkPlan = network.verdict
 	}

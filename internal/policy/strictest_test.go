@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
 )
@@ -141,7 +141,7 @@ func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what stri
 // and its configured in-flight entry is not.
 func ownersInForce(t *testing.T, s policy.Stage, r policy.Rules) {
 	t.Helper()
-	if r.Verdict != edge.NetworkLimits {
+	if r.Verdict != apigw.NetworkLimits {
 		return
 	}
 	enforced := map[string]bool{}

@@ -1,7 +1,7 @@
 // Package httplimit is net/http middleware for pkg/ratelimit's decisions:
 // the rate-limit headers of a decision (ratelimit.SetHeaders) on every
 // limited response, and the 429, 503, 401, 403 and 500 answers of
-// docs/contract.md (their bodies: package wire) when a request does not get
+// docs/contract.md (their bodies: package contract) when a request does not get
 // through.
 //
 // Limit is the common case: one limit per caller, the caller named by its
@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -85,10 +85,10 @@ const (
 //
 // The answer follows the Kind:
 //
-//   - Blocked: 403 with wire.ForbiddenBody, no rate-limit headers; the
+//   - Blocked: 403 with contract.ForbiddenBody, no rate-limit headers; the
 //     handler is not called.
 //   - Unavailable (a fail-closed route Redis could not decide): 503 with
-//     Retry-After and wire.ServiceUnavailableBody; the handler is not
+//     Retry-After and contract.ServiceUnavailableBody; the handler is not
 //     called.
 //   - Undecidable: 500 with a JSON body of code INTERNAL_ERROR; the error
 //     is logged, never sent to the client.
@@ -99,7 +99,7 @@ const (
 //   - Denied, or Degraded and denied: 429 with the rate-limit headers of
 //     the closest decision (ratelimit.SetHeaders; RateLimit-Policy is the
 //     outcome's Policy when set), Retry-After and
-//     wire.TooManyRequestsBody; the handler is not called. With ReportOnly
+//     contract.TooManyRequestsBody; the handler is not called. With ReportOnly
 //     the handler is called instead, with the headers but no Retry-After,
 //     unless the outcome is QuotaDenied: that is a 429 with or without
 //     ReportOnly.
@@ -111,7 +111,7 @@ const (
 //     (OutcomeFromContext).
 //
 // Every answer above that carries the rate-limit headers also carries
-// wire.HeaderDegraded: true when the local fallback decided it (Redis
+// contract.HeaderDegraded: true when the local fallback decided it (Redis
 // unavailable on a fail-open route, Result.Degraded).
 //
 // Every JSON body is written with Content-Type: application/json and
@@ -135,16 +135,16 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 			}
 			switch kind {
 			case Blocked:
-				writeJSON(w, http.StatusForbidden, wire.ForbiddenBody())
+				writeJSON(w, http.StatusForbidden, contract.ForbiddenBody())
 				return
 			case Unavailable:
 				logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
-				writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
+				writeJSON(w, http.StatusServiceUnavailable, contract.ServiceUnavailableBody(unavailableSeconds))
 				return
 			case Undecidable:
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
-				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
+				writeJSON(w, http.StatusInternalServerError, contract.InternalErrorBody())
 				return
 			}
 			if len(out.Result.Decisions) == 0 {
@@ -152,7 +152,7 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 					// A credential that does not verify, where no limit
 					// applies (an unlimited network): refused all the
 					// same, as the authorizer refuses it.
-					writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
+					writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
 					return
 				}
 				next.ServeHTTP(w, r)
@@ -163,7 +163,7 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 				w.Header().Set(headerRateLimitPolicy, out.Policy)
 			}
 			if out.Result.Degraded {
-				w.Header().Set(wire.HeaderDegraded, "true")
+				w.Header().Set(contract.HeaderDegraded, "true")
 			}
 			switch {
 			case kind == UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
@@ -171,11 +171,11 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 				// as the denial with the longest wait.
 				retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
-				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
+				writeJSON(w, http.StatusTooManyRequests, contract.TooManyRequestsBody(retry))
 				return
 			case kind == Unauthorized:
 				w.Header().Del(headerRetryAfter)
-				writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
+				writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
 				return
 			}
 			// Retry-After means nothing on a response that lets the request
@@ -229,7 +229,7 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", wire.ContentTypeJSON)
+	h.Set("Content-Type", contract.ContentTypeJSON)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
