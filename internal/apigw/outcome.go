@@ -10,9 +10,9 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// Kind is what happened to one request (httplimit.Kind, decided by
-// httplimit.KindOf alone, whose constants
-// follow under the names the product has always used). Every answer
+// Kind is what happened to one request (httplimit.Kind, which
+// httplimit.KindOf alone decides; its constants follow under the names
+// the product has always used). Every answer
 // derives from it, each in one place: the REST authorizer's policy or
 // error and the HTTP API authorizer's simple response (internal/authorizer),
 // the middleware's status (pkg/httplimit), the log level and reason and the
