@@ -142,12 +142,14 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if len(stageVars) == 0 {
 		return c.env
 	}
-	if e := c.last.Load(); e != nil && maps.Equal(e.vars, stageVars) {
-		return e.limits
+	e := c.last.Load()
+	if e == nil || !maps.Equal(e.vars, stageVars) {
+		// A set this instance did not last answer: looked up, or parsed
+		// when first seen.
+		e = &stageEntry{vars: maps.Clone(stageVars), limits: c.parse(stageVars)}
+		c.last.Store(e)
 	}
-	l := c.parse(stageVars)
-	c.last.Store(&stageEntry{vars: maps.Clone(stageVars), limits: l})
-	return l
+	return e.limits
 }
 
 // parse returns the limits of a set of stage variables the cache did not

@@ -96,7 +96,7 @@ func TestDecideTiers(t *testing.T) {
 		unauthorized bool
 	}{
 		{"anonymous counted per source IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, identity.TierAnonymous, 3, false},
-		{"known API key gets the org limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: apigw.FoldHeaders(map[string]string{"X-Api-Key": testKey}, nil)}, identity.TierOrg, 7, false},
+		{"known API key gets the org limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: map[string]string{"x-api-key": testKey}}, identity.TierOrg, 7, false},
 		{"verified JWT gets the user limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, identity.TierUser, 5, false},
 		{"unknown API key is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, identity.TierAnonymous, 3, true},
 		{"forged token is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, identity.TierAnonymous, 3, true},
