@@ -227,7 +227,7 @@ func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 // acquire takes the request's in-flight slots, whether its rate limits were
 // decided here or by the authorizer: the authorizer never learns when a
 // request ends, so the in-flight limits are the API function's alone.
-func (d deciders) acquire(r *http.Request) (apigw.Admission, error) {
+func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 	return carriedFrom(r).res.Acquire(r.Context())
 }
 
