@@ -90,7 +90,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 
 // Decide decides the request: the caller's limits and its route limits,
 // spent on all or none. A request from a blocked or an unlimited network
-// (RATE_LIMIT_NETWORKS, or a live network control: policy.NetworkVerdict)
+// (RATE_LIMIT_NETWORKS, or a live network control: policy.ReadNetwork)
 // is decided by that alone, without a Redis call for the decision.
 //
 // Live controls apply: the caller's identity control inside the decision's
@@ -119,7 +119,7 @@ func (r *Resolution) Decide(ctx context.Context) (apigw.Outcome, error) {
 	r.resolveCaller(ctx)
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
+	if decidedByNetwork(&out, r.rules.CallerRules, r.who.Unauthorized) {
 		rt.observe(ctx, r, out, nil)
 		return out, nil
 	}
@@ -133,7 +133,7 @@ func (r *Resolution) Decide(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(httplimit.Decided{Unauthorized: r.who.Unauthorized, Result: res, Err: err})
 	rt.observe(ctx, r, out, err)
 	return out, err
 }
@@ -168,7 +168,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	}
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, false) {
+	if decidedByNetwork(&out, r.rules.CallerRules, false) {
 		// No limit applies to such a caller, or none it could ever use:
 		// decided without a Redis call, as its other requests are.
 		rt.observe(ctx, r, out, nil)
@@ -182,7 +182,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(httplimit.Decided{Result: spent, Err: err})
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -194,7 +194,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = httplimit.KindOf(out.Result, false, err)
+	out.Kind = httplimit.KindOf(httplimit.Decided{Result: out.Result, Err: err})
 	return out, err
 }
 
@@ -276,11 +276,11 @@ func (rt *Runtime) noteUnknownPlan(ctx context.Context, r *Resolution) {
 }
 
 // decidedByNetwork decides out by its source network alone, without a
-// Redis call (policy.Caller.NetworkDecision), and reports whether it did.
-func decidedByNetwork(out *apigw.Outcome, c policy.Caller, unauthorized bool) bool {
-	kind, res, ok := c.NetworkDecision(unauthorized)
+// Redis call (policy.Network.Decided), and reports whether it did.
+func decidedByNetwork(out *apigw.Outcome, c policy.CallerRules, unauthorized bool) bool {
+	d, ok := c.Network.Decided(unauthorized)
 	if ok {
-		out.Kind, out.Result = kind, res
+		out.Kind, out.Result = httplimit.KindOf(d), d.Result
 	}
 	return ok
 }

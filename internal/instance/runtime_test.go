@@ -242,3 +242,39 @@ func TestResolutionCountsOneCaller(t *testing.T) {
 		t.Fatalf("the user's second request: %+v, %v; want it refused", again, err)
 	}
 }
+
+// TestStageRestartWarningLogged: a stage whose variables give a limit
+// another window or algorithm than the environment's starts its callers
+// afresh; the instance says so, naming the limit, when it first reads
+// them, as slidegate check does (config.RestartWarnings). A changed count
+// keeps the counts and is not warned about.
+func TestStageRestartWarningLogged(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, logs := newRuntime(t, srv.URL(), nil)
+	req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
+	const msg = "configuration starts callers afresh"
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "9/1m"}
+	if _, err := rt.Decide(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), msg) {
+		t.Errorf("a changed count was warned about:\n%s", logs)
+	}
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "3/1h"}
+	for range 2 {
+		if _, err := rt.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warned []string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, msg) {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `limit \"anonymous\"`) {
+		t.Errorf("want one warning naming the anonymous limit, got %q", warned)
+	}
+}
