@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/apigw"
@@ -289,4 +291,62 @@ func failurePolicy(failClosed bool) ratelimit.FailurePolicy {
 		return ratelimit.FailClosed
 	}
 	return ratelimit.FailOpen
+}
+
+// hashedGate is a gate together with the hasher its limiter's keys are
+// made with.
+type hashedGate struct {
+	gate   *ratelimit.Gate
+	hasher identity.Hasher
+	// ready is false while a configured key has not been read: gate then
+	// decides as if Redis were unavailable and hasher is not used.
+	ready bool
+	// controls is the live network controls as gate's Limiter reads them:
+	// one read of the network-controls hash serves the network controls
+	// and the identity controls the decisions watch (the Limiter's control
+	// watch), instead of one read each. Nil for a gate that is not ready,
+	// whose Limiter has no Redis: Runtime.networkControls serves then.
+	controls *ratelimit.NetworkControlCache
+}
+
+// hashOf is the identity's hash for logs and principal ids, or
+// apigw.IdentityHashUnavailable.
+func (g *hashedGate) hashOf(id string) string {
+	if !g.ready {
+		return apigw.IdentityHashUnavailable
+	}
+	return g.hasher.Hash(id)
+}
+
+// maxUnknownPlans bounds the unconfigured plan names an instance
+// remembers having logged: plans come from signed tokens and the
+// operator's own key lists, so a handful at most; beyond the bound, no
+// more are logged.
+const maxUnknownPlans = 256
+
+// unknownPlans logs each plan a caller carries but no configuration
+// names, once per instance: such a caller gets its tier's limits, never a
+// fresh limit of its own. It is safe for concurrent use.
+type unknownPlans struct {
+	mu     sync.Mutex
+	logged map[string]struct{}
+}
+
+// note logs plan the first time it is seen.
+func (u *unknownPlans) note(ctx context.Context, logger *slog.Logger, plan, tier string) {
+	u.mu.Lock()
+	_, seen := u.logged[plan]
+	full := len(u.logged) >= maxUnknownPlans
+	if !seen && !full {
+		if u.logged == nil {
+			u.logged = make(map[string]struct{})
+		}
+		u.logged[plan] = struct{}{}
+	}
+	u.mu.Unlock()
+	if seen || full {
+		return
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan<Plan>)",
+		slog.String("unknownPlan", plan), slog.String("tier", tier))
 }
