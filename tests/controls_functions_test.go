@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -127,7 +128,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	ctx := context.Background()
 	for _, topo := range controlTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
@@ -479,7 +480,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	// budgets one after the other (two timeouts) stay seconds apart on a
 	// loaded machine: the bound below leaves 2.1 s for everything else.
 	const timeout = 3 * time.Second
-	rie := azStart(t, azEnv(proxy.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
+	rie := azStart(t, azEnv(proxy.URL(), testkit.RandomSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
 	blocked := func(a azAnswer) bool { b, _ := a.resp.Context["blocked"].(bool); return a.denied() && b }
 	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.5"})); !blocked(a) {
 		t.Fatalf("warm: the live-blocked network: %+v", a)

@@ -13,8 +13,13 @@ package testkit
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -84,4 +89,28 @@ func MaxInRollingWindow(times []time.Time, window time.Duration) int {
 		best = max(best, hi-lo+1)
 	}
 	return best
+}
+
+// IdentityDigest is the 128 bits of an identity's HMAC-SHA-256 with key, or
+// of its SHA-256 with no key: the hash that names a caller in Redis keys
+// and logs, computed here independently of the code that computes it.
+func IdentityDigest(key, id string) []byte {
+	if key == "" {
+		sum := sha256.Sum256([]byte(id))
+		return sum[:16]
+	}
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(id))
+	return mac.Sum(nil)[:16]
+}
+
+// RandomSecret is 48 random hex digits: a secret (an HS256 key, a Redis
+// password) that no other test shares.
+func RandomSecret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
