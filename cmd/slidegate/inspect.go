@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/truncate"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -142,11 +142,11 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 }
 
 // callerChecks are every limit that counts the caller, resolved as the
-// functions resolve it (policy.Stage.Caller: its network, its plan, its
+// functions resolve it (policy.Stage.CallerRules: its network, its plan, its
 // tier beneath a plan in shadow): its own, every route limit (a request
 // counts against those its route matches) and the quota route's limit.
-func callerChecks(pol policy.Stage, c identity.Caller, sourceIP string) (policy.Caller, []ratelimit.Check) {
-	rules := pol.Caller(c, sourceIP)
+func callerChecks(pol policy.Stage, c identity.Caller, sourceIP string) (policy.CallerRules, []ratelimit.Check) {
+	rules := pol.CallerRules(c, sourceIP)
 	var checks []ratelimit.Check
 	for _, l := range pol.EveryLimit(rules) {
 		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
@@ -306,7 +306,7 @@ type slotState struct {
 // peekSlots reads the caller's in-flight slots, resolved as the functions
 // resolve them (policy.Stage.EveryInFlight): its plan's or tier's entry
 // and every route entry (a request holds those its route matches).
-func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules policy.Caller, id string) ([]slotState, error) {
+func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules policy.CallerRules, id string) ([]slotState, error) {
 	var out []slotState
 	for _, e := range pol.EveryInFlight(rules) {
 		// The lease is not part of the key: any valid one reads the set.
@@ -331,8 +331,8 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
-		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != apigw.NetworkBlocked}
+	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network.String(), Owner: rules.Owner,
+		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Network.Verdict != httplimit.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
 		l := d.Limit

@@ -261,3 +261,25 @@ func stripStage(next http.Handler) http.Handler {
 		next.ServeHTTP(w, stripped)
 	})
 }
+
+// readRequest reads what r tells slidegate, once: the apigw.Request of the
+// event the proxy library put in r's context (a REST or an HTTP API proxy
+// event; an HTTP request without one is a local server's), and the
+// authorizer's context (requestContext.authorizer for REST,
+// requestContext.authorizer.lambda for an HTTP API) when API Gateway ran
+// the slidegate authorizer before the function, else nil.
+func readRequest(r *http.Request) (req apigw.Request, authorizer map[string]any) {
+	ctx := r.Context()
+	if rc, ok := core.GetAPIGatewayContextFromContext(ctx); ok {
+		vars, _ := core.GetStageVarsFromContext(ctx)
+		return apigw.FromRESTProxy(r, rc, vars), rc.Authorizer
+	}
+	if rc, ok := core.GetAPIGatewayV2ContextFromContext(ctx); ok {
+		vars, _ := core.GetStageVarsFromContextV2(ctx)
+		if rc.Authorizer != nil {
+			authorizer = rc.Authorizer.Lambda
+		}
+		return apigw.FromHTTPAPIProxy(r, rc, vars), authorizer
+	}
+	return apigw.FromHTTPRequest(r), nil
+}

@@ -162,31 +162,11 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	if ev.MethodArn == "" || !strings.HasPrefix(ev.MethodArn, "arn:") {
 		return events.APIGatewayCustomAuthorizerResponse{}, h.malformed(ctx, "REST event without a methodArn", nil)
 	}
-	method := ev.HTTPMethod
-	if method == "" {
-		method = ev.RequestContext.HTTPMethod
-	}
-	path := ev.Path
-	if path == "" {
-		path = apigw.StripStage(ev.RequestContext.Path, ev.RequestContext.Stage)
-	}
-	req := apigw.Request{
-		Method:          apigw.NormalMethod(method),
-		Path:            apigw.LimitPath(ev.Resource, path),
-		ServedPaths:     apigw.ServedPaths(ev.Resource, path, ev.PathParameters),
-		SourceIP:        ev.RequestContext.Identity.SourceIP,
-		APIID:           ev.RequestContext.APIID,
-		Stage:           ev.RequestContext.Stage,
-		Headers:         apigw.FoldHeaders(ev.Headers, ev.MultiValueHeaders),
-		StageVariables:  ev.StageVariables,
-		RequestID:       ev.RequestContext.RequestID,
-		LambdaRequestID: apigw.LambdaRequestID(ctx),
-	}
 	// The details of an error are in the decision's log line; the message
 	// Lambda returns stays short and fixed. An outage is checked by its
 	// Kind before any 401: on a fail-closed route Redis cannot decide, a
 	// 401 would tell a caller, uncounted, that its key or token is bad.
-	o, _ := h.rt.Decide(ctx, req)
+	o, _ := h.rt.Decide(ctx, apigw.FromRESTAuthorizer(ctx, ev))
 	switch o.Kind {
 	case apigw.Unavailable:
 		return events.APIGatewayCustomAuthorizerResponse{}, ratelimit.ErrUnavailable
@@ -245,24 +225,8 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 // UnauthorizedOverLimit one is a denial like any other, and an Undecidable
 // one is an error (500).
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	rc := ev.RequestContext
-	// rawPath first, as the API function's proxy library reads it.
-	path := ev.RawPath
-	if path == "" {
-		path = rc.HTTP.Path
-	}
-	req := apigw.Request{
-		Method:          apigw.NormalMethod(rc.HTTP.Method),
-		Path:            apigw.StripStage(path, rc.Stage),
-		SourceIP:        rc.HTTP.SourceIP,
-		Headers:         apigw.FoldHeaders(ev.Headers, nil),
-		StageVariables:  ev.StageVariables,
-		RequestID:       rc.RequestID,
-		LambdaRequestID: apigw.LambdaRequestID(ctx),
-		RouteKey:        ev.RouteKey,
-	}
 	forward := h.rt.HTTPAPIDenials() == config.DenialsForward
-	o, _ := h.rt.Decide(ctx, req)
+	o, _ := h.rt.Decide(ctx, apigw.FromHTTPAuthorizer(ctx, ev))
 	switch {
 	case o.Kind == apigw.Undecidable:
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUndecidable

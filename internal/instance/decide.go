@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/apigw"
@@ -88,7 +90,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 
 // Decide decides the request: the caller's limits and its route limits,
 // spent on all or none. A request from a blocked or an unlimited network
-// (RATE_LIMIT_NETWORKS, or a live network control: policy.NetworkVerdict)
+// (RATE_LIMIT_NETWORKS, or a live network control: policy.ReadNetwork)
 // is decided by that alone, without a Redis call for the decision.
 //
 // Live controls apply: the caller's identity control inside the decision's
@@ -117,7 +119,7 @@ func (r *Resolution) Decide(ctx context.Context) (apigw.Outcome, error) {
 	r.resolveCaller(ctx)
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
+	if decidedByNetwork(&out, r.rules.CallerRules, r.who.Unauthorized) {
 		rt.observe(ctx, r, out, nil)
 		return out, nil
 	}
@@ -131,7 +133,7 @@ func (r *Resolution) Decide(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("decide %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(httplimit.Decided{Unauthorized: r.who.Unauthorized, Result: res, Err: err})
 	rt.observe(ctx, r, out, err)
 	return out, err
 }
@@ -166,7 +168,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	}
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, false) {
+	if decidedByNetwork(&out, r.rules.CallerRules, false) {
 		// No limit applies to such a caller, or none it could ever use:
 		// decided without a Redis call, as its other requests are.
 		rt.observe(ctx, r, out, nil)
@@ -180,7 +182,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(httplimit.Decided{Result: spent, Err: err})
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -192,7 +194,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	if err != nil {
 		err = fmt.Errorf("peek %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = httplimit.KindOf(out.Result, false, err)
+	out.Kind = httplimit.KindOf(httplimit.Decided{Result: out.Result, Err: err})
 	return out, err
 }
 
@@ -274,11 +276,11 @@ func (rt *Runtime) noteUnknownPlan(ctx context.Context, r *Resolution) {
 }
 
 // decidedByNetwork decides out by its source network alone, without a
-// Redis call (policy.Caller.NetworkDecision), and reports whether it did.
-func decidedByNetwork(out *apigw.Outcome, c policy.Caller, unauthorized bool) bool {
-	kind, res, ok := c.NetworkDecision(unauthorized)
+// Redis call (policy.Network.Decided), and reports whether it did.
+func decidedByNetwork(out *apigw.Outcome, c policy.CallerRules, unauthorized bool) bool {
+	d, ok := c.Network.Decided(unauthorized)
 	if ok {
-		out.Kind, out.Result = kind, res
+		out.Kind, out.Result = httplimit.KindOf(d), d.Result
 	}
 	return ok
 }
@@ -289,4 +291,62 @@ func failurePolicy(failClosed bool) ratelimit.FailurePolicy {
 		return ratelimit.FailClosed
 	}
 	return ratelimit.FailOpen
+}
+
+// hashedGate is a gate together with the hasher its limiter's keys are
+// made with.
+type hashedGate struct {
+	gate   *ratelimit.Gate
+	hasher identity.Hasher
+	// ready is false while a configured key has not been read: gate then
+	// decides as if Redis were unavailable and hasher is not used.
+	ready bool
+	// controls is the live network controls as gate's Limiter reads them:
+	// one read of the network-controls hash serves the network controls
+	// and the identity controls the decisions watch (the Limiter's control
+	// watch), instead of one read each. Nil for a gate that is not ready,
+	// whose Limiter has no Redis: Runtime.networkControls serves then.
+	controls *ratelimit.NetworkControlCache
+}
+
+// hashOf is the identity's hash for logs and principal ids, or
+// apigw.IdentityHashUnavailable.
+func (g *hashedGate) hashOf(id string) string {
+	if !g.ready {
+		return apigw.IdentityHashUnavailable
+	}
+	return g.hasher.Hash(id)
+}
+
+// maxUnknownPlans bounds the unconfigured plan names an instance
+// remembers having logged: plans come from signed tokens and the
+// operator's own key lists, so a handful at most; beyond the bound, no
+// more are logged.
+const maxUnknownPlans = 256
+
+// unknownPlans logs each plan a caller carries but no configuration
+// names, once per instance: such a caller gets its tier's limits, never a
+// fresh limit of its own. It is safe for concurrent use.
+type unknownPlans struct {
+	mu     sync.Mutex
+	logged map[string]struct{}
+}
+
+// note logs plan the first time it is seen.
+func (u *unknownPlans) note(ctx context.Context, logger *slog.Logger, plan, tier string) {
+	u.mu.Lock()
+	_, seen := u.logged[plan]
+	full := len(u.logged) >= maxUnknownPlans
+	if !seen && !full {
+		if u.logged == nil {
+			u.logged = make(map[string]struct{})
+		}
+		u.logged[plan] = struct{}{}
+	}
+	u.mu.Unlock()
+	if seen || full {
+		return
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan<Plan>)",
+		slog.String("unknownPlan", plan), slog.String("tier", tier))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
@@ -36,7 +38,9 @@ func TestIdentityHeaderCaseFolding(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := 0; i < 50; i++ {
-				o, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: apigw.FoldHeaders(tc.headers, nil)})
+				ev := events.APIGatewayCustomAuthorizerRequestTypeRequest{HTTPMethod: "GET", Path: "/v1/items", Headers: tc.headers}
+				ev.RequestContext.Identity.SourceIP = "198.51.100.9"
+				o, err := rt.Decide(context.Background(), apigw.FromRESTAuthorizer(context.Background(), ev))
 				if err != nil {
 					t.Fatal(err)
 				}

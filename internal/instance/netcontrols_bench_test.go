@@ -48,7 +48,7 @@ func BenchmarkLiveNetworks(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				list, _ := cache.Get(ctx)
-				if v, _ := policy.NetworkVerdict(static, list, "203.0.113.7"); v != "" {
+				if v := policy.ReadNetwork(static, list, "203.0.113.7").String(); v != "" {
 					b.Fatal(v)
 				}
 			}

@@ -96,7 +96,7 @@ func TestDecideTiers(t *testing.T) {
 		unauthorized bool
 	}{
 		{"anonymous counted per source IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, identity.TierAnonymous, 3, false},
-		{"known API key gets the org limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: apigw.FoldHeaders(map[string]string{"X-Api-Key": testKey}, nil)}, identity.TierOrg, 7, false},
+		{"known API key gets the org limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: map[string]string{"x-api-key": testKey}}, identity.TierOrg, 7, false},
 		{"verified JWT gets the user limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, identity.TierUser, 5, false},
 		{"unknown API key is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, identity.TierAnonymous, 3, true},
 		{"forged token is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, identity.TierAnonymous, 3, true},
@@ -240,5 +240,41 @@ func TestResolutionCountsOneCaller(t *testing.T) {
 	defer user.Release(ctx)
 	if again, err := rt.Resolve(ctx, other).Acquire(ctx); err != nil || !again.Denied {
 		t.Fatalf("the user's second request: %+v, %v; want it refused", again, err)
+	}
+}
+
+// TestStageRestartWarningLogged: a stage whose variables give a limit
+// another window or algorithm than the environment's starts its callers
+// afresh; the instance says so, naming the limit, when it first reads
+// them, as slidegate check does (config.RestartWarnings). A changed count
+// keeps the counts and is not warned about.
+func TestStageRestartWarningLogged(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, logs := newRuntime(t, srv.URL(), nil)
+	req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
+	const msg = "configuration starts callers afresh"
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "9/1m"}
+	if _, err := rt.Decide(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), msg) {
+		t.Errorf("a changed count was warned about:\n%s", logs)
+	}
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "3/1h"}
+	for range 2 {
+		if _, err := rt.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warned []string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, msg) {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `limit \"anonymous\"`) {
+		t.Errorf("want one warning naming the anonymous limit, got %q", warned)
 	}
 }

@@ -68,7 +68,7 @@ func record(outcome string) Observation {
 	case "undecidable":
 		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
-	rec.Outcome.Kind = httplimit.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
+	rec.Outcome.Kind = httplimit.KindOf(httplimit.Decided{Unauthorized: unauthorized, Result: rec.Outcome.Result, Err: rec.Err})
 	return rec
 }
 

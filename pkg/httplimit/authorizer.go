@@ -39,13 +39,15 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 	control := controlFromContext(ctx)
 	switch {
 	case ctxTrue(ctx, contract.CtxUnavailable):
-		out.Kind = Unavailable
+		out.Kind = KindOf(Decided{Err: ErrAuthorizerUnavailable})
 		return out, true
 	case ctxTrue(ctx, contract.CtxBlocked):
-		out.Kind, out.Result.Control = Blocked, control
+		out.Result.Control = control
+		out.Kind = KindOf(Decided{Network: NetworkBlocked, Result: out.Result})
 		return out, true
 	case ctxTrue(ctx, contract.CtxUnlimited):
-		out.Kind, out.Result = Unlimited, ratelimit.Result{Allowed: true, Control: control}
+		out.Result = ratelimit.Result{Allowed: true, Control: control}
+		out.Kind = KindOf(Decided{Network: NetworkUnlimited, Result: out.Result})
 		return out, true
 	}
 	d, ok := decisionFromContext(ctx)
@@ -53,7 +55,7 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
-	out.Kind = KindOf(out.Result, false, nil)
+	out.Kind = KindOf(Decided{Result: out.Result})
 	out.Policy = policyFromContext(ctx)
 	return out, true
 }

@@ -39,7 +39,7 @@ func Limit(gate *ratelimit.Gate, limit ratelimit.Limit, opts Options) func(http.
 			}
 		}
 		res, err := gate.Allow(r.Context(), key(r), limit)
-		return Outcome{Kind: KindOf(res, false, err), Result: res}, err
+		return Outcome{Kind: KindOf(Decided{Result: res, Err: err}), Result: res}, err
 	}, opts)
 }
 

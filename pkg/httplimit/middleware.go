@@ -80,7 +80,7 @@ const (
 // an error when the request could not be decided. An error comes with an
 // outcome of Kind Unavailable or Undecidable; with any other Kind (none,
 // say: the decide function failed before it had an outcome) the error
-// alone says which, as KindOf reads an error. Limit is the ready-made
+// alone says which, as KindOf reads it. Limit is the ready-made
 // decide function for one limit per key.
 //
 // The answer follows the Kind:
@@ -92,10 +92,8 @@ const (
 //     called.
 //   - Undecidable: 500 with a JSON body of code INTERNAL_ERROR; the error
 //     is logged, never sent to the client.
-//   - an outcome with no decisions (Unlimited, or no limit applies): the
-//     handler is called, no headers added; but Unauthorized with no
-//     decisions (a bad credential from an unlimited network) is a 401
-//     without rate-limit headers.
+//   - an outcome with no decisions of any other Kind (Unlimited, or no
+//     limit applies): the handler is called, no headers added.
 //   - Denied, or Degraded and denied: 429 with the rate-limit headers of
 //     the closest decision (ratelimit.SetHeaders; RateLimit-Policy is the
 //     outcome's Policy when set), Retry-After and
@@ -104,8 +102,9 @@ const (
 //     unless the outcome is QuotaDenied: that is a 429 with or without
 //     ReportOnly.
 //   - UnauthorizedOverLimit: the same 429, with or without ReportOnly.
-//   - Unauthorized: 401 with the rate-limit headers and a JSON body of
-//     code UNAUTHORIZED; the handler is not called.
+//   - Unauthorized: 401 with a JSON body of code UNAUTHORIZED, and the
+//     rate-limit headers when it holds a decision (none for a bad
+//     credential from an unlimited network); the handler is not called.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the outcome in the request's context
 //     (OutcomeFromContext).
@@ -131,7 +130,9 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 			out := decided.HTTPOutcome()
 			kind := out.Kind
 			if err != nil && kind != Unavailable && kind != Undecidable {
-				kind = KindOf(ratelimit.Result{}, false, err)
+				// decide failed before it had an outcome: the error
+				// alone says which kind.
+				kind = KindOf(Decided{Err: err})
 			}
 			switch kind {
 			case Blocked:
@@ -146,36 +147,26 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
 				writeJSON(w, http.StatusInternalServerError, contract.InternalErrorBody())
 				return
+			case UnauthorizedOverLimit:
+				setHeaders(w, out)
+				tooManyRequests(w, out)
+				return
+			case Unauthorized:
+				// With no decisions (a credential that does not verify
+				// where no limit applies: an unlimited network), refused
+				// all the same, without rate-limit headers.
+				setHeaders(w, out)
+				w.Header().Del(headerRetryAfter)
+				writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
+				return
 			}
 			if len(out.Result.Decisions) == 0 {
-				if kind == Unauthorized || kind == UnauthorizedOverLimit {
-					// A credential that does not verify, where no limit
-					// applies (an unlimited network): refused all the
-					// same, as the authorizer refuses it.
-					writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
-					return
-				}
 				next.ServeHTTP(w, r)
 				return
 			}
-			ratelimit.SetHeaders(w.Header(), out.Result)
-			if out.Policy != "" {
-				w.Header().Set(headerRateLimitPolicy, out.Policy)
-			}
-			if out.Result.Degraded {
-				w.Header().Set(contract.HeaderDegraded, "true")
-			}
-			switch {
-			case kind == UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
-				// Equal to the closest decision's t, which Closest picks
-				// as the denial with the longest wait.
-				retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
-				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
-				writeJSON(w, http.StatusTooManyRequests, contract.TooManyRequestsBody(retry))
-				return
-			case kind == Unauthorized:
-				w.Header().Del(headerRetryAfter)
-				writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
+			setHeaders(w, out)
+			if !out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied) {
+				tooManyRequests(w, out)
 				return
 			}
 			// Retry-After means nothing on a response that lets the request
@@ -184,6 +175,30 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, decided)))
 		})
 	}
+}
+
+// setHeaders sets the rate-limit headers of out, when it holds a
+// decision: those of the closest decision, RateLimit-Policy out's Policy
+// when set, and contract.HeaderDegraded when the local fallback decided.
+func setHeaders(w http.ResponseWriter, out Outcome) {
+	if len(out.Result.Decisions) == 0 {
+		return
+	}
+	ratelimit.SetHeaders(w.Header(), out.Result)
+	if out.Policy != "" {
+		w.Header().Set(headerRateLimitPolicy, out.Policy)
+	}
+	if out.Result.Degraded {
+		w.Header().Set(contract.HeaderDegraded, "true")
+	}
+}
+
+// tooManyRequests answers 429 with Retry-After: the closest decision's
+// wait, which Closest picks as the denial with the longest wait.
+func tooManyRequests(w http.ResponseWriter, out Outcome) {
+	retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
+	w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+	writeJSON(w, http.StatusTooManyRequests, contract.TooManyRequestsBody(retry))
 }
 
 // OutcomeFromContext returns the outcome (of the decide function's type O)

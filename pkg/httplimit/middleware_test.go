@@ -333,7 +333,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
 		res := ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}
-		out := Outcome{Kind: KindOf(res, unauthorized, nil), Result: res}
+		out := Outcome{Kind: KindOf(Decided{Unauthorized: unauthorized, Result: res}), Result: res}
 		h := Middleware(func(*http.Request) (Outcome, error) { return out, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()
