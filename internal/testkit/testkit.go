@@ -114,3 +114,11 @@ func RandomSecret(t testing.TB) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// BudgetSlack is how far past its Redis budget a decision may run before a
+// test fails. The contract (docs/contract.md) promises the budget plus the
+// time to notice it has passed; tests allow far more so that a noisy shared
+// machine does not make them flaky (357 ms was seen at a load average of
+// 14 on 2 cores), and log the measured worst case instead: what they pin
+// down is that a hanging Redis never holds a decision for long.
+const BudgetSlack = 400 * time.Millisecond
