@@ -128,10 +128,12 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	secret := testkit.RandomSecret(t)
 	ctx := context.Background()
 	for _, topo := range controlTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
+			t.Parallel() // its own Redis and instance: the topologies wait side by side
 			// Anonymous 3/1m, sliding log: exact counts.
 			rie := azStart(t, planEnv(topo.planTopology, secret, nil))
 			op := controlLimiter(t, topo.operator)
@@ -367,6 +369,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_ALGORITHM": "sliding-log", "REDIS_TIMEOUT": "1s",
@@ -464,6 +467,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
+	t.Parallel() // waits on a hanging Redis: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	proxy, err := faultproxy.Start(srv.Addr())
 	if err != nil {
