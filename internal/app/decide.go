@@ -210,7 +210,7 @@ func (r *Resolution) redisBudget(ctx context.Context) (context.Context, context.
 
 // controlsCache is the network-controls cache decisions under gate read:
 // the gate's own once it has one, the runtime's while the key is pending.
-func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCache {
+func (rt *Runtime) controlsCache(gate *hashedGate) *controls.NetworkControlCache {
 	if gate.controls != nil {
 		return gate.controls
 	}

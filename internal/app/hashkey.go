@@ -34,7 +34,7 @@ type hashedGate struct {
 	// and the identity controls the decisions watch (the Limiter's control
 	// watch), instead of one read each. Nil for a gate that is not ready,
 	// whose Limiter has no Redis: Runtime.networkControls serves then.
-	controls *ratelimit.NetworkControlCache
+	controls *controls.NetworkControlCache
 }
 
 // hashOf is the identity's hash for logs and principal ids, or
@@ -93,7 +93,7 @@ func (rt *Runtime) readyGate(hasher identity.Hasher) (*hashedGate, error) {
 		return nil, err
 	}
 	return &hashedGate{gate: gate, hasher: hasher, ready: true,
-		controls: ratelimit.NewNetworkControlCache(limiter, controls.Propagation)}, nil
+		controls: controls.NewNetworkControlCache(limiter.Controls(), controls.Propagation)}, nil
 }
 
 // installKey makes decisions use key, on the runtime's Redis client.

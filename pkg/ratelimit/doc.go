@@ -92,19 +92,18 @@
 // [Result.Control] says which applied. Which identities hold one, each
 // process learns from one hash it reads at most once per
 // [controls.Propagation] (the control watch, shared with
-// [NetworkControlCache]): every other decision is the plain script's, at
+// [controls.NetworkControlCache]): every other decision is the plain script's, at
 // its cost, and a new control reaches a warm process within
 // controls.Propagation. A record that cannot be read is ignored (and
 // reported Malformed); a Gate then keeps no denial in its deny cache
 // longer than controls.Propagation. The in-memory fallback knows no
 // controls.
 //
-// The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
-// [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
-// 10,000 in force), [Limiter.SetNetworkControl],
-// [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
+// The operator's side writes them through the [controls.Store] that
+// [Limiter.Controls] returns: Set, Lift, Get and List for identities (at
+// most 10,000 in force), SetNetwork, LiftNetwork and Networks for networks
 // (at most [controls.MaxNetworks]), which a process reads through one
-// [NetworkControlCache], at most once per [controls.Propagation].
+// [controls.NetworkControlCache], at most once per [controls.Propagation].
 //
 // # When Redis cannot decide
 //
