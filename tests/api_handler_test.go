@@ -17,7 +17,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // These tests drive the API function in-process, exactly as its main wires
@@ -178,7 +178,7 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 				case http.StatusTooManyRequests:
 					checkAPI429(t, resp)
 				case http.StatusServiceUnavailable:
-					if resp.Body != string(wire.ServiceUnavailableBody(1)) {
+					if resp.Body != string(contract.ServiceUnavailableBody(1)) {
 						t.Fatalf("503 body %s", resp.Body)
 					}
 				default:
@@ -544,7 +544,7 @@ func TestAPIWithRedisStopped(t *testing.T) {
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("status %d, want 503; %s", resp.StatusCode, resp.Body)
 			}
-			if resp.Header.Get("Retry-After") != "1" || resp.Body != string(wire.ServiceUnavailableBody(1)) {
+			if resp.Header.Get("Retry-After") != "1" || resp.Body != string(contract.ServiceUnavailableBody(1)) {
 				t.Fatalf("503 with Retry-After %q and body %s", resp.Header.Get("Retry-After"), resp.Body)
 			}
 			if resp.Header.Get("Content-Type") != "application/json" {

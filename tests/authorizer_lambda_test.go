@@ -22,7 +22,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // TestAuthorizerTierLimits: under the emulator, each kind of caller gets
@@ -218,7 +218,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 				t.Fatalf("retryAfter %v, want 1", resp.Context["retryAfter"])
 			}
 			got := function(t, resp.Context, "POST", "/auth/login")
-			if got.StatusCode != http.StatusServiceUnavailable || got.Header.Get("Retry-After") != "1" || got.Body != string(wire.ServiceUnavailableBody(1)) {
+			if got.StatusCode != http.StatusServiceUnavailable || got.Header.Get("Retry-After") != "1" || got.Body != string(contract.ServiceUnavailableBody(1)) {
 				t.Fatalf("function answered %d, Retry-After %q, %s; want the contract's 503", got.StatusCode, got.Header.Get("Retry-After"), got.Body)
 			}
 		}

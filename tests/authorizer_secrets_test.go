@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -82,14 +82,14 @@ func TestRedisAuthSecretFailures(t *testing.T) {
 			}
 
 			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN), "REDIS_TIMEOUT": "100ms"})
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client()})
+			rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client()})
 
 			ctx := context.Background()
-			open, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
+			open, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.46"})
 			if err != nil || !open.Result.Allowed || open.Result.Degraded != tc.wantDegraded {
 				t.Errorf("fail-open route: allowed=%v degraded=%v err=%v; want allowed with degraded=%v", open.Result.Allowed, open.Result.Degraded, err, tc.wantDegraded)
 			}
-			_, err = rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.46"})
+			_, err = rt.Decide(ctx, apigw.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.46"})
 			if got := errors.Is(err, ratelimit.ErrUnavailable); got != tc.wantDegraded {
 				t.Errorf("fail-closed route: err=%v; want unavailable=%v", err, tc.wantDegraded)
 			}
@@ -137,9 +137,9 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			}
 
 			env := connEnv(srv.URL(), map[string]string{"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN)})
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond})
-			decide := func() (edge.Outcome, error) {
-				return rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
+			rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond})
+			decide := func() (apigw.Outcome, error) {
+				return rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.47"})
 			}
 			// untilDecided decides until a decision is made on Redis
 			// (not degraded), up to a deadline that covers the breaker's
@@ -163,7 +163,7 @@ func TestRedisAuthSecretReadAgain(t *testing.T) {
 			}
 			sm.answer()
 			untilDecided("once Secrets Manager answers")
-			if _, err := rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
+			if _, err := rt.Decide(ctx, apigw.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.47"}); err != nil {
 				t.Errorf("fail-closed route once the token is read: %v", err)
 			}
 

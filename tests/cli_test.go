@@ -20,9 +20,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -125,7 +125,7 @@ func (in cliInspection) used() map[string]int64 {
 // rateLimitAlgorithm=sliding-log; decide sends it one request with the
 // stage's variables.
 type devFunction struct {
-	rt        *app.Runtime
+	rt        *instance.Runtime
 	stageVars map[string]string
 }
 
@@ -143,7 +143,7 @@ func startDevFunction(t *testing.T, redisEnv map[string]string) *devFunction {
 	// ends, which a slow machine may reach between a request and the
 	// inspection of it.
 	spec.StageVariables["rateLimitAlgorithm"] = "sliding-log"
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func startDevFunction(t *testing.T, redisEnv map[string]string) *devFunction {
 
 func (f *devFunction) decide(t *testing.T, method, path, ip string, headers map[string]string) bool {
 	t.Helper()
-	out, err := f.rt.Decide(context.Background(), edge.Request{Method: method, Path: path, SourceIP: ip, Headers: headers, StageVariables: f.stageVars})
+	out, err := f.rt.Decide(context.Background(), apigw.Request{Method: method, Path: path, SourceIP: ip, Headers: headers, StageVariables: f.stageVars})
 	if err != nil {
 		t.Fatalf("decide: %v", err)
 	}

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -27,15 +27,15 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	// Far beyond the wait below: a NewRuntime that waited for the held
 	// loads would not return in time.
 	const budget = 2 * time.Minute
-	built := make(chan *app.Runtime, 1)
+	built := make(chan *instance.Runtime, 1)
 	go func() {
-		rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{
+		rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{
 			APIGateway:      gw.client(),
 			ColdStartBudget: budget,
 		})
 		built <- rt
 	}()
-	var rt *app.Runtime
+	var rt *instance.Runtime
 	select {
 	case rt = <-built:
 	case <-time.After(20 * time.Second):
@@ -47,7 +47,7 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 		t.Errorf("request without credentials while the keys load: %+v, want an anonymous Allow", o)
 	}
 
-	decided := make(chan edge.Outcome, 1)
+	decided := make(chan apigw.Outcome, 1)
 	go func() { decided <- idDecide(t, rt, map[string]string{"x-api-key": "gw-key-page-1-a-padded"}) }()
 	// A decision that did not wait would be answered (anonymous) well
 	// within this pause; one that waits is answered after the release.

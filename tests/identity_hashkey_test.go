@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -80,19 +80,19 @@ func TestIdentityHashIsKeyed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
 			env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_HASH_KEY": tc.key})
-			first, firstLogs := idRuntime(t, env, app.Options{Metrics: io.Discard})
-			second, secondLogs := idRuntime(t, env, app.Options{Metrics: io.Discard})
+			first, firstLogs := idRuntime(t, env, instance.Options{Metrics: io.Discard})
+			second, secondLogs := idRuntime(t, env, instance.Options{Metrics: io.Discard})
 			ctx := context.Background()
-			req := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}
+			req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}
 			var allowed []bool
 			var principals []string
-			for _, rt := range []*app.Runtime{first, first, second, second} {
+			for _, rt := range []*instance.Runtime{first, first, second, second} {
 				out, err := rt.Decide(ctx, req)
 				if err != nil || out.Result.Degraded {
 					t.Fatalf("decide: %v (degraded %v)", err, out.Result.Degraded)
 				}
 				allowed = append(allowed, out.Result.Allowed)
-				principals = append(principals, edge.PrincipalID(out))
+				principals = append(principals, apigw.PrincipalID(out))
 			}
 			if want := []bool{true, true, true, false}; !slices.Equal(allowed, want) {
 				t.Errorf("two runtimes with one key, 4 requests of one IP at 3/1m: allowed %v, want %v", allowed, want)
@@ -161,20 +161,20 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 			if arn, ok := tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"]; ok {
 				tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"] = sm.arn(arn)
 			}
-			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), app.Options{SecretsManager: sm.client(), Metrics: io.Discard})
+			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), instance.Options{SecretsManager: sm.client(), Metrics: io.Discard})
 			if err := rt.WaitLoaded(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
 			for i := range 5 {
-				open, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip, RequestID: "req"})
+				open, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip, RequestID: "req"})
 				if err != nil || !open.Result.Degraded {
 					t.Fatalf("fail-open request %d: degraded=%v err=%v; want degraded", i+1, open.Result.Degraded, err)
 				}
-				if p := edge.PrincipalID(open); p != "anonymous:"+edge.IdentityHashUnavailable {
-					t.Errorf("principalId %q, want anonymous:%s", p, edge.IdentityHashUnavailable)
+				if p := apigw.PrincipalID(open); p != "anonymous:"+apigw.IdentityHashUnavailable {
+					t.Errorf("principalId %q, want anonymous:%s", p, apigw.IdentityHashUnavailable)
 				}
-				if _, err := rt.Decide(ctx, edge.Request{Method: "POST", Path: "/auth/login", SourceIP: ip}); !errors.Is(err, ratelimit.ErrUnavailable) {
+				if _, err := rt.Decide(ctx, apigw.Request{Method: "POST", Path: "/auth/login", SourceIP: ip}); !errors.Is(err, ratelimit.ErrUnavailable) {
 					t.Errorf("fail-closed request %d: err=%v; want unavailable", i+1, err)
 				}
 			}
@@ -182,7 +182,7 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 				t.Errorf("Redis holds %v; want nothing written without the key", keys)
 			}
 			log := logs.String()
-			for _, want := range append(tc.wantLog, `"identity":"`+edge.IdentityHashUnavailable+`"`, "identity hash key not read") {
+			for _, want := range append(tc.wantLog, `"identity":"`+apigw.IdentityHashUnavailable+`"`, "identity hash key not read") {
 				if !strings.Contains(log, want) {
 					t.Errorf("log does not say %q:\n%s", want, log)
 				}
@@ -211,13 +211,13 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("within the retry interval: not asked again", func(t *testing.T) {
-		rt, _ := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: time.Hour, Metrics: io.Discard})
+		rt, _ := idRuntime(t, env, instance.Options{SecretsManager: sm.client(), SecretRetryInterval: time.Hour, Metrics: io.Discard})
 		if err := rt.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
 		asked := sm.requests()
 		for range 20 {
-			if out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
+			if out, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
 				t.Fatalf("want degraded, got %+v %v", out.Result, err)
 			}
 		}
@@ -226,17 +226,17 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 		}
 	})
 
-	rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
+	rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
 	if err := rt.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
-	out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
+	out, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
 	if err != nil || !out.Result.Degraded {
 		t.Fatalf("before Secrets Manager answers: degraded=%v err=%v; want degraded", out.Result.Degraded, err)
 	}
 	sm.answer()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		out, err = rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
+		out, err = rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
 		if err == nil && !out.Result.Degraded {
 			break
 		}
@@ -244,8 +244,8 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 			t.Fatalf("decisions still degraded once Secrets Manager answers: %+v %v\n%s", out.Result, err, logs)
 		}
 	}
-	if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, id)); edge.PrincipalID(out) != want {
-		t.Errorf("principalId %q, want %q", edge.PrincipalID(out), want)
+	if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, id)); apigw.PrincipalID(out) != want {
+		t.Errorf("principalId %q, want %q", apigw.PrincipalID(out), want)
 	}
 	if keys := hkRedisKeys(t, srv); !slices.Equal(keys, []string{hkRedisKey(hkKeyA, id)}) {
 		t.Errorf("Redis keys %v, want only the keyed %s", keys, hkRedisKey(hkKeyA, id))

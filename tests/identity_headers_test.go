@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -22,7 +24,7 @@ func TestIdentityHeaderCaseFolding(t *testing.T) {
 		"RATE_LIMIT_ANONYMOUS": "1000/1m",
 		"RATE_LIMIT_ORG":       "1000/1m",
 		"API_KEY_HASHES":       identity.KeyHash("good-key"),
-	}, app.Options{})
+	}, instance.Options{})
 	cases := []struct {
 		name    string
 		headers map[string]string
@@ -36,7 +38,9 @@ func TestIdentityHeaderCaseFolding(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for i := 0; i < 50; i++ {
-				o, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: edge.FoldHeaders(tc.headers, nil)})
+				ev := events.APIGatewayCustomAuthorizerRequestTypeRequest{HTTPMethod: "GET", Path: "/v1/items", Headers: tc.headers}
+				ev.RequestContext.Identity.SourceIP = "198.51.100.9"
+				o, err := rt.Decide(context.Background(), apigw.FromRESTAuthorizer(context.Background(), ev))
 				if err != nil {
 					t.Fatal(err)
 				}

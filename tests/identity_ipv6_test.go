@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -135,10 +135,10 @@ func testAnonymousIdentityOfSourceAddresses(t *testing.T, top ipv6Topology) {
 			for k, v := range tc.env {
 				env[k] = v
 			}
-			rt, _ := idRuntime(t, env, app.Options{})
+			rt, _ := idRuntime(t, env, instance.Options{})
 			admitted := 0
 			for i := range tc.requests {
-				out, err := rt.Decide(ctx, edge.Request{Method: "GET", Path: "/v1/items", SourceIP: tc.ip(i), StageVariables: tc.stageVars})
+				out, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: tc.ip(i), StageVariables: tc.stageVars})
 				if err != nil {
 					t.Fatalf("request %d: %v", i, err)
 				}
@@ -168,12 +168,12 @@ func TestBadIPv6PrefixIsReported(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, v := range []string{"200", "31", "sixty-four", "64.5", "-64"} {
 		t.Run(v, func(t *testing.T) {
-			rt, logs := idRuntime(t, ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_IPV6_PREFIX": v}), app.Options{})
+			rt, logs := idRuntime(t, ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_IPV6_PREFIX": v}), instance.Options{})
 			want := fmt.Sprintf(`RATE_LIMIT_IPV6_PREFIX=%q: want a prefix length in bits from 32 to 128, like 64; using 64`, v)
 			if !strings.Contains(strings.ReplaceAll(logs.String(), `\"`, `"`), want) {
 				t.Errorf("log lacks %s:\n%s", want, logs)
 			}
-			if _, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "2001:db8::1",
+			if _, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "2001:db8::1",
 				StageVariables: map[string]string{"rateLimitIpv6Prefix": v}}); err != nil {
 				t.Fatal(err)
 			}
@@ -189,8 +189,8 @@ func TestBadIPv6PrefixIsReported(t *testing.T) {
 // logged (quoted, clipped) and counted as "ip:invalid".
 func TestInvalidSourceIsLogged(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rt, logs := idRuntime(t, ipv6Env(srv.URL(), nil), app.Options{})
-	out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "test-invoke-source-ip"})
+	rt, logs := idRuntime(t, ipv6Env(srv.URL(), nil), instance.Options{})
+	out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "test-invoke-source-ip"})
 	if err != nil {
 		t.Fatal(err)
 	}

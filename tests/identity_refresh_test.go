@@ -9,9 +9,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -90,9 +90,9 @@ func idToken(t testing.TB, j *idJWKS, sub string) string {
 	return s
 }
 
-func idDecide(t testing.TB, rt *app.Runtime, headers map[string]string) edge.Outcome {
+func idDecide(t testing.TB, rt *instance.Runtime, headers map[string]string) apigw.Outcome {
 	t.Helper()
-	o, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7", Headers: headers})
+	o, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7", Headers: headers})
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
@@ -112,7 +112,7 @@ func TestIdentityColdStartBudget(t *testing.T) {
 	defer releaseGateway()
 	defer releaseJWKS()
 
-	rt, logs := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{
+	rt, logs := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{
 		APIGateway:      gw.client(),
 		ColdStartBudget: 50 * time.Millisecond,
 	})
@@ -156,7 +156,7 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
 	jwks := startIDJWKS(t)
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
-	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), app.Options{APIGateway: gw.client(), Now: clock.Now})
+	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{APIGateway: gw.client(), Now: clock.Now})
 	known := map[string]string{"x-api-key": "gw-key-page-1-a-padded"}
 	created := map[string]string{"x-api-key": "gw-key-created-later-padded"}
 	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
@@ -204,13 +204,13 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
 	env := idEnv(srv.URL(), jwks.url)
 	env["RATE_LIMIT_ANONYMOUS"] = "100000/1m"
-	rt, _ := idRuntime(t, env, app.Options{APIGateway: gw.client(), Now: clock.Now})
+	rt, _ := idRuntime(t, env, instance.Options{APIGateway: gw.client(), Now: clock.Now})
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	decide := func(key string) edge.Outcome {
+	decide := func(key string) apigw.Outcome {
 		t.Helper()
-		o, err := rt.Decide(context.Background(), edge.Request{
+		o, err := rt.Decide(context.Background(), apigw.Request{
 			Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.7",
 			APIID: "a1b2c3d4e5", Stage: "prod", Headers: map[string]string{"x-api-key": key},
 		})

@@ -12,7 +12,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/holdgate"
 )
@@ -56,11 +56,11 @@ func startIDJWKS(t testing.TB) *idJWKS {
 
 // idRuntime builds a runtime in-process; its JSON log goes to the returned
 // buffer.
-func idRuntime(t testing.TB, env map[string]string, opts app.Options) (*app.Runtime, *testkit.Buffer) {
+func idRuntime(t testing.TB, env map[string]string, opts instance.Options) (*instance.Runtime, *testkit.Buffer) {
 	t.Helper()
 	logs := &testkit.Buffer{}
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, opts)
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, opts)
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -80,7 +80,7 @@ func TestJWTLoopholesClosed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rt, logs := idRuntime(t, env, app.Options{})
+			rt, logs := idRuntime(t, env, instance.Options{})
 			if err := rt.WaitLoaded(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestJWTPlainHTTPJWKSRefused(t *testing.T) {
 		return nil, errors.New("the test network refuses every connection")
 	}}}
 	const url = "http://jwks.example.test/keys"
-	rt, logs := idRuntime(t, idEnv(srv.URL(), url), app.Options{HTTPClient: client})
+	rt, logs := idRuntime(t, idEnv(srv.URL(), url), instance.Options{HTTPClient: client})
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}

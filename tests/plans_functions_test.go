@@ -378,7 +378,7 @@ func TestNetworksThroughTheAuthorizer(t *testing.T) {
 				// A REST API answers every Deny with one status, its
 				// ACCESS_DENIED response's 429: the body asks for an hour,
 				// and the headers describe a quota of 0 for that hour
-				// (edge.DenyContext: every mapped key, well formed).
+				// (apigw.DenyContext: every mapped key, well formed).
 				if retry, _ := a.ctxInt("retryAfter"); retry != 3600 || a.resp.Context["policy"] != `"blocked";q=0;w=3600` {
 					t.Fatalf("blocked %s: context %v, want retryAfter 3600 and the blocked policy, a quota of 0", ip, a.resp.Context)
 				}

@@ -11,10 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/iamauth"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -182,7 +182,7 @@ func TestRedisIAMTokenRenewal(t *testing.T) {
 	}
 }
 
-// TestRedisIAMFromEnvironment: the whole production path, app.NewRuntime
+// TestRedisIAMFromEnvironment: the whole production path, instance.NewRuntime
 // with credentials and region from the default AWS configuration (here the
 // environment, as in Lambda). With REDIS_IAM_USER and REDIS_CACHE_NAME set
 // the runtime decides on Redis, does not read REDIS_AUTH_SECRET_ARN (IAM
@@ -232,8 +232,8 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 			env := connEnv(server.url, tc.env)
 			env["REDIS_TLS_CA_FILE"] = server.ca.CertFile()
-			rt, logs := idRuntime(t, env, app.Options{SecretsManager: sm.client()})
-			out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
+			rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client()})
+			out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
 			}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
@@ -306,8 +306,8 @@ func TestRedisTLSFromEnvironment(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			env := connEnv(redisURL, map[string]string{"REDIS_TLS_CA_FILE": tc.caFile})
-			rt, logs := idRuntime(t, env, app.Options{})
-			out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.44"})
+			rt, logs := idRuntime(t, env, instance.Options{})
+			out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.44"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
 			}

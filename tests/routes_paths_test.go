@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -146,8 +146,8 @@ func (s loginShape) proxyEvent(t testing.TB, method, path, ip string) []byte {
 // unavailableIn reports whether an authorizer context says its fail-closed
 // route could not be decided.
 func unavailableIn(ctx map[string]any) bool {
-	out, ok := edge.FromAuthorizerContext(ctx)
-	return ok && out.Kind == edge.Unavailable
+	out, ok := apigw.FromAuthorizerContext(ctx)
+	return ok && out.Kind == apigw.Unavailable
 }
 
 // azVerdict reads one authorizer answer of either shape: admitted, denied
@@ -173,10 +173,10 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
 	case unavailableIn(resp.Context):
 		return "unavailable", ""
-	case resp.Context[edge.CtxRetryAfter] != nil:
-		return "denied", fmt.Sprint(resp.Context[edge.CtxName])
+	case resp.Context[apigw.CtxRetryAfter] != nil:
+		return "denied", fmt.Sprint(resp.Context[apigw.CtxName])
 	}
-	return "admitted", fmt.Sprint(resp.Context[edge.CtxName])
+	return "admitted", fmt.Sprint(resp.Context[apigw.CtxName])
 }
 
 // TestEncodedLoginPathsReachTheLoginHandler shows, on the API function's

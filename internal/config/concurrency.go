@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // StageVarConcurrency is the stage variable that replaces
@@ -92,11 +92,11 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		}
 		owner, value, ok := strings.Cut(entry, "=")
 		if !ok {
-			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", clip.Text(entry, clip.QuotedLen))
+			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", truncate.Text(entry, truncate.QuotedLen))
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil || n < 1 || n > MaxConcurrency {
-			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip.Text(entry, clip.QuotedLen), MaxConcurrency)
+			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", truncate.Text(entry, truncate.QuotedLen), MaxConcurrency)
 		}
 		owner = strings.TrimSpace(owner)
 		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
@@ -106,23 +106,23 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		if strings.Contains(owner, " ") {
 			method, glob, err := parseRouteName(owner)
 			if err != nil {
-				return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 			}
 			r := ConcurrencyRoute{Method: method, Path: glob, Max: n}
 			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
 				// One name is one Redis key: two entries would take two
 				// slots of it per request, halving either limit.
-				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, r.Name())
+				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name())
 			}
 			c.Routes = append(c.Routes, r)
 			continue
 		}
 		name, err := concurrencyOwner(owner)
 		if err != nil {
-			return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+			return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
 		if _, dup := c.Owners[name]; dup {
-			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, name)
+			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, name)
 		}
 		c.Owners[name] = n
 	}
@@ -148,7 +148,7 @@ func concurrencyOwner(raw string) (string, error) {
 func parseConcurrencyVar(v string) (Concurrency, error) {
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", clip.Text(v, clip.QuotedLen), err)
+		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return c, nil
 }
@@ -162,7 +162,7 @@ func parseConcurrencyLease(v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < MinConcurrencyLease || d > MaxConcurrencyLease || d%time.Millisecond != 0 {
-		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", clip.Text(v, clip.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
+		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", truncate.Text(v, truncate.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
 	}
 	return d, nil
 }
@@ -175,7 +175,7 @@ func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
 	}
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, clip.Text(v, clip.QuotedLen), err)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return c, nil
 }

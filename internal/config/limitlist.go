@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -130,7 +130,7 @@ func parseTierList(name, tier, v, def string, alg ratelimit.Algorithm) (LimitLis
 		if perr == nil {
 			return l, nil
 		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), perr, def)
+		err = fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), perr, def)
 	}
 	l, derr := ParseLimitList(tier, def, alg)
 	if derr != nil {
@@ -154,7 +154,7 @@ func stageList(variable, owner, v string, env LimitList, alg ratelimit.Algorithm
 		if len(env) == 0 {
 			using = "the caller's tier limits"
 		}
-		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip.Text(v, clip.QuotedLen), err, using)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, using)
 	}
 	return l, nil
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -38,10 +38,10 @@ type PathGlob struct {
 // ParsePathGlob parses one path glob.
 func ParsePathGlob(s string) (PathGlob, error) {
 	if !strings.HasPrefix(s, "/") {
-		return PathGlob{}, fmt.Errorf("path glob %q: must start with /", clip.Text(s, clip.QuotedLen))
+		return PathGlob{}, fmt.Errorf("path glob %q: must start with /", truncate.Text(s, truncate.QuotedLen))
 	}
 	if len(s) > 1024 {
-		return PathGlob{}, fmt.Errorf("path glob %q: longer than 1024 bytes", clip.Text(s, clip.QuotedLen))
+		return PathGlob{}, fmt.Errorf("path glob %q: longer than 1024 bytes", truncate.Text(s, truncate.QuotedLen))
 	}
 	segs := splitPath(s)
 	for i, seg := range segs {
@@ -50,12 +50,12 @@ func ParsePathGlob(s string) (PathGlob, error) {
 		case seg == "*":
 		case seg == "**":
 			if !last {
-				return PathGlob{}, fmt.Errorf("path glob %q: ** is only allowed as the last segment", clip.Text(s, clip.QuotedLen))
+				return PathGlob{}, fmt.Errorf("path glob %q: ** is only allowed as the last segment", truncate.Text(s, truncate.QuotedLen))
 			}
 		case strings.Contains(seg, "*"):
-			return PathGlob{}, fmt.Errorf("path glob %q: * must be a whole segment", clip.Text(s, clip.QuotedLen))
+			return PathGlob{}, fmt.Errorf("path glob %q: * must be a whole segment", truncate.Text(s, truncate.QuotedLen))
 		case strings.ContainsAny(seg, " \t\r\n,="):
-			return PathGlob{}, fmt.Errorf("path glob %q: spaces, commas and '=' are not allowed", clip.Text(s, clip.QuotedLen))
+			return PathGlob{}, fmt.Errorf("path glob %q: spaces, commas and '=' are not allowed", truncate.Text(s, truncate.QuotedLen))
 		}
 	}
 	return PathGlob{Text: s, segments: segs}, nil
@@ -160,7 +160,7 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 			return nil, err
 		}
 		if i := slices.IndexFunc(routes, func(o RouteLimit) bool { return o.Method == r.Method && o.Path.Same(r.Path) }); i >= 0 {
-			dups = append(dups, fmt.Errorf("route limit %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, r.Name()))
+			dups = append(dups, fmt.Errorf("route limit %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name()))
 			r.Limits = slices.DeleteFunc(r.Limits, func(l ListedLimit) bool { return routes[i].Limits.has(l.Limit) })
 			if len(r.Limits) == 0 {
 				continue
@@ -192,11 +192,11 @@ func (l LimitList) has(x ratelimit.Limit) bool {
 func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 	method, glob, spec, err := parseRouteEntry(entry)
 	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip.Text(entry, clip.QuotedLen), err)
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
 	limits, err := ParseLimitList(method+" "+glob.Text, spec, alg)
 	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", clip.Text(entry, clip.QuotedLen), err)
+		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
 	return RouteLimit{Method: method, Path: glob, Limits: limits}, nil
 }
@@ -223,7 +223,7 @@ func parseRouteName(route string) (string, PathGlob, error) {
 		method = "*"
 	}
 	if method != "*" && !isToken(method) {
-		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", clip.Text(method, clip.QuotedLen))
+		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", truncate.Text(method, truncate.QuotedLen))
 	}
 	glob, err := ParsePathGlob(strings.TrimSpace(path))
 	if err != nil {
@@ -277,14 +277,14 @@ func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	routes, err := ParseRoutes(v, alg)
 	if err != nil && routes != nil {
 		// Duplicates only: each limit kept once (see ParseRoutes).
-		return routes, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; each limit is kept once", clip.Text(v, clip.QuotedLen), err)
+		return routes, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; each limit is kept once", truncate.Text(v, truncate.QuotedLen), err)
 	}
 	if err != nil {
 		def, derr := ParseRoutes(DefaultRoutes, alg)
 		if derr != nil {
 			panic(fmt.Sprintf("config: default RATE_LIMIT_ROUTES: %v", derr))
 		}
-		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultRoutes)
+		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultRoutes)
 	}
 	return routes, nil
 }
@@ -300,7 +300,7 @@ func parseFailClosedVar(v string) ([]PathGlob, error) {
 		if derr != nil {
 			panic(fmt.Sprintf("config: default RATE_LIMIT_FAIL_CLOSED: %v", derr))
 		}
-		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultFailClosed)
+		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultFailClosed)
 	}
 	return globs, nil
 }

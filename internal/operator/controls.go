@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -115,7 +115,7 @@ func DecodeControlRequest(payload []byte) (ControlRequest, error) {
 	dec.DisallowUnknownFields()
 	var req ControlRequest
 	if err := dec.Decode(&req); err != nil {
-		return ControlRequest{}, fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return ControlRequest{}, fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return ControlRequest{}, fmt.Errorf("%w: data after the JSON object", errBadRequest)
@@ -133,21 +133,21 @@ var controlFields = map[string]bool{"action": true, "identity": true, "network":
 func checkFieldNames(payload []byte) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &fields); err != nil {
-		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	if _, err := dec.Token(); err != nil { // the object's {
-		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	seen := make(map[string]bool, len(fields))
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+			return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 		}
 		name, _ := tok.(string)
 		if !controlFields[name] {
-			return fmt.Errorf("%w: unknown field %q (field names are lower case: action, identity, network, duration, factor, reason, by)", errBadRequest, clip.Text(name, 32))
+			return fmt.Errorf("%w: unknown field %q (field names are lower case: action, identity, network, duration, factor, reason, by)", errBadRequest, truncate.Text(name, 32))
 		}
 		if seen[name] {
 			return fmt.Errorf("%w: field %q given twice", errBadRequest, name)
@@ -155,7 +155,7 @@ func checkFieldNames(payload []byte) error {
 		seen[name] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+			return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 		}
 	}
 	return nil
@@ -168,17 +168,17 @@ func ParseControlDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 1 || n > 366 {
-			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, clip.Text(s, clip.QuotedLen))
+			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, clip.Text(s, clip.QuotedLen))
+			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 		}
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("%w: duration %q is not positive", errBadRequest, clip.Text(s, clip.QuotedLen))
+		return 0, fmt.Errorf("%w: duration %q is not positive", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 	}
 	if d > controls.MaxDuration {
 		return 0, fmt.Errorf("%w: duration %s is more than the %s a control may last", errBadRequest, d, controls.MaxDuration)
@@ -191,7 +191,7 @@ func ParseControlDuration(s string) (time.Duration, error) {
 func ParseControlNetwork(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w: network %q is not a CIDR", errBadRequest, clip.Text(s, clip.QuotedLen))
+		return netip.Prefix{}, fmt.Errorf("%w: network %q is not a CIDR", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 	}
 	if p.Addr().Is4In6() {
 		return netip.Prefix{}, fmt.Errorf("%w: network %s is IPv4-mapped; write it as IPv4", errBadRequest, p)
@@ -217,7 +217,7 @@ func checkIdentity(id string, ipv6Prefix int) error {
 		return fmt.Errorf("%w: %w", errBadRequest, err)
 	}
 	if canonical != id {
-		return fmt.Errorf("%w: identity %q is %w: send %q", errBadRequest, clip.Text(id, clip.QuotedLen), identity.ErrNotCanonical, canonical)
+		return fmt.Errorf("%w: identity %q is %w: send %q", errBadRequest, truncate.Text(id, truncate.QuotedLen), identity.ErrNotCanonical, canonical)
 	}
 	return nil
 }
@@ -290,7 +290,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		}
 		return reply, nil
 	}
-	return reply, fmt.Errorf("%w: action %q: want block, exempt, scale, lift, get or list", errBadRequest, clip.Text(req.Action, 32))
+	return reply, fmt.Errorf("%w: action %q: want block, exempt, scale, lift, get or list", errBadRequest, truncate.Text(req.Action, 32))
 }
 
 func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, network netip.Prefix, reply ControlReply) (ControlReply, error) {

@@ -17,7 +17,7 @@
 //     a plan whose every limit is shadowed leaves its caller's tier limits
 //     enforced beneath it;
 //   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
-//     rate limits in force (Caller.HeldBy): beneath a plan wholly in
+//     rate limits in force (CallerRules.HeldBy): beneath a plan wholly in
 //     shadow, the tier's entry holds, not the plan's;
 //   - a network exempts an address (unlimited) only when every form of
 //     the address is under that same entry's verdict; a blocked network
@@ -26,20 +26,21 @@
 //     reading together, each plan's limits and its tier's (a stricter
 //     plan is not escaped through another form, a looser one not gained);
 //   - the live network controls (Stage.NetworkControls) join
-//     RATE_LIMIT_NETWORKS under the same rule (NetworkVerdict): blocked
+//     RATE_LIMIT_NETWORKS under the same rule (Network): blocked
 //     when either source blocks any form, a live exemption only when it
 //     holds every form and neither source blocks one.
 //
-// The functions (internal/app), make local and every slidegate command
-// call Stage.Resolve or Stage.Caller: there is no second copy.
+// The functions (internal/instance), make local and every slidegate command
+// call Stage.Resolve or Stage.CallerRules: there is no second copy.
 package policy
 
 import (
 	"slices"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -54,8 +55,8 @@ type Stage struct {
 	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
 	FailClosed []config.PathGlob
 	// NetworkControls are the live network controls in force, as the
-	// process last read them (ratelimit.NetworkControlCache); nil for
-	// none. They join Networks in the network verdict (NetworkVerdict).
+	// process last read them (controls.NetworkControlCache); nil for
+	// none. They join Networks in the network verdict (ReadNetwork).
 	NetworkControls []controls.Network
 }
 
@@ -70,7 +71,7 @@ type Request struct {
 	// Method is the HTTP method, upper case.
 	Method string
 	// Path is the request path in every reading: the path and the REST
-	// paths it may be served as (edge.Request.ServedPaths), united.
+	// paths it may be served as (apigw.Request.ServedPaths), united.
 	Path Path
 	// SourceIP is the source address as API Gateway reports it.
 	SourceIP string
@@ -78,7 +79,7 @@ type Request struct {
 
 // Read reads a normalised request: its path in every spelling a router
 // may serve it as.
-func Read(req edge.Request) Request {
+func Read(req apigw.Request) Request {
 	path := ParsePath(req.Path)
 	for _, served := range req.ServedPaths {
 		path = path.Union(ParsePath(served))
@@ -97,26 +98,12 @@ type Limit struct {
 	Shadow bool
 }
 
-// Caller is what a caller's rules are before any request: its network's
-// verdict, its plan and its own limits.
-type Caller struct {
-	// Verdict is what the source network decides alone (see
-	// NetworkVerdict): nothing (edge.NetworkLimits), or a block or an
-	// exemption that is the whole answer.
-	Verdict edge.NetworkVerdict
-	// NetworkPlan is the plan the source network names for a caller
-	// without one of its own (RATE_LIMIT_NETWORKS), "" when none or when
-	// the forms of the address disagree.
-	NetworkPlan string
-	// NetworkPlans are, when the forms of the source address disagree
-	// about a network's plan (NetworkPlan ""), the plans any form's network
-	// names: a caller with no plan of its own is held by the limits of
-	// each and of its tier together.
-	NetworkPlans []string
-	// NetworkControl is the live network control that made Verdict what
-	// it is (a block, or an exemption read as unlimited); the zero
-	// controls.Applied when RATE_LIMIT_NETWORKS alone decided.
-	NetworkControl controls.Applied
+// CallerRules are a caller's rules before any request: what its source
+// network says, its plan and its own limits.
+type CallerRules struct {
+	// Network is what the source network says (ReadNetwork): its verdict,
+	// the plan it names, the live control behind it.
+	Network Network
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is
@@ -132,7 +119,7 @@ type Caller struct {
 	Own []Limit
 	// HeldBy are the plans and tier whose limits hold the caller, in
 	// force: Owner, but the tier beneath a plan wholly in shadow, and
-	// every plan of NetworkPlans not wholly in shadow with the tier. Its
+	// every plan of Network.Plans not wholly in shadow with the tier. Its
 	// in-flight limits are theirs (Stage.EveryInFlight): they follow the
 	// same owner as its rate limits.
 	HeldBy []string
@@ -140,7 +127,7 @@ type Caller struct {
 
 // Rules are a request's rules.
 type Rules struct {
-	Caller
+	CallerRules
 	// Cost is what the request spends on every limit: the highest
 	// RATE_LIMIT_COSTS entry any reading matches, 1 when none does.
 	Cost int64
@@ -169,7 +156,7 @@ func (r Rules) Checks(identity string) []ratelimit.Check {
 // Caller: for an unauthorized request, the anonymous caller of the source
 // address).
 func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
-	r := Rules{Caller: s.Caller(caller, req.SourceIP), Cost: 1}
+	r := Rules{CallerRules: s.CallerRules(caller, req.SourceIP), Cost: 1}
 	r.FailClosed = s.failClosed(req.Path)
 	for _, c := range s.Limits.Costs {
 		if c.Cost > r.Cost && config.MethodMatches(c.Method, req.Method) && req.Path.Matches(c.Path) {
@@ -185,7 +172,7 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 			r.Limits = s.addList(r.Limits, route.Name(), route.Limits)
 		}
 	}
-	r.InFlight = s.inFlight(r.Caller, func(method string, glob config.PathGlob) bool {
+	r.InFlight = s.inFlight(r.CallerRules, func(method string, glob config.PathGlob) bool {
 		return config.MethodMatches(method, req.Method) && req.Path.Matches(glob)
 	})
 	return r
@@ -194,19 +181,19 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 // EveryInFlight is every in-flight limit that counts a caller whatever
 // its requests: its own entry and every route entry. It is what slidegate
 // inspect shows.
-func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
+func (s Stage) EveryInFlight(c CallerRules) []config.ConcurrencyLimit {
 	return s.inFlight(c, func(string, config.PathGlob) bool { return true })
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
-// accepts: the entry of each plan or tier that holds c (Caller.HeldBy: its
+// accepts: the entry of each plan or tier that holds c (CallerRules.HeldBy: its
 // plan, or its tier beneath a plan wholly in shadow), the tier's entry
 // for a plan that has none (a plan never lifts its tier's in-flight limit
 // by saying nothing), each once, then every accepted route entry, in
 // order. Each counts the caller's requests on its own. A blocked or
 // unlimited network's caller has none: no limit applies to it.
-func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
-	if c.Verdict != edge.NetworkLimits {
+func (s Stage) inFlight(c CallerRules, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
+	if c.Network.Verdict != httplimit.NetworkLimits {
 		return nil
 	}
 	conc := s.Limits.Concurrency
@@ -258,29 +245,19 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 	return out
 }
 
-// Caller resolves a caller's own rules: its source network's verdict
-// (NetworkVerdict, with the live network controls), its plan (its own, else its network's) when configured on the stage,
+// CallerRules resolves a caller's own rules: what its source network says
+// (ReadNetwork, with the live network controls), its plan (its own, else its network's) when configured on the stage,
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
-func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
-	var out Caller
-	network := readNetwork(s.Networks, s.NetworkControls, sourceIP)
-	out.NetworkControl, out.NetworkPlans = network.control, network.plans
-	switch network.verdict {
-	case config.NetworkBlocked:
-		out.Verdict = edge.NetworkBlocked
-	case config.NetworkUnlimited:
-		out.Verdict = edge.NetworkUnlimited
-	default:
-		out.NetworkPlan = network.verdict
-	}
+func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
+	out := CallerRules{Network: ReadNetwork(s.Networks, s.NetworkControls, sourceIP)}
 	plan := c.Plan
 	if plan == "" {
-		plan = out.NetworkPlan
+		plan = out.Network.Plan
 	}
 	tier := tierName(c.Tier)
 	out.Tier = tier
-	if plan == "" && len(out.NetworkPlans) > 0 {
+	if plan == "" && len(out.Network.Plans) > 0 {
 		return s.everyReading(out)
 	}
 	if plan != "" {
@@ -310,8 +287,8 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 // shadow flags), then its tier's, enforced. A plan wholly in shadow holds
 // nothing beyond; the tier is the owner (Owner) and holds always. An
 // unconfigured plan is reported as UnknownPlan (the first such).
-func (s Stage) everyReading(out Caller) Caller {
-	for _, p := range out.NetworkPlans {
+func (s Stage) everyReading(out CallerRules) CallerRules {
+	for _, p := range out.Network.Plans {
 		list, ok := s.Limits.Plans[p]
 		if !ok {
 			if out.UnknownPlan == "" {
@@ -336,7 +313,7 @@ func (s Stage) everyReading(out Caller) Caller {
 // its own, every route limit's (a request counts against those its route
 // matches) and the quota route's, each key once; none is marked shadow.
 // It is what slidegate inspect shows and reset clears.
-func (s Stage) EveryLimit(c Caller) []Limit {
+func (s Stage) EveryLimit(c CallerRules) []Limit {
 	out := append([]Limit(nil), c.Own...)
 	for _, route := range s.Limits.Routes {
 		out = s.addList(out, route.Name(), route.Limits)

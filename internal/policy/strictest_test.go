@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 )
 
 // FuzzStrictestReading draws configurations (plans stricter and looser
@@ -87,7 +87,7 @@ func FuzzStrictestReading(f *testing.F) {
 			return
 		}
 		onlyAddr, _ := s.Networks.LookupAddr(a)
-		got := policy.NetworkOf(s.Networks, ip)
+		got := policy.ReadNetwork(s.Networks, nil, ip).String()
 		switch {
 		case onlyAddr == config.NetworkBlocked && got != config.NetworkBlocked:
 			t.Fatalf("%s: blocked as parsed, %q in every form", ip, got)
@@ -141,7 +141,7 @@ func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what stri
 // and its configured in-flight entry is not.
 func ownersInForce(t *testing.T, s policy.Stage, r policy.Rules) {
 	t.Helper()
-	if r.Verdict != edge.NetworkLimits {
+	if r.Network.Verdict != httplimit.NetworkLimits {
 		return
 	}
 	enforced := map[string]bool{}

@@ -30,7 +30,7 @@ type scriptHook struct {
 
 func newScriptHook(l *Limiter) *scriptHook {
 	h := &scriptHook{controlled: map[string]bool{}, plain: map[string]bool{}}
-	for _, sc := range l.scripts.controlled {
+	if sc := l.scripts.controlled; sc != nil {
 		h.controlled[sc.sha()] = true
 	}
 	for _, sc := range []*script{l.scripts.slidingWindow, l.scripts.slidingLog, l.scripts.gcra, l.scripts.fixedWindow, l.scripts.slidingBuckets, l.scripts.mixed} {

@@ -422,7 +422,7 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 	}
 	controlled := cc.any() && cc.reads(groups[0].tag)
 	if controlled {
-		script = l.scripts.controlled[0]
+		script = l.scripts.controlled
 		keys++
 	}
 	cmd := make([]any, 0, 9+keys*4+len(groups)*3)

@@ -383,7 +383,7 @@ func TestMixedPairAgreesWithTheGeneralForm(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	t.Cleanup(func() { client.Close() })
 	set := newScriptSet(false)
-	controlled := controlledScripts()[0]
+	controlled := controlledScript()
 	state := func(t *testing.T, key string) (val string, expiry int64) {
 		t.Helper()
 		typ, err := client.Type(ctx, key).Result()

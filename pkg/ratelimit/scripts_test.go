@@ -43,7 +43,7 @@ func TestLimitersShareTheirScripts(t *testing.T) {
 			t.Errorf("script %d: two limiters disagree: %s and %s", i, other[i].sha(), got[i].sha())
 		}
 	}
-	if a.scripts.controlled[0] != b.scripts.controlled[0] {
+	if a.scripts.controlled != b.scripts.controlled {
 		t.Error("two limiters built the controlled scripts twice")
 	}
 	for i := range plain.scripts.all() {

@@ -2,19 +2,13 @@
 -- identity's own decision script: one round trip, atomic with the decision,
 -- in the identity's hash slot.
 --
--- scripts.go builds the one controlled script as
---     control_read.lua          the record, or nil, and KEYS without it
---     if record then
---       the decision as a function, decide, and this part
---     end
---     mixed.lua inline: with no record, the script is exactly it
--- where this part finds:
---     record      the control key's value;
---     decide      function(KEYS, ARGV): mixed.lua, which runs its groups'
---                 algorithms from the table algorithms;
---     algorithms  code -> function(KEYS, ARGV) (1 sliding window, 2
---                 sliding log, 3 token bucket, 4 fixed window, 5 sliding
---                 buckets, 6 leaky bucket).
+-- scripts.go builds the controlled script as control_read.lua (the
+-- record, or nil, and KEYS without the control key), the table algorithms
+-- (each algorithm's script as a function of its KEYS and ARGV, by its
+-- mixed.lua code), this part, then mixed.lua, which decides. This part
+-- only reads the record and changes the decision's inputs: with no record
+-- it does nothing, and the script decides as the mixed script does. It
+-- sets control, the value mixed.lua appends to its reply.
 --
 -- KEYS      the decision's keys, then the identity's control key, last.
 -- ARGV      mixed.lua's, unchanged (one group, or several).
@@ -41,100 +35,95 @@
 -- clock. The keys stay those of c: every algorithm's state records what
 -- was spent whatever the count, so the scale only changes the count the
 -- decision applies, and a scale set, changed, lifted or ended leaves the
--- caller where its counts say.
+-- caller where its counts say. ARGV's counts are rewritten in place.
 --
 -- Complexity: one GET with no record (control_read.lua), and nothing
--- else: the decision runs inline, as its own script would. With one, the
--- decision's own.
+-- else. With one, the decision's own.
 
--- Now, on the decision's clock: ARGV's after the limits (or the groups)
--- when the caller sent it, else TIME, then sent on to the decision.
-local at
-if #ARGV[2] == 3 then
-  -- mixed.lua's pair: 'p' and two codes, then two counts and windows.
-  at = 7
-else
-  at = 3
-  for _ = 1, ARGV[2] + 0 do at = at + 3 + ARGV[at + 1] * ARGV[at + 2] end
-end
-local now = ARGV[at]
-if now then
-  now = now + 0
-else
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-  ARGV[at] = string.format('%d', now)
-end
-
--- The record: v1 <b|e|s> <until us> <factor thousandths> <metadata JSON>,
--- read as parseControlRecord reads it.
-local kind, until_s, milli_s, meta = string.match(record, '^v1 ([bes]) (%d+) (%d+) (.*)$')
-local valid = kind ~= nil and #until_s <= 16 and #milli_s <= 16
-local milli = valid and milli_s + 0
-if valid and kind == 's' and (milli < 1 or milli > 1000000) then valid = false end
-if valid then
-  local ok, m = pcall(cjson.decode, meta)
-  -- An object or null: cjson reads [] as {}, so look at the text.
-  if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
-    for _, f in ipairs({ 'reason', 'by' }) do
-      local v = m[f]
-      if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end
-    end
-    local a = m.at
-    if a ~= nil and a ~= cjson.null and (type(a) ~= 'number' or a ~= math.floor(a)) then ok = false end
-  elseif not (ok and m == cjson.null) then
-    ok = false
+if record then
+  -- Now, on the decision's clock: ARGV's after the limits (or the groups)
+  -- when the caller sent it, else TIME, then sent on to the decision.
+  local at
+  if #ARGV[2] == 3 then
+    -- mixed.lua's pair: 'p' and two codes, then two counts and windows.
+    at = 7
+  else
+    at = 3
+    for _ = 1, ARGV[2] + 0 do at = at + 3 + ARGV[at + 1] * ARGV[at + 2] end
   end
-  valid = ok
-end
-if not valid then
-  local reply = decide(KEYS, ARGV)
-  reply[#reply + 1] = { 0, 0, 0 }
-  return reply
-end
-local until_us = until_s + 0
-if until_us <= now then return decide(KEYS, ARGV) end
+  local now = ARGV[at]
+  if now then
+    now = now + 0
+  else
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+    ARGV[at] = string.format('%d', now)
+  end
 
-if kind == 'b' then return { 0, now, { 1, until_us, 0 } } end
-
-if kind == 'e' then
-  if string.sub(ARGV[1], 1, 1) ~= '-' then ARGV[1] = '-' .. ARGV[1] end
-  local reply = decide(KEYS, ARGV)
-  reply[1] = 1
-  reply[#reply + 1] = { 2, until_us, 0 }
-  return reply
-end
-
--- scaled returns the decision of one algorithm's group under the scale:
--- run (that algorithm's function) on the same keys with scaled arguments.
-local function scaled(code, run)
-  local stride = (code == 3 or code == 6) and 3 or 2
-  return function(keys, args)
-    local sargs = {}
-    for j = 1, #args do sargs[j] = args[j] end
-    for i = 1, #keys do
-      local a = 1 + (i - 1) * stride
-      local c, w = args[a + 1] + 0, args[a + 2] + 0
-      local shadow = c < 0
-      if shadow then c = -c end
-      local wus = w
-      if w < 0 then wus = -w * 1000 end
-      local s = math.floor(c * milli / 1000)
-      if s < 1 then s = 1 elseif s > 1000000 then s = 1000000 end
-      if code == 1 then
-        s = math.min(s, math.floor(1125899906842624 / (wus / 1000)))
-        if s > math.floor(1125899906842624 / wus) then w = -(wus / 1000) else w = wus end
-      elseif code ~= 4 then
-        s = math.min(s, math.floor(1125899906842624 / wus))
+  -- The record: v1 <b|e|s> <until us> <factor thousandths> <metadata JSON>,
+  -- read as parseControlRecord reads it.
+  local kind, until_s, milli_s, meta = string.match(record, '^v1 ([bes]) (%d+) (%d+) (.*)$')
+  local valid = kind ~= nil and #until_s <= 16 and #milli_s <= 16
+  local milli = valid and milli_s + 0
+  if valid and kind == 's' and (milli < 1 or milli > 1000000) then valid = false end
+  if valid then
+    local ok, m = pcall(cjson.decode, meta)
+    -- An object or null: cjson reads [] as {}, so look at the text.
+    if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
+      for _, f in ipairs({ 'reason', 'by' }) do
+        local v = m[f]
+        if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end
       end
-      sargs[a + 1], sargs[a + 2] = shadow and -s or s, w
-      if stride == 3 then sargs[a + 3] = (code == 3) and s or args[a + 3] end
+      local a = m.at
+      if a ~= nil and a ~= cjson.null and (type(a) ~= 'number' or a ~= math.floor(a)) then ok = false end
+    elseif not (ok and m == cjson.null) then
+      ok = false
     end
-    return run(keys, sargs)
+    valid = ok
+  end
+  if not valid then
+    control = { 0, 0, 0 }
+  else
+    local until_us = until_s + 0
+    if until_us <= now then
+      -- Ended: ignored, no extra value.
+    elseif kind == 'b' then
+      return { 0, now, { 1, until_us, 0 } }
+    elseif kind == 'e' then
+      if string.sub(ARGV[1], 1, 1) ~= '-' then ARGV[1] = '-' .. ARGV[1] end
+      control = { 2, until_us, 0 }
+    else
+      -- scale rewrites the count (and the window, the burst) of the limit
+      -- whose arguments start at ARGV[j], of algorithm code.
+      local function scale(code, j)
+        local c, w = ARGV[j] + 0, ARGV[j + 1] + 0
+        local shadow = c < 0
+        if shadow then c = -c end
+        local wus = w
+        if w < 0 then wus = -w * 1000 end
+        local s = math.floor(c * milli / 1000)
+        if s < 1 then s = 1 elseif s > 1000000 then s = 1000000 end
+        if code == '1' then
+          s = math.min(s, math.floor(1125899906842624 / (wus / 1000)))
+          if s > math.floor(1125899906842624 / wus) then w = -(wus / 1000) else w = wus end
+        elseif code ~= '4' then
+          s = math.min(s, math.floor(1125899906842624 / wus))
+        end
+        ARGV[j], ARGV[j + 1] = shadow and -s or s, w
+        if code == '3' then ARGV[j + 2] = s end
+      end
+      if #ARGV[2] == 3 then
+        scale(string.sub(ARGV[2], 2, 2), 3)
+        scale(string.sub(ARGV[2], 3, 3), 5)
+      else
+        local j = 3
+        for _ = 1, ARGV[2] + 0 do
+          local code, k, a = ARGV[j], ARGV[j + 1] + 0, ARGV[j + 2] + 0
+          for i = 0, k - 1 do scale(code, j + 3 + i * a) end
+          j = j + 3 + k * a
+        end
+      end
+      control = { 3, until_us, milli }
+    end
   end
 end
-
-for code, run in pairs(algorithms) do algorithms[code] = scaled(code, run) end
-local reply = decide(KEYS, ARGV)
-reply[#reply + 1] = { 3, until_us, milli }
-return reply

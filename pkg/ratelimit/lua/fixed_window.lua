@@ -58,78 +58,55 @@ local m, period = 2097152, 4294967296
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
 
--- settle reads s, the value a key held before this call (0 when missing, -1
--- when not an integer): its count in this window (0 when it holds another
--- window or nothing), and whether the key must be rewritten.
-local function settle(s, base, m)
-  if s > 0 and s - base >= 0 and s - base < m then return s - base, false end
-  return 0, true
-end
-
 -- One path for one limit or several, a spend or a peek: the fixed window
 -- is the baseline, not the default, and a lone limit's spend runs the same
 -- commands here (INCRBY, then SET PX on a new window, or the undo).
 local spend = cost > 0
 if not spend then cost = -cost end
 local reply = { 1, now }
-local all_ok = true
-local oks, olds, rewrites, ttls = {}, {}, {}, {}
+-- olds[i]: key i's value before this call's INCRBY (0: none, -1: not
+-- ours); writes[i]: its value for this window when it must be rewritten.
+local olds, writes, ttls = {}, {}, {}
 
 for i = 1, n do
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
   local elapsed = now % window
-  local index = (now - elapsed) / window
-  local base = (index % period) * m
-
+  local base = ((now - elapsed) / window % period) * m
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    if type(s) == 'number' then
-      s = s - cost
-    else
-      s = -1
-    end
+    s = type(s) == 'number' and s - cost or -1
   else
-    local raw = redis.call('GET', KEYS[i]) or 0
-    s = tonumber(raw) or -1
+    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
-  local count, fresh = settle(s, base, m)
-
-  local ok = count + cost <= limit
-  if ok then
+  -- The count in this window: 0 when the key holds another window or
+  -- nothing, and the key is then rewritten.
+  local count = s - base
+  if s <= 0 or count < 0 or count >= m then
+    count = 0
+    writes[i], ttls[i] = base + cost, math.ceil((window - elapsed) / 1000)
+  end
+  if count + cost <= limit then
     reply[i + 2] = count
   else
     reply[i + 2] = -1 - count
-    if not shadow then
-      all_ok = false
-      reply[1] = 0
-    end
+    if not shadow then reply[1] = 0 end
   end
-  oks[i], olds[i] = ok, s
-  if fresh then
-    rewrites[i] = base + count + cost
-    ttls[i] = math.ceil((window - elapsed) / 1000)
-  end
+  olds[i] = s
 end
 
 if not spend then return reply end
-
--- undo puts key i back as it was before this call's INCRBY.
-local function undo(i)
-  if olds[i] > 0 then
+for i = 1, n do
+  if reply[1] == 1 and reply[i + 2] >= 0 then
+    if writes[i] then redis.call('SET', KEYS[i], writes[i], 'PX', ttls[i]) end
+  elseif olds[i] > 0 then
+    -- Put the key back as it was before this call's INCRBY (a shadow limit
+    -- that denies on its own spends nothing either).
     redis.call('DECRBY', KEYS[i], ARGV[1])
   elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
-  end
-end
-
-for i = 1, n do
-  if not all_ok or not oks[i] then
-    undo(i) -- a shadow limit that denies on its own spends nothing either
-  elseif rewrites[i] then
-    redis.call('SET', KEYS[i], rewrites[i], 'PX', ttls[i])
   end
 end
 return reply

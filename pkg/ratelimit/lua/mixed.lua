@@ -1,12 +1,11 @@
 -- mixed.lua: one call for the limits of one identity that use different
 -- algorithms (a login route's sliding log under a sliding-window tier).
--- Before this part, scripts.go puts the function run_code(code, KEYS,
--- ARGV), which runs the script of algorithm code (a string: '1' sliding
--- window, '2' sliding log, '3' GCRA, '4' fixed window, '5' sliding
--- buckets, '6' GCRA again for the leaky bucket) on those KEYS and ARGV:
--- every algorithm's script inline in its branch, or (the controlled
--- script's record path, control.lua) the function of the table algorithms
--- by that code.
+-- Before this part, scripts.go puts the table algorithms: by code (a
+-- string: '1' sliding window, '2' sliding log, '3' GCRA, '4' fixed window,
+-- '5' sliding buckets, '6' GCRA again for the leaky bucket), the
+-- algorithm's script as a function of its KEYS and ARGV, each script once;
+-- and control, nil, or (the controlled script, control.lua) the identity's
+-- control, appended to the reply.
 --
 -- Every group is decided before anything is written: every group but one
 -- runs as a peek (which never writes); only when they all admit does that
@@ -81,7 +80,7 @@ end
 local function run(i, c)
   local args = groups[3 * i]
   args[1] = c
-  return run_code(groups[3 * i - 2], groups[3 * i - 1], args)
+  return algorithms[groups[3 * i - 2]](groups[3 * i - 1], args)
 end
 
 local reply, allowed = {}, 1
@@ -122,5 +121,10 @@ for i = 1, g do
   local r = reply[i]
   for j = 1, #r do out[n + j] = r[j] end
   n = n + #r
+end
+if control then
+  -- control.lua's: an exemption admits what its peek found.
+  if control[1] == 2 then out[1] = 1 end
+  out[#out + 1] = control
 end
 return out

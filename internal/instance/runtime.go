@@ -1,9 +1,10 @@
-// Package app is a function's runtime: the process-wide state built once
+// Package instance is one warm instance of a slidegate function: the
+// process-wide state built once
 // at cold start (NewRuntime: configuration, Redis client, secrets, identity
 // sources, the identity hash key's gate) and the decision that uses it
 // (Runtime.Resolve, and the Resolution's Decide, Quota and Acquire). An operator's tool reaches the same
 // Redis through internal/operator, not through a Runtime.
-package app
+package instance
 
 import (
 	"context"
@@ -214,7 +215,13 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 
 	rt := &Runtime{cfg: cfg, logger: logger, observer: observe.New(logger, metrics, sampling), secretRetryInterval: opts.SecretRetryInterval,
 		coldStartDeadline: deadline, coldStartBudget: budget, firstDecision: make(chan struct{}), closed: make(chan struct{})}
-	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) })
+	rt.stages = config.NewStageCache(cfg, func(err error) { logConfigErrors(context.Background(), logger, err) }).
+		ReportRestarts(func(msg string) {
+			// A stage's variables are read with its first request: a limit
+			// they give another window or algorithm counts on keys of its
+			// own, as slidegate check warns.
+			logger.LogAttrs(context.Background(), slog.LevelWarn, "configuration starts callers afresh", slog.String("warning", msg))
+		})
 	// What loosens a limit without being wrong, as slidegate check says it.
 	for _, w := range policy.Warnings(policy.StageOf(cfg, rt.stages.For(nil))) {
 		logger.LogAttrs(ctx, slog.LevelWarn, "configuration loosens a limit", slog.String("warning", w))

@@ -1,4 +1,4 @@
-package app
+package instance
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // the list and the network verdict, with 0, 10 and the most
 // (controls.MaxNetworks) in force on a real redis-server.
 //
-//	go test ./internal/app/ -run '^$' -bench LiveNetworks
+//	go test ./internal/instance/ -run '^$' -bench LiveNetworks
 func BenchmarkLiveNetworks(b *testing.B) {
 	srv := redistest.StartServer(b)
 	static, err := config.ParseNetworks("10.0.0.0/8=unlimited,192.0.2.0/24=blocked")
@@ -48,7 +48,7 @@ func BenchmarkLiveNetworks(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				list, _ := cache.Get(ctx)
-				if v, _ := policy.NetworkVerdict(static, list, "203.0.113.7"); v != "" {
+				if v := policy.ReadNetwork(static, list, "203.0.113.7").String(); v != "" {
 					b.Fatal(v)
 				}
 			}

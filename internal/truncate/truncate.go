@@ -1,9 +1,9 @@
-// Package clip bounds text before it is quoted: a value a caller or an
+// Package truncate bounds text before it is quoted: a value a caller or an
 // operator chose (a path, a header, a configuration value), or text long
 // by accident (an error), in a log line, a metric property or an error
 // message. It is the product's one helper for that job; pkg/ratelimit,
 // which imports nothing of the product, keeps its own.
-package clip
+package truncate
 
 // QuotedLen is the bound of a value quoted in an error message: enough to
 // recognise it, never a flood.

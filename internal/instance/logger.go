@@ -1,4 +1,4 @@
-package app
+package instance
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // Log level configuration.
@@ -52,7 +52,7 @@ func LogLevel(getenv func(string) string) (slog.Level, error) {
 		return slog.LevelError, nil
 	}
 	return DefaultLogLevel, fmt.Errorf("%s=%q: want debug, info, warn or error; using %s",
-		name, clip.Text(v, 32), strings.ToLower(DefaultLogLevel.String()))
+		name, truncate.Text(v, 32), strings.ToLower(DefaultLogLevel.String()))
 }
 
 // NewLogger returns a function's logger: JSON lines on w, at the level

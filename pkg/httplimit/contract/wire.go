@@ -7,7 +7,7 @@
 // It is the product's, not a rate limiter's: the API function, the
 // authorizer's gateway responses and the local server all answer with these
 // bytes, so they are written once, here.
-package wire
+package contract
 
 import (
 	"net/http"

@@ -1,17 +1,18 @@
-package edge
+package apigw
 
 import (
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// Kind is what happened to one request (httplimit.Kind, whose constants
-// follow under the names the product has always used). Every answer
+// Kind is what happened to one request (httplimit.Kind, which
+// httplimit.KindOf alone decides; its constants follow under the names
+// the product has always used). Every answer
 // derives from it, each in one place: the REST authorizer's policy or
 // error and the HTTP API authorizer's simple response (internal/authorizer),
 // the middleware's status (pkg/httplimit), the log level and reason and the
@@ -78,9 +79,9 @@ func (o Outcome) HTTPOutcome() httplimit.Outcome {
 // log line, the metrics and the authorizer context (CtxControl) give them:
 // wire's.
 const (
-	ControlBlocked = wire.ControlBlocked
-	ControlExempt  = wire.ControlExempt
-	ControlScaled  = wire.ControlScaled
+	ControlBlocked = contract.ControlBlocked
+	ControlExempt  = contract.ControlExempt
+	ControlScaled  = contract.ControlScaled
 )
 
 // ControlName is the name of the live control c (ControlBlocked,
@@ -142,23 +143,3 @@ func PrincipalID(o Outcome) string {
 	}
 	return o.Caller.Tier + ":" + h
 }
-
-// NetworkVerdict is what a caller's source network decides alone
-// (RATE_LIMIT_NETWORKS and the live network controls:
-// policy.Caller.Verdict): nothing, or the whole answer
-// (policy.Caller.NetworkDecision).
-type NetworkVerdict uint8
-
-// The network verdicts.
-const (
-	// NetworkLimits: the network decides nothing; the caller's limits do
-	// (a network's plan, if any, is one of them).
-	NetworkLimits NetworkVerdict = iota
-	// NetworkBlocked refuses every request of the network, without a
-	// Redis call (Kind Blocked).
-	NetworkBlocked
-	// NetworkUnlimited admits every request of the network with no limit,
-	// without a Redis call (Kind Unlimited); a credential that does not
-	// verify is still unauthorized.
-	NetworkUnlimited
-)

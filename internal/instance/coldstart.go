@@ -1,4 +1,4 @@
-package app
+package instance
 
 // The cold-start loads: what NewRuntime starts in the background, how long
 // a request waits for them, and how a test or tool waits until they end.
@@ -23,7 +23,7 @@ func (rt *Runtime) logBudgetSpent(ctx context.Context, loads *coldStartLoads) {
 }
 
 // awaitIdentity waits, for a request that carries an API key or a bearer
-// token (headers with lower-case names, edge.FoldHeaders), until the cold-start loads of the
+// token (headers with lower-case names, apigw.Request's constructors), until the cold-start loads of the
 // identity sources (API key listing, JWKS, HS256 secret) have ended, the
 // cold-start budget is spent, or ctx ends. Requests without credentials,
 // and every request once the loads have ended, never wait.

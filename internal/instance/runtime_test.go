@@ -1,4 +1,4 @@
-package app_test
+package instance_test
 
 import (
 	"bytes"
@@ -13,9 +13,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -29,7 +29,7 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
-func newRuntime(t *testing.T, url string, extra map[string]string) (*app.Runtime, *bytes.Buffer) {
+func newRuntime(t *testing.T, url string, extra map[string]string) (*instance.Runtime, *bytes.Buffer) {
 	t.Helper()
 	vars := map[string]string{
 		"REDIS_URL":            url,
@@ -47,7 +47,7 @@ func newRuntime(t *testing.T, url string, extra map[string]string) (*app.Runtime
 		vars[k] = v
 	}
 	var logs bytes.Buffer
-	rt, err := app.NewRuntime(context.Background(), env(vars), app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rt, err := instance.NewRuntime(context.Background(), env(vars), instance.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatalf("NewRuntime: %v", err)
 	}
@@ -68,9 +68,9 @@ func signToken(t *testing.T, sub, secret string, exp time.Time) string {
 }
 
 // admitted counts how many of n identical requests are allowed.
-func admitted(t *testing.T, rt *app.Runtime, req edge.Request, n int) (int, edge.Outcome) {
+func admitted(t *testing.T, rt *instance.Runtime, req apigw.Request, n int) (int, apigw.Outcome) {
 	t.Helper()
-	var last edge.Outcome
+	var last apigw.Outcome
 	ok := 0
 	for i := 0; i < n; i++ {
 		o, err := rt.Decide(context.Background(), req)
@@ -90,20 +90,20 @@ func TestDecideTiers(t *testing.T) {
 	rt, _ := newRuntime(t, srv.URL(), nil)
 	cases := []struct {
 		name         string
-		req          edge.Request
+		req          apigw.Request
 		wantTier     string
 		wantAdmitted int
 		unauthorized bool
 	}{
-		{"anonymous counted per source IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, identity.TierAnonymous, 3, false},
-		{"known API key gets the org limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: edge.FoldHeaders(map[string]string{"X-Api-Key": testKey}, nil)}, identity.TierOrg, 7, false},
-		{"verified JWT gets the user limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, identity.TierUser, 5, false},
-		{"unknown API key is unauthorized and counted as the IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, identity.TierAnonymous, 3, true},
-		{"forged token is unauthorized and counted as the IP", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, identity.TierAnonymous, 3, true},
-		{"expired token is unauthorized", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.6", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(-time.Hour))}}, identity.TierAnonymous, 3, true},
-		{"route limit applies on top of the tier", edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "198.51.100.7"}, identity.TierAnonymous, 2, false},
-		{"stage variable overrides the tier limit", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.8", StageVariables: map[string]string{"rateLimitAnonymous": "4/1m"}}, identity.TierAnonymous, 4, false},
-		{"X-Forwarded-For is ignored", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: map[string]string{"x-forwarded-for": "203.0.113.1"}}, identity.TierAnonymous, 3, false},
+		{"anonymous counted per source IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.1"}, identity.TierAnonymous, 3, false},
+		{"known API key gets the org limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.2", Headers: map[string]string{"x-api-key": testKey}}, identity.TierOrg, 7, false},
+		{"verified JWT gets the user limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.3", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(time.Hour))}}, identity.TierUser, 5, false},
+		{"unknown API key is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.4", Headers: map[string]string{"x-api-key": "nope"}}, identity.TierAnonymous, 3, true},
+		{"forged token is unauthorized and counted as the IP", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.5", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", "wrong", time.Now().Add(time.Hour))}}, identity.TierAnonymous, 3, true},
+		{"expired token is unauthorized", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.6", Headers: map[string]string{"authorization": "Bearer " + signToken(t, "user-1", testSecret, time.Now().Add(-time.Hour))}}, identity.TierAnonymous, 3, true},
+		{"route limit applies on top of the tier", apigw.Request{Method: "POST", Path: "/auth/login", SourceIP: "198.51.100.7"}, identity.TierAnonymous, 2, false},
+		{"stage variable overrides the tier limit", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.8", StageVariables: map[string]string{"rateLimitAnonymous": "4/1m"}}, identity.TierAnonymous, 4, false},
+		{"X-Forwarded-For is ignored", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.9", Headers: map[string]string{"x-forwarded-for": "203.0.113.1"}}, identity.TierAnonymous, 3, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,20 +124,20 @@ func TestDecideTiers(t *testing.T) {
 func TestAuthorizerContextRoundTrip(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rt, _ := newRuntime(t, srv.URL(), nil)
-	req := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.1"}
+	req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.1"}
 	for i := 0; i < 4; i++ {
 		o, err := rt.Decide(context.Background(), req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := edge.AuthorizerContext(o)
+		ctx := apigw.AuthorizerContext(o)
 		// As REST API Gateway may deliver it: every value a string.
 		asStrings := make(map[string]any, len(ctx))
 		for k, v := range ctx {
 			asStrings[k] = fmt.Sprint(v)
 		}
 		for _, c := range []map[string]any{ctx, asStrings} {
-			back, ok := edge.FromAuthorizerContext(c)
+			back, ok := apigw.FromAuthorizerContext(c)
 			if !ok || len(back.Result.Decisions) != 1 {
 				t.Fatalf("FromAuthorizerContext(%v) = %+v, %v; want one decision", c, back, ok)
 			}
@@ -182,12 +182,12 @@ func TestRedisDown(t *testing.T) {
 	srv.Stop()
 	cases := []struct {
 		name       string
-		req        edge.Request
+		req        apigw.Request
 		wantErr    bool
 		wantDegrad bool
 	}{
-		{"normal route degrades to the local fallback", edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.9"}, false, true},
-		{"fail-closed route fails", edge.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.9"}, true, false},
+		{"normal route degrades to the local fallback", apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.9"}, false, true},
+		{"fail-closed route fails", apigw.Request{Method: "POST", Path: "/auth/login", SourceIP: "192.0.2.9"}, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,9 +215,9 @@ func TestResolutionCountsOneCaller(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rt, _ := newRuntime(t, srv.URL(), map[string]string{"RATE_LIMIT_CONCURRENCY": "anonymous=1,user=1"})
 	ctx := context.Background()
-	first := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.61"}
+	first := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.61"}
 	token := signToken(t, "user-61", testSecret, time.Now().Add(time.Hour))
-	other := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.61", Headers: map[string]string{"authorization": "Bearer " + token}}
+	other := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.61", Headers: map[string]string{"authorization": "Bearer " + token}}
 
 	res := rt.Resolve(ctx, first)
 	if out, err := res.Decide(ctx); err != nil || out.Caller.Tier != identity.TierAnonymous {
@@ -240,5 +240,41 @@ func TestResolutionCountsOneCaller(t *testing.T) {
 	defer user.Release(ctx)
 	if again, err := rt.Resolve(ctx, other).Acquire(ctx); err != nil || !again.Denied {
 		t.Fatalf("the user's second request: %+v, %v; want it refused", again, err)
+	}
+}
+
+// TestStageRestartWarningLogged: a stage whose variables give a limit
+// another window or algorithm than the environment's starts its callers
+// afresh; the instance says so, naming the limit, when it first reads
+// them, as slidegate check does (config.RestartWarnings). A changed count
+// keeps the counts and is not warned about.
+func TestStageRestartWarningLogged(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rt, logs := newRuntime(t, srv.URL(), nil)
+	req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
+	const msg = "configuration starts callers afresh"
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "9/1m"}
+	if _, err := rt.Decide(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), msg) {
+		t.Errorf("a changed count was warned about:\n%s", logs)
+	}
+
+	req.StageVariables = map[string]string{"rateLimitAnonymous": "3/1h"}
+	for range 2 {
+		if _, err := rt.Decide(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warned []string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(line, msg) {
+			warned = append(warned, line)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], `limit \"anonymous\"`) {
+		t.Errorf("want one warning naming the anonymous limit, got %q", warned)
 	}
 }

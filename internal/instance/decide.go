@@ -1,13 +1,15 @@
-package app
+package instance
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/policy"
@@ -23,7 +25,7 @@ import (
 // cost and each limit's shadow flag), then one decision that spends on all
 // of them or none: Resolve(ctx, req).Decide(ctx), for an edge that answers
 // a request once (the authorizer).
-func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, error) {
+func (rt *Runtime) Decide(ctx context.Context, req apigw.Request) (apigw.Outcome, error) {
 	return rt.Resolve(ctx, req).Decide(ctx)
 }
 
@@ -39,7 +41,7 @@ func (rt *Runtime) Decide(ctx context.Context, req edge.Request) (edge.Outcome, 
 // same caller.
 type Resolution struct {
 	rt     *Runtime
-	req    edge.Request
+	req    apigw.Request
 	limits *config.Limits
 	// start is when the resolution began.
 	start time.Time
@@ -59,12 +61,12 @@ type Resolution struct {
 // edge package builds it (upper-case method, lower-case header names):
 // its stage's limits now, its caller and its rules on the first answer
 // that needs them.
-func (rt *Runtime) Resolve(_ context.Context, req edge.Request) *Resolution {
+func (rt *Runtime) Resolve(_ context.Context, req apigw.Request) *Resolution {
 	return &Resolution{rt: rt, req: req, limits: rt.stages.For(req.StageVariables), start: time.Now()}
 }
 
 // Request is the request resolved.
-func (r *Resolution) Request() edge.Request { return r.req }
+func (r *Resolution) Request() apigw.Request { return r.req }
 
 // resolveCaller resolves the caller and its rules, once. An anonymous
 // caller whose source address does not parse is logged (within its
@@ -88,7 +90,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 
 // Decide decides the request: the caller's limits and its route limits,
 // spent on all or none. A request from a blocked or an unlimited network
-// (RATE_LIMIT_NETWORKS, or a live network control: policy.NetworkVerdict)
+// (RATE_LIMIT_NETWORKS, or a live network control: policy.ReadNetwork)
 // is decided by that alone, without a Redis call for the decision.
 //
 // Live controls apply: the caller's identity control inside the decision's
@@ -99,7 +101,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 // controls.Propagation old (liveNetworks).
 //
 // The Outcome's Kind says what happened, and every answer derives from it
-// (see edge.Kind). Unauthorized requests are not errors: they were counted
+// (see apigw.Kind). Unauthorized requests are not errors: they were counted
 // against their source IP's anonymous limit (Kind Unauthorized or
 // UnauthorizedOverLimit). The error is non-nil only when the request
 // cannot be decided, and then says why, for the log: a fail-closed route
@@ -113,11 +115,11 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 // level, one log line. (A peek, in Quota, is not observed: it changes
 // nothing, and counting it would make a caller checking its quota look
 // like one being allowed or denied.)
-func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
+func (r *Resolution) Decide(ctx context.Context) (apigw.Outcome, error) {
 	r.resolveCaller(ctx)
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, r.who.Unauthorized) {
+	if decidedByNetwork(&out, r.rules.CallerRules, r.who.Unauthorized) {
 		rt.observe(ctx, r, out, nil)
 		return out, nil
 	}
@@ -129,9 +131,9 @@ func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
 	defer cancel()
 	res, err := r.gate.gate.Decide(ctx, r.rules.Cost, failurePolicy(out.FailClosed), r.rules.Checks(out.Caller.Identity)...)
 	if err != nil {
-		err = fmt.Errorf("decide %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("decide %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = res, httplimit.KindOf(res, r.who.Unauthorized, err)
+	out.Result, out.Kind = res, httplimit.KindOf(httplimit.Decided{Unauthorized: r.who.Unauthorized, Result: res, Err: err})
 	rt.observe(ctx, r, out, err)
 	return out, err
 }
@@ -159,14 +161,14 @@ func (r *Resolution) Decide(ctx context.Context) (edge.Outcome, error) {
 // anonymous limit and every route limit of the request, logged, and
 // subject to the route's failure policy), or the quota would be a free,
 // unlogged oracle for guessing keys and tokens.
-func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
+func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	r.resolveCaller(ctx)
 	if r.who.Unauthorized {
 		return r.Decide(ctx)
 	}
 	rt := r.rt
 	out := r.outcome()
-	if decidedByNetwork(&out, r.rules.Caller, false) {
+	if decidedByNetwork(&out, r.rules.CallerRules, false) {
 		// No limit applies to such a caller, or none it could ever use:
 		// decided without a Redis call, as its other requests are.
 		rt.observe(ctx, r, out, nil)
@@ -178,9 +180,9 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
-		err = fmt.Errorf("quota %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("quota %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Result, out.Kind = spent, httplimit.KindOf(spent, false, err)
+	out.Result, out.Kind = spent, httplimit.KindOf(httplimit.Decided{Result: spent, Err: err})
 	out.QuotaDenied = err == nil && !spent.Allowed
 	rt.observe(ctx, r, out, err)
 	if err != nil || out.QuotaDenied {
@@ -190,9 +192,9 @@ func (r *Resolution) Quota(ctx context.Context) (edge.Outcome, error) {
 	out.Plan = r.rules.Plan
 	out.Result, err = r.gate.gate.Peek(ctx, 1, r.rules.Checks(out.Caller.Identity)...)
 	if err != nil {
-		err = fmt.Errorf("peek %s for %s: %w", edge.RouteName(r.req), out.Caller.Tier, err)
+		err = fmt.Errorf("peek %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
 	}
-	out.Kind = httplimit.KindOf(out.Result, false, err)
+	out.Kind = httplimit.KindOf(httplimit.Decided{Result: out.Result, Err: err})
 	return out, err
 }
 
@@ -218,7 +220,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *controls.NetworkControlCache
 }
 
 // liveNetworks are the live network controls in force, as this process
-// read them last (ratelimit.NetworkControlCache: at most one HGETALL per
+// read them last (controls.NetworkControlCache: at most one HGETALL per
 // controls.Propagation, on the request that finds the list older;
 // the other requests read memory): gate's, whose read also serves its
 // decisions' identity controls, or, while gate is not ready, the
@@ -244,8 +246,8 @@ func (rt *Runtime) liveNetworks(ctx context.Context, gate *hashedGate) (list []c
 // outcome is the Outcome of the request before its decision: who is
 // counted, with the identity's keyed hash, and whether the route fails
 // closed.
-func (r *Resolution) outcome() edge.Outcome {
-	return edge.Outcome{
+func (r *Resolution) outcome() apigw.Outcome {
+	return apigw.Outcome{
 		Caller:       r.who.Caller,
 		IdentityHash: r.gate.hashOf(r.who.Caller.Identity),
 		FailClosed:   r.rules.FailClosed,
@@ -254,7 +256,7 @@ func (r *Resolution) outcome() edge.Outcome {
 
 // observe records a decision that spent: one EMF record and, within the
 // log budget and level, one log line.
-func (rt *Runtime) observe(ctx context.Context, r *Resolution, out edge.Outcome, err error) {
+func (rt *Runtime) observe(ctx context.Context, r *Resolution, out apigw.Outcome, err error) {
 	rt.firstDecided.Do(func() { close(rt.firstDecision) })
 	rt.observer.Observe(ctx, observe.Observation{
 		Request:    r.req,
@@ -274,11 +276,11 @@ func (rt *Runtime) noteUnknownPlan(ctx context.Context, r *Resolution) {
 }
 
 // decidedByNetwork decides out by its source network alone, without a
-// Redis call (policy.Caller.NetworkDecision), and reports whether it did.
-func decidedByNetwork(out *edge.Outcome, c policy.Caller, unauthorized bool) bool {
-	kind, res, ok := c.NetworkDecision(unauthorized)
+// Redis call (policy.Network.Decided), and reports whether it did.
+func decidedByNetwork(out *apigw.Outcome, c policy.CallerRules, unauthorized bool) bool {
+	d, ok := c.Network.Decided(unauthorized)
 	if ok {
-		out.Kind, out.Result = kind, res
+		out.Kind, out.Result = httplimit.KindOf(d), d.Result
 	}
 	return ok
 }
@@ -289,4 +291,62 @@ func failurePolicy(failClosed bool) ratelimit.FailurePolicy {
 		return ratelimit.FailClosed
 	}
 	return ratelimit.FailOpen
+}
+
+// hashedGate is a gate together with the hasher its limiter's keys are
+// made with.
+type hashedGate struct {
+	gate   *ratelimit.Gate
+	hasher identity.Hasher
+	// ready is false while a configured key has not been read: gate then
+	// decides as if Redis were unavailable and hasher is not used.
+	ready bool
+	// controls is the live network controls as gate's Limiter reads them:
+	// one read of the network-controls hash serves the network controls
+	// and the identity controls the decisions watch (the Limiter's control
+	// watch), instead of one read each. Nil for a gate that is not ready,
+	// whose Limiter has no Redis: Runtime.networkControls serves then.
+	controls *controls.NetworkControlCache
+}
+
+// hashOf is the identity's hash for logs and principal ids, or
+// apigw.IdentityHashUnavailable.
+func (g *hashedGate) hashOf(id string) string {
+	if !g.ready {
+		return apigw.IdentityHashUnavailable
+	}
+	return g.hasher.Hash(id)
+}
+
+// maxUnknownPlans bounds the unconfigured plan names an instance
+// remembers having logged: plans come from signed tokens and the
+// operator's own key lists, so a handful at most; beyond the bound, no
+// more are logged.
+const maxUnknownPlans = 256
+
+// unknownPlans logs each plan a caller carries but no configuration
+// names, once per instance: such a caller gets its tier's limits, never a
+// fresh limit of its own. It is safe for concurrent use.
+type unknownPlans struct {
+	mu     sync.Mutex
+	logged map[string]struct{}
+}
+
+// note logs plan the first time it is seen.
+func (u *unknownPlans) note(ctx context.Context, logger *slog.Logger, plan, tier string) {
+	u.mu.Lock()
+	_, seen := u.logged[plan]
+	full := len(u.logged) >= maxUnknownPlans
+	if !seen && !full {
+		if u.logged == nil {
+			u.logged = make(map[string]struct{})
+		}
+		u.logged[plan] = struct{}{}
+	}
+	u.mu.Unlock()
+	if seen || full {
+		return
+	}
+	logger.LogAttrs(ctx, slog.LevelWarn, "caller's plan is not configured: its tier's limits apply (RATE_LIMIT_PLANS, rateLimitPlan<Plan>)",
+		slog.String("unknownPlan", plan), slog.String("tier", tier))
 }

@@ -1,37 +1,37 @@
-package edge
+package apigw
 
 import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
 // Authorizer context keys: the contract between the authorizer, the API
-// function and the templates' gateway responses, wire's (wire.CtxTier and
+// function and the templates' gateway responses, wire's (contract.CtxTier and
 // the others, where each is described), listed in docs/contract.md.
 const (
-	CtxTier          = wire.CtxTier
-	CtxLimit         = wire.CtxLimit
-	CtxRemaining     = wire.CtxRemaining
-	CtxReset         = wire.CtxReset
-	CtxPolicy        = wire.CtxPolicy
-	CtxRateLimit     = wire.CtxRateLimit
-	CtxName          = wire.CtxName
-	CtxWindow        = wire.CtxWindow
-	CtxResetAt       = wire.CtxResetAt
-	CtxRetryAfter    = wire.CtxRetryAfter
-	CtxRetryIn       = wire.CtxRetryIn
-	CtxDegraded      = wire.CtxDegraded
-	CtxUnavailable   = wire.CtxUnavailable
-	CtxBlocked       = wire.CtxBlocked
-	CtxUnlimited     = wire.CtxUnlimited
-	CtxControl       = wire.CtxControl
-	CtxControlUntil  = wire.CtxControlUntil
-	CtxControlFactor = wire.CtxControlFactor
+	CtxTier          = contract.CtxTier
+	CtxLimit         = contract.CtxLimit
+	CtxRemaining     = contract.CtxRemaining
+	CtxReset         = contract.CtxReset
+	CtxPolicy        = contract.CtxPolicy
+	CtxRateLimit     = contract.CtxRateLimit
+	CtxName          = contract.CtxName
+	CtxWindow        = contract.CtxWindow
+	CtxResetAt       = contract.CtxResetAt
+	CtxRetryAfter    = contract.CtxRetryAfter
+	CtxRetryIn       = contract.CtxRetryIn
+	CtxDegraded      = contract.CtxDegraded
+	CtxUnavailable   = contract.CtxUnavailable
+	CtxBlocked       = contract.CtxBlocked
+	CtxUnlimited     = contract.CtxUnlimited
+	CtxControl       = contract.CtxControl
+	CtxControlUntil  = contract.CtxControlUntil
+	CtxControlFactor = contract.CtxControlFactor
 )
 
 // BlockedRetryAfter is the wait a REST API's 429 asks of a blocked
@@ -72,7 +72,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 		}
 		ctx[CtxBlocked] = true
 		ctx[CtxRetryAfter] = retry
-		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
+		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
 		return ctx
 	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
@@ -94,7 +94,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if !o.Result.Allowed {
 		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
 		ctx[CtxRetryAfter] = retry
-		ctx[CtxRetryIn] = wire.RetryPhrase(retry)
+		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
 	}
 	if o.Result.Degraded {
 		ctx[CtxDegraded] = true
@@ -138,7 +138,7 @@ func DenyContext(o Outcome) map[string]any {
 	}
 	zero := ratelimit.Decision{Limit: ratelimit.Limit{Name: BlockedPolicyName, Window: time.Duration(retry) * time.Second},
 		RetryAfter: time.Duration(retry) * time.Second}
-	fill(CtxRetryIn, wire.RetryPhrase(retry))
+	fill(CtxRetryIn, contract.RetryPhrase(retry))
 	fill(CtxLimit, int64(0))
 	fill(CtxRemaining, int64(0))
 	fill(CtxReset, retry)

@@ -1,4 +1,4 @@
-package app
+package instance
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/tracing"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -42,15 +42,15 @@ const (
 // wrapping ratelimit.ErrUnavailable. With no in-flight limit on the stage,
 // Acquire resolves nothing and calls nothing; after Decide on the same
 // Resolution, it counts the caller Decide resolved.
-func (r *Resolution) Acquire(ctx context.Context) (edge.Admission, error) {
+func (r *Resolution) Acquire(ctx context.Context) (apigw.Admission, error) {
 	if r.limits.Concurrency.Empty() {
-		return edge.Admission{}, nil
+		return apigw.Admission{}, nil
 	}
 	r.resolveCaller(ctx)
 	rt := r.rt
 	limits := r.rules.InFlight
 	if len(limits) == 0 {
-		return edge.Admission{}, nil
+		return apigw.Admission{}, nil
 	}
 	onFailure := failurePolicy(r.rules.FailClosed)
 	lease := rt.concurrencyLease(ctx)
@@ -68,16 +68,16 @@ func (r *Resolution) Acquire(ctx context.Context) (edge.Admission, error) {
 			rt.releaseSlots(ctx, gate, held)
 		}
 		if err != nil {
-			return edge.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", l.Name, r.who.Caller.Tier, edge.RouteName(r.req), err)
+			return apigw.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", l.Name, r.who.Caller.Tier, apigw.RouteName(r.req), err)
 		}
 		if !slot.Acquired {
 			rt.observer.ConcurrencyDenied(ctx, r.req, r.who.Caller.Tier, r.gate.hashOf(r.who.Caller.Identity), slot)
-			return edge.Admission{Denied: true, Slot: slot}, nil
+			return apigw.Admission{Denied: true, Slot: slot}, nil
 		}
 		held = append(held, slot)
 	}
 	rt.observer.InFlight(r.who.Caller.Tier, held)
-	return edge.Admission{Release: func(ctx context.Context) { rt.releaseSlots(ctx, gate, held) }}, nil
+	return apigw.Admission{Release: func(ctx context.Context) { rt.releaseSlots(ctx, gate, held) }}, nil
 }
 
 // concurrencyLease is the lease of a request's slots (see Acquire), in

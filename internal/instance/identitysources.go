@@ -1,4 +1,4 @@
-package app
+package instance
 
 // The identity sources a runtime builds at cold start: the API key store
 // and the bearer token verifier, whose keys load in the background.

@@ -1,4 +1,4 @@
-package app
+package instance
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/awsclients"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -20,31 +19,6 @@ import (
 // identity hash key (RATE_LIMIT_HASH_KEY_SECRET_ARN) has not been read:
 // counting under another hash would split every caller's count in two.
 var errHashKeyUnavailable = errors.New("identity hash key not read (RATE_LIMIT_HASH_KEY_SECRET_ARN); Redis is not used until it is")
-
-// hashedGate is a gate together with the hasher its limiter's keys are
-// made with.
-type hashedGate struct {
-	gate   *ratelimit.Gate
-	hasher identity.Hasher
-	// ready is false while a configured key has not been read: gate then
-	// decides as if Redis were unavailable and hasher is not used.
-	ready bool
-	// controls is the live network controls as gate's Limiter reads them:
-	// one read of the network-controls hash serves the network controls
-	// and the identity controls the decisions watch (the Limiter's control
-	// watch), instead of one read each. Nil for a gate that is not ready,
-	// whose Limiter has no Redis: Runtime.networkControls serves then.
-	controls *controls.NetworkControlCache
-}
-
-// hashOf is the identity's hash for logs and principal ids, or
-// edge.IdentityHashUnavailable.
-func (g *hashedGate) hashOf(id string) string {
-	if !g.ready {
-		return edge.IdentityHashUnavailable
-	}
-	return g.hasher.Hash(id)
-}
 
 // hashKeySecret is the pacedSecret of RATE_LIMIT_HASH_KEY_SECRET_ARN: read
 // at cold start and, after a failed read, again when a decision finds the

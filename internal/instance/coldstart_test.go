@@ -1,4 +1,4 @@
-package app_test
+package instance_test
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -94,10 +94,10 @@ func TestFirstDecisionOnAWarmConnection(t *testing.T) {
 				t.Errorf("cold start: %d SCRIPT LOADs, want 8 (the decisions' scripts, not the controlled ones): %v", n, coldCalls)
 			}
 
-			req := edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
+			req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
 			for i := range 3 {
 				out, err := rt.Decide(context.Background(), req)
-				if err != nil || !out.Result.Allowed || out.Kind != edge.Allowed {
+				if err != nil || !out.Result.Allowed || out.Kind != apigw.Allowed {
 					t.Fatalf("decision %d: %+v, %v; logs:\n%s", i+1, out, err, logs)
 				}
 			}
@@ -159,7 +159,7 @@ func TestScriptPreloadWaitsForTheFirstDecision(t *testing.T) {
 
 	started := time.Now()
 	rt, logs := newRuntime(t, srv.URL(), nil)
-	out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.21"})
+	out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.21"})
 	if err != nil || !out.Result.Allowed {
 		t.Fatalf("decision: %+v, %v; logs:\n%s", out, err, logs)
 	}

@@ -1,4 +1,4 @@
-package edge
+package apigw
 
 import "github.com/slidegate/slidegate/pkg/httplimit"
 
