@@ -9,7 +9,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/internal/version"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -273,11 +273,11 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", d.Limit.WindowSeconds()),
+			slog.Int64("window", httplimit.WindowSeconds(d.Limit)),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", httplimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Plan != "" {

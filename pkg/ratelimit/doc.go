@@ -11,14 +11,14 @@
 // [Limiter] that decides on a go-redis client (package redisclient beside
 // this one builds one with verified TLS and IAM authentication); a [Check] names an identity and the [Limit] it
 // spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
-// per check; [SetHeaders] writes the result's rate-limit headers. A [Gate]
+// per check; package httplimit writes the result's rate-limit headers
+// (httplimit.SetHeaders), and their values one by one for answers that
+// carry them other than in an http.Header. A [Gate]
 // wraps the Limiter with what to do when Redis cannot answer. Errors wrap
 // [ErrInvalid] (the request can never be decided) or [ErrUnavailable]
 // (Redis could not decide it).
 //
-// Around them: the header values one by one ([Result.PolicyHeader],
-// [Decision.RateLimitHeader], ...) for answers that carry them other than
-// in an http.Header; a RateLimitVerdict method on every script command a
+// Around them: a RateLimitVerdict method on every script command a
 // Limiter sends, for a go-redis hook that traces or counts the decisions
 // it sees (found by a type assertion, as go-redis finds NoRetry:
 // cmd.(interface{ RateLimitVerdict() (allowed, ours bool, err error) }));
