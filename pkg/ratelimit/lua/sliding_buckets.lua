@@ -68,9 +68,7 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
--- A cost of 1, the common case, is recognised without a conversion.
-local cost = 1
-if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
+local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
