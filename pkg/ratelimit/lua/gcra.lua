@@ -52,8 +52,7 @@ local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
--- writes[i]: key i's new value when limit i admits, writes[-i] its TTL
--- in ms: the backlog drained at the count decided with, and 1 ms more.
+-- writes[i]: the backlog limit i would leave, when it admits the cost.
 local reply, writes = { 1, now }, {}
 for i = 1, n do
   local count, window, burst = ARGV[3 * i - 1] + 0, ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
@@ -67,23 +66,30 @@ for i = 1, n do
 
   local tolerance = burst * window
   local next_backlog = backlog + cost * window
-  local ok = next_backlog <= tolerance
-  local after, retry = backlog, 0
+  local ok, retry = next_backlog <= tolerance, 0
   if ok then
-    writes[i] = string.format('%d:%d', now, next_backlog)
-    writes[-i] = math.ceil(((next_backlog - next_backlog % count) / count + 1) / 1000)
-    if spend then after = next_backlog end
+    writes[i] = next_backlog
   else
     retry = math.ceil((next_backlog - tolerance) / count)
     if not shadow then reply[1] = 0 end
   end
-  local room = math.max(tolerance - after, 0)
-  reply[4 * i - 1], reply[4 * i], reply[4 * i + 1], reply[4 * i + 2] = ok and 1 or 0, (room - room % window) / window, math.ceil(after / count), retry
+  local room = math.max(tolerance - backlog, 0)
+  reply[4 * i - 1], reply[4 * i], reply[4 * i + 1], reply[4 * i + 2] = ok and 1 or 0, (room - room % window) / window, math.ceil(backlog / count), retry
 end
 
+-- The replies above are a peek's: a denied request spends nothing. An
+-- admitted one spends on every limit that admits it on its own, which then
+-- reports what it has left after the spend; its key expires when that
+-- backlog has drained at the count decided with, 1 ms later.
 if spend and reply[1] == 1 then
   for i = 1, n do
-    if writes[i] then redis.call('SET', KEYS[i], writes[i], 'PX', writes[-i]) end
+    local backlog = writes[i]
+    if backlog then
+      local count, window, burst = math.abs(ARGV[3 * i - 1]), ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
+      local whole, room = (backlog - backlog % count) / count, burst * window - backlog
+      reply[4 * i], reply[4 * i + 1] = (room - room % window) / window, math.ceil(backlog / count)
+      redis.call('SET', KEYS[i], string.format('%d:%d', now, backlog), 'PX', math.ceil((whole + 1) / 1000))
+    end
   end
 end
 return reply

@@ -72,8 +72,8 @@ local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
--- pending[i]: the new value of key i when limit i admits, pending[-i]
--- its TTL in ms.
+-- pending[i]: when limit i admits the cost, its bucket b, counts, stored
+-- length and reset after a spend.
 local result, pending = { 1, now }, {}
 for i = 1, n do
   local limit = ARGV[2 * i] + 0
@@ -134,10 +134,7 @@ for i = 1, n do
     end
   end
 
-  if ok and spend then
-    counts[1] = counts[1] + cost
-    sum_a, sum_b = sum_a + cost, sum_b + cost
-  end
+  -- The reply is a peek's: a denied request spends nothing (see below).
   local remaining = math.min(limit - sum_b - math.ceil(counts[K + 1] * left / len), cap_a - sum_a)
   -- The newest non-empty bucket b-d leaves (A) at the start of b-d+K+1;
   -- the stored list ends at the oldest.
@@ -150,16 +147,21 @@ for i = 1, n do
   end
   local reset = newest and edge(wi, sub, window, K + 2 - newest) - now or 0
   result[4 * i - 1], result[4 * i], result[4 * i + 1], result[4 * i + 2] = ok and 1 or 0, math.max(remaining, 0), reset, retry
-  if ok then
-    for d = 1, last do counts[d] = string.format('%d', counts[d]) end
-    pending[i] = string.format('%d', b) .. ':' .. table.concat(counts, ',', 1, last)
-    pending[-i] = math.max(math.ceil(reset / 1000), 1)
-  end
+  if ok then pending[i] = { b, counts, math.max(last, 1), edge(wi, sub, window, K + 1) - now } end
 end
 
 if spend and result[1] == 1 then
+  -- Admitted: each limit that admits the cost on its own spends it in
+  -- bucket b, which then leaves (A) last, and reports what it has left.
   for i = 1, n do
-    if pending[i] then redis.call('SET', KEYS[i], pending[i], 'PX', pending[-i]) end
+    local p = pending[i]
+    if p then
+      local counts = p[2]
+      counts[1] = counts[1] + cost
+      result[4 * i], result[4 * i + 1] = result[4 * i] - cost, p[4]
+      for d = 1, p[3] do counts[d] = string.format('%d', counts[d]) end
+      redis.call('SET', KEYS[i], string.format('%d', p[1]) .. ':' .. table.concat(counts, ',', 1, p[3]), 'PX', math.max(math.ceil(p[4] / 1000), 1))
+    end
   end
 end
 return result

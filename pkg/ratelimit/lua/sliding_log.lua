@@ -68,7 +68,16 @@ for i = 1, n do
   result[4 * i - 1], result[4 * i], result[4 * i + 1], result[4 * i + 2] = ok and 1 or 0, math.max(limit - count, 0), reset, retry
 end
 
-if spend and result[1] == 1 then
+if spend and result[1] == 0 then
+  -- Nothing is spent: a limit that admitted the cost on its own reports
+  -- what a peek would (its live units are count, so remaining gains cost).
+  for i = 1, n do
+    if result[4 * i - 1] == 1 then
+      local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2] or 0
+      result[4 * i], result[4 * i + 1] = result[4 * i] + cost, math.max(newest + ARGV[2 * i + 1] - now, 0)
+    end
+  end
+elseif spend then
   local stamp = string.format('%d', now)
   for i = 1, n do
     if result[4 * i - 1] == 1 then
