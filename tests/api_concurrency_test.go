@@ -16,13 +16,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/apihandler"
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // apiSlowEvent is a REST event of GET /v1/slow?ms=ms from sourceIP.
@@ -150,7 +150,7 @@ func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
 				if a.at.After(lastRefused) {
 					lastRefused = a.at
 				}
-				if got, want := a.resp.Body, string(wire.TooManyInFlightBody(1)); got != want {
+				if got, want := a.resp.Body, string(contract.TooManyInFlightBody(1)); got != want {
 					t.Fatalf("429 body %s, want %s", got, want)
 				}
 				if got := a.resp.Header.Get("Retry-After"); got != "1" {
@@ -346,8 +346,8 @@ func TestAPIFunctionInFlightWhenRedisFails(t *testing.T) {
 			return srv.URL(), srv.Stop
 		}},
 		{"black-holed", func(t *testing.T, srv *redistest.Server) (string, func()) {
-			proxy := startProxy(t, srv.Addr())
-			return proxy.URL(), func() { setMode(t, proxy, faultproxy.BlackHole) }
+			proxy := faultproxy.StartTest(t, srv.Addr())
+			return proxy.URL(), func() { proxy.SetModeTest(t, faultproxy.BlackHole) }
 		}},
 	}
 	for _, c := range cases {
@@ -391,7 +391,7 @@ func TestAPIFunctionInFlightWhenRedisFails(t *testing.T) {
 				if resp.StatusCode != http.StatusServiceUnavailable {
 					t.Fatalf("fail-closed route, Redis down: status %d, %s; want 503", resp.StatusCode, resp.Body)
 				}
-				if got, want := resp.Body, string(wire.ServiceUnavailableBody(1)); got != want {
+				if got, want := resp.Body, string(contract.ServiceUnavailableBody(1)); got != want {
 					t.Fatalf("503 body %s, want %s", got, want)
 				}
 				if got := resp.Header.Get("Retry-After"); got != "1" {
@@ -487,7 +487,7 @@ func TestAPIFunctionInFlightFailOpenCountsPerInstance(t *testing.T) {
 				if a.at.After(lastRefused) {
 					lastRefused = a.at
 				}
-				if got, want := resp.Body, string(wire.TooManyInFlightBody(1)); got != want {
+				if got, want := resp.Body, string(contract.TooManyInFlightBody(1)); got != want {
 					t.Fatalf("429 body %s, want %s", got, want)
 				}
 			default:
@@ -566,7 +566,7 @@ func TestAPIFunctionResolvesTheCallerOnce(t *testing.T) {
 				"RATE_LIMIT_CONCURRENCY": c.concurrency,
 			})
 			logger := slog.New(slog.NewJSONHandler(&logs, nil))
-			rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{
+			rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{
 				Logger:              logger,
 				Metrics:             io.Discard,
 				DecisionLogSampling: observe.LogSampling{PerSecond: -1},

@@ -16,8 +16,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // These tests drive the API function in-process, exactly as its main wires
@@ -178,7 +179,7 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 				case http.StatusTooManyRequests:
 					checkAPI429(t, resp)
 				case http.StatusServiceUnavailable:
-					if resp.Body != string(wire.ServiceUnavailableBody(1)) {
+					if resp.Body != string(contract.ServiceUnavailableBody(1)) {
 						t.Fatalf("503 body %s", resp.Body)
 					}
 				default:
@@ -544,7 +545,7 @@ func TestAPIWithRedisStopped(t *testing.T) {
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("status %d, want 503; %s", resp.StatusCode, resp.Body)
 			}
-			if resp.Header.Get("Retry-After") != "1" || resp.Body != string(wire.ServiceUnavailableBody(1)) {
+			if resp.Header.Get("Retry-After") != "1" || resp.Body != string(contract.ServiceUnavailableBody(1)) {
 				t.Fatalf("503 with Retry-After %q and body %s", resp.Header.Get("Retry-After"), resp.Body)
 			}
 			if resp.Header.Get("Content-Type") != "application/json" {
@@ -582,8 +583,8 @@ func TestAPIWithRedisStopped(t *testing.T) {
 			took := time.Since(start)
 			tt.check(t, resp)
 			t.Logf("answered in %v", took.Round(time.Microsecond))
-			if took > redisTimeout+budgetSlack {
-				t.Fatalf("answered in %v, budget is REDIS_TIMEOUT %v + %v", took, redisTimeout, budgetSlack)
+			if took > redisTimeout+testkit.BudgetSlack {
+				t.Fatalf("answered in %v, budget is REDIS_TIMEOUT %v + %v", took, redisTimeout, testkit.BudgetSlack)
 			}
 		})
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // TestAPIFunctionUnderTheEmulator runs functions/api the way Lambda runs
@@ -84,7 +85,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 				} else if resp.Header.Get("RateLimit") != "" {
 					t.Fatalf("unlimited answer carries RateLimit %q", resp.Header.Get("RateLimit"))
 				}
-				if resp.StatusCode == http.StatusServiceUnavailable && resp.Body != string(wire.ServiceUnavailableBody(1)) {
+				if resp.StatusCode == http.StatusServiceUnavailable && resp.Body != string(contract.ServiceUnavailableBody(1)) {
 					t.Errorf("503 body %s", resp.Body)
 				}
 				for name, prefix := range f.headers {
@@ -137,14 +138,14 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 				t.Fatalf("%s: status %d, want %d; %s", tt.event, resp.StatusCode, tt.wantStatus, resp.Body)
 			}
 			if tt.wantStatus == http.StatusServiceUnavailable {
-				if resp.Header.Get("Retry-After") != "1" || resp.Body != string(wire.ServiceUnavailableBody(1)) {
+				if resp.Header.Get("Retry-After") != "1" || resp.Body != string(contract.ServiceUnavailableBody(1)) {
 					t.Fatalf("503: Retry-After %q, body %s", resp.Header.Get("Retry-After"), resp.Body)
 				}
 			} else {
 				checkAPIRateLimitHeaders(t, resp)
 			}
-			if took > redisTimeout+budgetSlack {
-				t.Fatalf("%s answered in %v; budget REDIS_TIMEOUT %v + %v", tt.event, took, redisTimeout, budgetSlack)
+			if took > redisTimeout+testkit.BudgetSlack {
+				t.Fatalf("%s answered in %v; budget REDIS_TIMEOUT %v + %v", tt.event, took, redisTimeout, testkit.BudgetSlack)
 			}
 		}
 	})

@@ -18,9 +18,9 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/apihandler"
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // apiKnownKey is the API key the API tests configure as known (tier org).
@@ -53,7 +53,7 @@ func startAPI(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
 func startAPILogging(t testing.TB, env map[string]string, logs io.Writer) *apihandler.LambdaHandler {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger, Metrics: logs})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: logger, Metrics: logs})
 	if err != nil {
 		t.Fatalf("new runtime: %v", err)
 	}
@@ -100,12 +100,12 @@ func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 	// The JSON maps are read exactly by clients: the rate-limit headers must
 	// be spelled as the contract spells them, not in Go's canonical form.
 	for k := range proxy.Headers {
-		if spec := wire.SpecHeaderName(k); spec != k {
+		if spec := contract.SpecHeaderName(k); spec != k {
 			t.Errorf("response header %q: the contract spells it %q", k, spec)
 		}
 	}
 	for k := range proxy.MultiValueHeaders {
-		if spec := wire.SpecHeaderName(k); spec != k {
+		if spec := contract.SpecHeaderName(k); spec != k {
 			t.Errorf("response multi-value header %q: the contract spells it %q", k, spec)
 		}
 	}
@@ -200,7 +200,7 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	if err != nil || retry < 1 {
 		t.Fatalf("Retry-After = %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
 	}
-	if want := string(wire.TooManyRequestsBody(retry)); resp.Body != want {
+	if want := string(contract.TooManyRequestsBody(retry)); resp.Body != want {
 		t.Fatalf("429 body\n got %s\nwant %s", resp.Body, want)
 	}
 	m := apiSpecBody429.FindStringSubmatch(resp.Body)

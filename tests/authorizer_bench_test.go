@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -68,7 +68,7 @@ func BenchmarkAuthorizerWarmInvocation(b *testing.B) {
 func BenchmarkAuthorizerHandler(b *testing.B) {
 	srv := redistest.StartServer(b)
 	env := azEnv(srv.URL(), "bench-hs256-secret-for-tests-0123456789", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
 	if err != nil {
 		b.Fatal(err)
 	}

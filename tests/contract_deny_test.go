@@ -15,10 +15,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/authorizer"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -36,8 +37,8 @@ type denyCase struct {
 // denyHandler is the REST authorizer in-process on env.
 func denyHandler(t *testing.T, env map[string]string) *authorizer.Handler {
 	t.Helper()
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
-		app.Options{Logger: slog.New(slog.DiscardHandler)})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] },
+		instance.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,17 +86,17 @@ func denyInvoke(t *testing.T, h *authorizer.Handler, name string, r azRequest) d
 // unknown key within its limit.
 func denyCases(t *testing.T) []denyCase {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "198.51.100.0/24=blocked"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "198.51.100.0/24=blocked"})
 	h := denyHandler(t, env)
 	op := controlLimiter(t, srv.Client(t))
 	ctx := context.Background()
-	if err := op.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"),
+	if err := op.Controls().SetNetwork(ctx, netip.MustParsePrefix("192.0.2.0/24"),
 		controls.Control{Kind: controls.Block, Until: time.Now().Add(10 * time.Minute), Reason: "deny contexts"}); err != nil {
 		t.Fatal(err)
 	}
 	setControl(t, op, "ip:203.0.113.77", controls.Block, 0, 20*time.Minute)
 
-	down := azEnv("redis://127.0.0.1:1", azSecret(t), map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "1"})
+	down := azEnv("redis://127.0.0.1:1", testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "1"})
 	hDown := denyHandler(t, down)
 	return []denyCase{
 		denyInvoke(t, h, "over the anonymous limit", azRequest{ip: "203.0.113.10"}),
@@ -192,7 +193,7 @@ func denyRenderProblems(template string, responses *yaml.Node, c denyCase) []str
 // templates, rendered for every kind of answer the REST authorizer gives
 // (its real answers, from a real Redis or none), has well-formed headers
 // and a valid JSON body, and every Deny carries every key any gateway
-// response maps (edge.DenyResponseKeys): AWS documents no rendering of a
+// response maps (apigw.DenyResponseKeys): AWS documents no rendering of a
 // mapped key the authorizer did not return. Before DenyContext, the
 // blocked networks' Deny carried no limit keys: 7 of its 10 mapped
 // headers rendered empty in each template.
@@ -204,8 +205,8 @@ func TestContractEveryDenyRendersWellFormed(t *testing.T) {
 	// Every key a response maps is one every Deny carries.
 	for name, responses := range templates {
 		for _, ref := range contractCtxRef.FindAllStringSubmatch(denyYAMLText(t, responses), -1) {
-			if !slices.Contains(edge.DenyResponseKeys, ref[1]) {
-				t.Errorf("%s maps context.authorizer.%s, which is not in edge.DenyResponseKeys", name, ref[1])
+			if !slices.Contains(apigw.DenyResponseKeys, ref[1]) {
+				t.Errorf("%s maps context.authorizer.%s, which is not in apigw.DenyResponseKeys", name, ref[1])
 			}
 		}
 	}
@@ -214,7 +215,7 @@ func TestContractEveryDenyRendersWellFormed(t *testing.T) {
 	for _, c := range cases {
 		kinds[c.responseType] = true
 		if c.responseType == "ACCESS_DENIED" {
-			for _, key := range edge.DenyResponseKeys {
+			for _, key := range apigw.DenyResponseKeys {
 				if _, ok := c.ctx[key]; !ok {
 					t.Errorf("%s: the Deny's context has no %s: %v", c.name, key, c.ctx)
 				}
@@ -234,8 +235,8 @@ func TestContractEveryDenyRendersWellFormed(t *testing.T) {
 	// The blocked network's headers say a quota of 0 until Retry-After.
 	for _, c := range cases {
 		if c.name == "blocked network" {
-			if fmt.Sprint(c.ctx[edge.CtxLimit]) != "0" || fmt.Sprint(c.ctx[edge.CtxReset]) != fmt.Sprint(c.ctx[edge.CtxRetryAfter]) ||
-				fmt.Sprint(c.ctx[edge.CtxPolicy]) != `"blocked";q=0;w=3600` || c.ctx[edge.CtxTier] != identity.TierAnonymous {
+			if fmt.Sprint(c.ctx[apigw.CtxLimit]) != "0" || fmt.Sprint(c.ctx[apigw.CtxReset]) != fmt.Sprint(c.ctx[apigw.CtxRetryAfter]) ||
+				fmt.Sprint(c.ctx[apigw.CtxPolicy]) != `"blocked";q=0;w=3600` || c.ctx[apigw.CtxTier] != identity.TierAnonymous {
 				t.Errorf("blocked network's context: %v", c.ctx)
 			}
 		}
@@ -247,7 +248,7 @@ func TestContractEveryDenyRendersWellFormed(t *testing.T) {
 // DenyContext).
 func TestContractDenyRenderingNoticesEmptyValues(t *testing.T) {
 	responses := yamlGet(yamlGet(tplRestAPI(t, tplLoad(t).root).node, "Properties"), "GatewayResponses")
-	old := edge.AuthorizerContext(edge.Outcome{Kind: edge.Blocked, Caller: identity.Caller{Tier: identity.TierAnonymous}})
+	old := apigw.AuthorizerContext(apigw.Outcome{Kind: apigw.Blocked, Caller: identity.Caller{Tier: identity.TierAnonymous}})
 	problems := denyRenderProblems("template.yaml", responses, denyCase{"blocked network, old context", "ACCESS_DENIED", old})
 	if len(problems) == 0 {
 		t.Fatal("no problem found with a context lacking the limit keys")

@@ -17,10 +17,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -46,11 +46,11 @@ func contractDenial(retry time.Duration) ratelimit.Decision {
 
 // contractMiddlewareAnswer is what the API function's middleware answers
 // for an outcome (or an error), with the header names respelled as the
-// function sends them (wire.SpecHeaderName). Content-Type and
+// function sends them (contract.SpecHeaderName). Content-Type and
 // Content-Length are left out: a gateway response's template sets the
 // first, API Gateway the second.
-func contractMiddlewareAnswer(out edge.Outcome, err error) (int, map[string]string, string) {
-	mw := httplimit.Middleware(func(*http.Request) (edge.Outcome, error) { return out, err },
+func contractMiddlewareAnswer(out apigw.Outcome, err error) (int, map[string]string, string) {
+	mw := httplimit.Middleware(func(*http.Request) (apigw.Outcome, error) { return out, err },
 		httplimit.Options{Logger: slog.New(slog.DiscardHandler)})
 	rec := httptest.NewRecorder()
 	mw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })).
@@ -60,7 +60,7 @@ func contractMiddlewareAnswer(out edge.Outcome, err error) (int, map[string]stri
 		if name == "Content-Type" || name == "Content-Length" {
 			continue
 		}
-		headers[wire.SpecHeaderName(name)] = strings.Join(values, ",")
+		headers[contract.SpecHeaderName(name)] = strings.Join(values, ",")
 	}
 	return rec.Code, headers, rec.Body.String()
 }
@@ -134,10 +134,10 @@ func contractResponseProblems(responses *yaml.Node) []string {
 			}
 		}
 		templates := yamlGet(resp, "ResponseTemplates")
-		if templates == nil || len(templates.Content) != 2 || templates.Content[0].Value != wire.ContentTypeJSON {
-			problems = append(problems, fmt.Sprintf("%s: want exactly one response template, %s", responseType, wire.ContentTypeJSON))
+		if templates == nil || len(templates.Content) != 2 || templates.Content[0].Value != contract.ContentTypeJSON {
+			problems = append(problems, fmt.Sprintf("%s: want exactly one response template, %s", responseType, contract.ContentTypeJSON))
 		}
-		if body := contractRender(yamlScalar(yamlGet(templates, wire.ContentTypeJSON)), ctx); body != wantBody {
+		if body := contractRender(yamlScalar(yamlGet(templates, contract.ContentTypeJSON)), ctx); body != wantBody {
 			problems = append(problems, fmt.Sprintf("%s: body renders\n  %s\nthe API function answers\n  %s", responseType, body, wantBody))
 		}
 	}
@@ -146,9 +146,9 @@ func contractResponseProblems(responses *yaml.Node) []string {
 	// middleware's answer to the same decision; "1 second" and "N seconds".
 	for _, retry := range []time.Duration{300 * time.Millisecond, 17200 * time.Millisecond} {
 		d := contractDenial(retry)
-		out := edge.Outcome{Kind: edge.Denied, Caller: identity.Caller{Tier: identity.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
+		out := apigw.Outcome{Kind: apigw.Denied, Caller: identity.Caller{Tier: identity.TierAnonymous}, Result: ratelimit.Result{Allowed: false, Decisions: []ratelimit.Decision{d}}}
 		status, headers, body := contractMiddlewareAnswer(out, nil)
-		compare("ACCESS_DENIED", edge.AuthorizerContext(out), status, headers, body)
+		compare("ACCESS_DENIED", apigw.AuthorizerContext(out), status, headers, body)
 	}
 
 	// 401: the REST authorizer answers "Unauthorized" without a context, so
@@ -156,8 +156,8 @@ func contractResponseProblems(responses *yaml.Node) []string {
 	// middleware's carries; the rest is the same.
 	allowed := contractDenial(0)
 	allowed.Allowed, allowed.Remaining = true, 29
-	status, headers, body := contractMiddlewareAnswer(edge.Outcome{
-		Kind:   edge.Unauthorized,
+	status, headers, body := contractMiddlewareAnswer(apigw.Outcome{
+		Kind:   apigw.Unauthorized,
 		Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{allowed}},
 	}, nil)
 	for name := range headers {
@@ -168,7 +168,7 @@ func contractResponseProblems(responses *yaml.Node) []string {
 	compare("UNAUTHORIZED", map[string]any{}, status, headers, body)
 
 	// 503: static in the template, the middleware's default.
-	status, headers, body = contractMiddlewareAnswer(edge.Outcome{}, fmt.Errorf("decide: %w", ratelimit.ErrUnavailable))
+	status, headers, body = contractMiddlewareAnswer(apigw.Outcome{}, fmt.Errorf("decide: %w", ratelimit.ErrUnavailable))
 	for _, responseType := range []string{"AUTHORIZER_FAILURE", "AUTHORIZER_CONFIGURATION_ERROR"} {
 		compare(responseType, map[string]any{}, status, headers, body)
 	}
@@ -338,21 +338,21 @@ func TestContractPageMatchesCode(t *testing.T) {
 	doc := string(raw)
 	// N and <wait> stand for the seconds and their words in the page.
 	placeholders := func(body []byte, n int64) string {
-		s := strings.Replace(string(body), wire.RetryPhrase(n), "<wait>", 1)
+		s := strings.Replace(string(body), contract.RetryPhrase(n), "<wait>", 1)
 		return strings.Replace(s, `"retry_after_seconds":`+strconv.FormatInt(n, 10)+`}`, `"retry_after_seconds":N}`, 1)
 	}
-	_, _, unauthorized := contractMiddlewareAnswer(edge.Outcome{
-		Kind:   edge.Unauthorized,
+	_, _, unauthorized := contractMiddlewareAnswer(apigw.Outcome{
+		Kind:   apigw.Unauthorized,
 		Result: ratelimit.Result{Allowed: true, Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 1, Window: time.Second}, Allowed: true}}},
 	}, nil)
-	_, _, internal := contractMiddlewareAnswer(edge.Outcome{}, errors.New("some failure"))
+	_, _, internal := contractMiddlewareAnswer(apigw.Outcome{}, errors.New("some failure"))
 	bodies := map[string]string{
-		"429 with N":   placeholders(wire.TooManyRequestsBody(7), 7),
-		"503 with N":   placeholders(wire.ServiceUnavailableBody(7), 7),
-		"429 example":  string(wire.TooManyRequestsBody(18)),
+		"429 with N":   placeholders(contract.TooManyRequestsBody(7), 7),
+		"503 with N":   placeholders(contract.ServiceUnavailableBody(7), 7),
+		"429 example":  string(contract.TooManyRequestsBody(18)),
 		"401":          unauthorized,
 		"500":          internal,
-		"content type": wire.ContentTypeJSON,
+		"content type": contract.ContentTypeJSON,
 	}
 	for what, body := range bodies {
 		if !strings.Contains(doc, "`"+body+"`") && !strings.Contains(doc, "\n"+body+"\n") {
@@ -361,12 +361,12 @@ func TestContractPageMatchesCode(t *testing.T) {
 	}
 	// Every header the library writes on a denial, as the functions send it.
 	written := http.Header{}
-	ratelimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
+	httplimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
 		Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: 18 * time.Second, ResetAfter: 18 * time.Second,
 	}}})
 	names := []string{"Cache-Control"}
 	for name := range written {
-		names = append(names, wire.SpecHeaderName(name))
+		names = append(names, contract.SpecHeaderName(name))
 	}
 	if len(names) < 9 {
 		t.Fatalf("SetHeaders wrote only %v", names)
@@ -377,9 +377,9 @@ func TestContractPageMatchesCode(t *testing.T) {
 		}
 	}
 	for _, key := range []string{
-		edge.CtxTier, edge.CtxLimit, edge.CtxRemaining, edge.CtxReset, edge.CtxPolicy, edge.CtxRateLimit, edge.CtxName,
-		edge.CtxWindow, edge.CtxResetAt, edge.CtxRetryAfter, edge.CtxRetryIn, edge.CtxDegraded, edge.CtxUnavailable,
-		edge.CtxBlocked, edge.CtxUnlimited, edge.CtxControl, edge.CtxControlUntil, edge.CtxControlFactor,
+		apigw.CtxTier, apigw.CtxLimit, apigw.CtxRemaining, apigw.CtxReset, apigw.CtxPolicy, apigw.CtxRateLimit, apigw.CtxName,
+		apigw.CtxWindow, apigw.CtxResetAt, apigw.CtxRetryAfter, apigw.CtxRetryIn, apigw.CtxDegraded, apigw.CtxUnavailable,
+		apigw.CtxBlocked, apigw.CtxUnlimited, apigw.CtxControl, apigw.CtxControlUntil, apigw.CtxControlFactor,
 	} {
 		if !strings.Contains(doc, "| `"+key+"` |") {
 			t.Errorf("docs/contract.md's context key table has no row for %s", key)

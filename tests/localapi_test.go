@@ -21,7 +21,7 @@ import (
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -266,7 +266,7 @@ func TestLocalAPI(t *testing.T) {
 			if ct := denied.header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("429 Content-Type %q", ct)
 			}
-			if want := string(wire.TooManyRequestsBody(retry)); denied.body != want {
+			if want := string(contract.TooManyRequestsBody(retry)); denied.body != want {
 				t.Errorf("429 body:\n got %s\nwant %s", denied.body, want)
 			}
 
@@ -308,7 +308,7 @@ func TestLocalAPI(t *testing.T) {
 			if err != nil || retry < 1 {
 				t.Errorf("503 Retry-After %q", r.header.Get("Retry-After"))
 			}
-			if want := string(wire.ServiceUnavailableBody(retry)); r.body != want {
+			if want := string(contract.ServiceUnavailableBody(retry)); r.body != want {
 				t.Errorf("503 body:\n got %s\nwant %s", r.body, want)
 			}
 			if r := api.do(t, "GET", "/v1/items", org); r.status != http.StatusOK {
@@ -405,7 +405,7 @@ func TestLocalAPIHTTPAPI(t *testing.T) {
 			"request with the decision in its context: an HTTP API answers any unauthorized request 403)", r.status, r.body)
 	}
 	retry, _ := strconv.ParseInt(r.header.Get("Retry-After"), 10, 64)
-	if want := string(wire.TooManyRequestsBody(retry)); r.body != want {
+	if want := string(contract.TooManyRequestsBody(retry)); r.body != want {
 		t.Errorf("429 body:\n got %s\nwant %s", r.body, want)
 	}
 }

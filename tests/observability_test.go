@@ -16,9 +16,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/slidegate/slidegate/internal/apihandler"
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -49,8 +49,8 @@ func obsStart(t *testing.T, env map[string]string) *obsFunction {
 	getenv := func(k string) string { return env[k] }
 	f := &obsFunction{stdout: &testkit.Buffer{}, clock: testkit.NewClock(time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC))}
 	ctx := context.Background()
-	logger := app.NewLogger(ctx, f.stdout, getenv)
-	rt, err := app.NewRuntime(ctx, getenv, app.Options{
+	logger := instance.NewLogger(ctx, f.stdout, getenv)
+	rt, err := instance.NewRuntime(ctx, getenv, instance.Options{
 		Logger:              logger,
 		Metrics:             f.stdout,
 		DecisionLogSampling: observe.LogSampling{Now: f.clock.Now},

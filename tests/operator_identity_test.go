@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -32,6 +32,7 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	redisEnv := map[string]string{"REDIS_URL": srv.URL(), "RATE_LIMIT_HASH_KEY": cliHashKey}
 	spec, err := deployconfig.Load("../template.yaml", "../samconfig.toml", "dev")
@@ -42,14 +43,14 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	maps.Copy(env, redisEnv)
 	var logs testkit.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] }, app.Options{Logger: logger, Metrics: io.Discard})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: logger, Metrics: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rt.Close() })
-	decide := func() edge.Outcome {
+	decide := func() apigw.Outcome {
 		t.Helper()
-		out, err := rt.Decide(context.Background(), edge.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.23", StageVariables: spec.StageVariables})
+		out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.23", StageVariables: spec.StageVariables})
 		if err != nil {
 			t.Fatalf("decide: %v", err)
 		}

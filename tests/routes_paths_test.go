@@ -10,8 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -146,8 +146,8 @@ func (s loginShape) proxyEvent(t testing.TB, method, path, ip string) []byte {
 // unavailableIn reports whether an authorizer context says its fail-closed
 // route could not be decided.
 func unavailableIn(ctx map[string]any) bool {
-	out, ok := edge.FromAuthorizerContext(ctx)
-	return ok && out.Kind == edge.Unavailable
+	out, ok := apigw.FromAuthorizerContext(ctx)
+	return ok && out.Kind == apigw.Unavailable
 }
 
 // azVerdict reads one authorizer answer of either shape: admitted, denied
@@ -173,10 +173,10 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 		t.Fatalf("HTTP API authorizer did not authorize: %+v", resp)
 	case unavailableIn(resp.Context):
 		return "unavailable", ""
-	case resp.Context[edge.CtxRetryAfter] != nil:
-		return "denied", fmt.Sprint(resp.Context[edge.CtxName])
+	case resp.Context[apigw.CtxRetryAfter] != nil:
+		return "denied", fmt.Sprint(resp.Context[apigw.CtxName])
 	}
-	return "admitted", fmt.Sprint(resp.Context[edge.CtxName])
+	return "admitted", fmt.Sprint(resp.Context[apigw.CtxName])
 }
 
 // TestEncodedLoginPathsReachTheLoginHandler shows, on the API function's
@@ -215,7 +215,7 @@ func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 	srv := redistest.StartServer(t)
 	// The HTTP API authorizer forwards denials (as the template's own API
 	// does) so that the test reads which limit decided from the context.
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 
@@ -296,7 +296,7 @@ func TestParameterResourceLoginLimit(t *testing.T) {
 // "POST /auth/*") and fails it closed with Redis down.
 func TestBasePathLoginLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 	shape := loginShape{name: "REST /{proxy+} under /v2", resource: "/{proxy+}"}
@@ -349,7 +349,7 @@ func TestHeadCountsOnGetRouteLimit(t *testing.T) {
 		t.Errorf("4th request (HEAD): %d, policy %q: want 429 by the GET /v1/items limit", r.StatusCode, r.Header.Get("RateLimit-Policy"))
 	}
 
-	rie := azStart(t, azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
+	rie := azStart(t, azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
 	for i := range 4 {
 		a := azInvoke(t, rie, azRESTEvent(t, azRequest{method: "HEAD", path: "/v1/items", ip: "198.18.1.2"}))
 		if want := i < 3; a.allowed() != want || a.resp.Context["name"] != "GET /v1/items" {

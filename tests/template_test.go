@@ -17,7 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/slidegate/slidegate/internal/deployconfig"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // The template tests pin down what template.yaml must never lose: they read
@@ -226,19 +226,19 @@ func TestTemplateGatewayResponses(t *testing.T) {
 				"RateLimit-Remaining": regexp.MustCompile(`^context\.authorizer\.remaining$`),
 				"RateLimit-Reset":     regexp.MustCompile(`^context\.authorizer\.reset$`),
 			},
-			bodyCode: wire.CodeTooManyRequests,
+			bodyCode: contract.CodeTooManyRequests,
 		},
 		{
 			responseType: "AUTHORIZER_FAILURE",
 			status:       "503",
 			headers:      map[string]*regexp.Regexp{"Retry-After": regexp.MustCompile(`^'[1-9][0-9]*'$`)},
-			bodyCode:     wire.CodeServiceUnavailable,
+			bodyCode:     contract.CodeServiceUnavailable,
 		},
 		{
 			responseType: "AUTHORIZER_CONFIGURATION_ERROR",
 			status:       "503",
 			headers:      map[string]*regexp.Regexp{"Retry-After": regexp.MustCompile(`^'[1-9][0-9]*'$`)},
-			bodyCode:     wire.CodeServiceUnavailable,
+			bodyCode:     contract.CodeServiceUnavailable,
 		},
 	}
 	// Header values are mapping expressions: a 'quoted' static value or a
@@ -274,7 +274,7 @@ func TestTemplateGatewayResponses(t *testing.T) {
 				// Static: the body must be exactly the API function's own
 				// 503 for the same Retry-After.
 				retry, _ := strconv.ParseInt(strings.Trim(yamlScalar(yamlGet(headers, "Retry-After")), "'"), 10, 64)
-				if want := string(wire.ServiceUnavailableBody(retry)); body != want {
+				if want := string(contract.ServiceUnavailableBody(retry)); body != want {
 					t.Errorf("body:\n got %s\nwant %s", body, want)
 				}
 			} else if !strings.Contains(body, `"retry_after_seconds":$context.authorizer.retryAfter}`) {

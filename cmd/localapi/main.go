@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/instance"
 )
 
 func main() {
@@ -49,8 +49,8 @@ func run() error {
 	// The functions' own lines: warnings and errors only, unless LOG_LEVEL
 	// asks for more (or less); -v shows every decision and the metrics.
 	fnLevel := slog.LevelWarn
-	if os.Getenv(app.LogLevelVariable) != "" {
-		level, err := app.LogLevel(os.Getenv)
+	if os.Getenv(instance.LogLevelVariable) != "" {
+		level, err := instance.LogLevel(os.Getenv)
 		if err != nil {
 			logger.Error("bad configuration value", "error", err.Error())
 		}

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -164,7 +164,7 @@ func checkStage(sf stageFlags, e env) (*report, error) {
 func checkOverrides(spec *deployconfig.Spec, samconfigName string, addError func(string, ...any)) {
 	for _, name := range sortedKeys(spec.Overrides) {
 		value := spec.Overrides[name]
-		where := fmt.Sprintf("%s [%s] %s=%q", samconfigName, spec.Stage, name, clip.Text(value, clip.QuotedLen))
+		where := fmt.Sprintf("%s [%s] %s=%q", samconfigName, spec.Stage, name, truncate.Text(value, truncate.QuotedLen))
 		p, ok := spec.Parameters[name]
 		if !ok {
 			addError("%s: the template has no parameter %s (CloudFormation refuses the deploy)", where, name)

@@ -20,8 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/operator"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -73,7 +73,7 @@ func parseControlCommand(action string, args []string, e env) (*controlCommand, 
 			break
 		}
 		if action != "scale" || c.factor != "" {
-			fmt.Fprintf(e.stderr, "slidegate %s: unexpected argument %q\n", action, clip.Text(fs.Arg(0), clip.QuotedLen))
+			fmt.Fprintf(e.stderr, "slidegate %s: unexpected argument %q\n", action, truncate.Text(fs.Arg(0), truncate.QuotedLen))
 			fs.Usage()
 			return nil, errUsage
 		}
@@ -90,7 +90,7 @@ func parseControlCommand(action string, args []string, e env) (*controlCommand, 
 func parseFactor(s string) (float64, error) {
 	f, err := strconv.ParseFloat(strings.TrimPrefix(strings.ToLower(s), "x"), 64)
 	if err != nil || f <= 0 {
-		return 0, fmt.Errorf("factor %q: want x10, x0.5 or the like", clip.Text(s, clip.QuotedLen))
+		return 0, fmt.Errorf("factor %q: want x10, x0.5 or the like", truncate.Text(s, truncate.QuotedLen))
 	}
 	return f, nil
 }
@@ -266,18 +266,18 @@ func invokeOperator(ctx context.Context, function string, req operator.ControlRe
 		ErrorType    string  `json:"errorType"`
 	}
 	if json.Unmarshal(out.Payload, &fe) == nil && fe.ErrorMessage != nil || out.FunctionError != nil {
-		msg := clip.Text(string(out.Payload), 300)
+		msg := truncate.Text(string(out.Payload), 300)
 		if fe.ErrorMessage != nil {
-			msg = clip.Text(*fe.ErrorMessage, 300)
+			msg = truncate.Text(*fe.ErrorMessage, 300)
 		}
 		return operator.ControlReply{}, fmt.Errorf("%s refused the request: %s", function, msg)
 	}
 	var reply operator.ControlReply
 	if err := json.Unmarshal(out.Payload, &reply); err != nil {
-		return operator.ControlReply{}, fmt.Errorf("%s answered %q: %w", function, clip.Text(string(out.Payload), 200), err)
+		return operator.ControlReply{}, fmt.Errorf("%s answered %q: %w", function, truncate.Text(string(out.Payload), 200), err)
 	}
 	if reply.Action != req.Action || (reply.Control == nil && req.Action != "list" && req.Action != "lift") {
-		return operator.ControlReply{}, fmt.Errorf("%s answered %q, not a reply to %s", function, clip.Text(string(out.Payload), 200), req.Action)
+		return operator.ControlReply{}, fmt.Errorf("%s answered %q, not a reply to %s", function, truncate.Text(string(out.Payload), 200), req.Action)
 	}
 	return reply, nil
 }
@@ -370,7 +370,7 @@ func callerControls(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, i
 	if err != nil {
 		return reply.Control, nil, nil
 	}
-	nets, err := l.NetworkControls(ctx)
+	nets, err := l.Controls().Networks(ctx)
 	if err != nil && !errors.Is(err, controls.ErrMalformed) && !errors.Is(err, controls.ErrTooMany) {
 		return nil, nil, err
 	}

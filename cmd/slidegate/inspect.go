@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/truncate"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -63,7 +63,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.ip != "":
 		id, err := identity.CanonicalIdentity(identity.KindIP+f.ip, ipv6Prefix)
 		if err != nil || strings.Contains(f.ip, "/") {
-			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", clip.Text(f.ip, clip.QuotedLen))
+			return identity.Caller{}, fmt.Errorf("--ip %q: not an IP address", truncate.Text(f.ip, truncate.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierAnonymous, Identity: id}, nil
 	case f.apiKey != "":
@@ -71,7 +71,7 @@ func (f callerFlags) caller(ipv6Prefix int) (identity.Caller, error) {
 	case f.apiKeyHash != "":
 		id, err := identity.CanonicalIdentity(identity.KindKey+f.apiKeyHash, ipv6Prefix)
 		if err != nil {
-			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", clip.Text(f.apiKeyHash, clip.QuotedLen))
+			return identity.Caller{}, fmt.Errorf("--api-key-hash %q: want 64 hex digits (the key's SHA-256)", truncate.Text(f.apiKeyHash, truncate.QuotedLen))
 		}
 		return identity.Caller{Tier: identity.TierOrg, Identity: id}, nil
 	default:
@@ -102,11 +102,11 @@ func (f callerFlags) identityCaller(ipv6Prefix int) (identity.Caller, error) {
 	switch {
 	case f.tier == "" || f.tier == tier:
 	case tier != "":
-		return identity.Caller{}, fmt.Errorf("--tier %q: identity %s is counted in tier %s", clip.Text(f.tier, clip.QuotedLen), clip.Text(id, clip.QuotedLen), tier)
+		return identity.Caller{}, fmt.Errorf("--tier %q: identity %s is counted in tier %s", truncate.Text(f.tier, truncate.QuotedLen), truncate.Text(id, truncate.QuotedLen), tier)
 	case f.tier == identity.TierAnonymous || f.tier == identity.TierUser || f.tier == identity.TierOrg:
 		tier = f.tier
 	default:
-		return identity.Caller{}, fmt.Errorf("--tier %q: want anonymous, user or org", clip.Text(f.tier, clip.QuotedLen))
+		return identity.Caller{}, fmt.Errorf("--tier %q: want anonymous, user or org", truncate.Text(f.tier, truncate.QuotedLen))
 	}
 	return identity.Caller{Tier: tier, Identity: id}, nil
 }
@@ -131,7 +131,7 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 	if f.plan != "" {
 		p, ok := identity.NormalizePlan(f.plan)
 		if !ok {
-			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", clip.Text(f.plan, clip.QuotedLen))
+			return "", fmt.Errorf("--plan %q: not a plan name (letters, digits, underscores)", truncate.Text(f.plan, truncate.QuotedLen))
 		}
 		return p, nil
 	}
@@ -142,11 +142,11 @@ func (f callerFlags) planOf(c identity.Caller, keyPlans map[string]string) (stri
 }
 
 // callerChecks are every limit that counts the caller, resolved as the
-// functions resolve it (policy.Stage.Caller: its network, its plan, its
+// functions resolve it (policy.Stage.CallerRules: its network, its plan, its
 // tier beneath a plan in shadow): its own, every route limit (a request
 // counts against those its route matches) and the quota route's limit.
-func callerChecks(pol policy.Stage, c identity.Caller, sourceIP string) (policy.Caller, []ratelimit.Check) {
-	rules := pol.Caller(c, sourceIP)
+func callerChecks(pol policy.Stage, c identity.Caller, sourceIP string) (policy.CallerRules, []ratelimit.Check) {
+	rules := pol.CallerRules(c, sourceIP)
 	var checks []ratelimit.Check
 	for _, l := range pol.EveryLimit(rules) {
 		checks = append(checks, ratelimit.Check{Identity: c.Identity, Limit: l.Limit})
@@ -306,18 +306,19 @@ type slotState struct {
 // peekSlots reads the caller's in-flight slots, resolved as the functions
 // resolve them (policy.Stage.EveryInFlight): its plan's or tier's entry
 // and every route entry (a request holds those its route matches).
-func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules policy.Caller, id string) ([]slotState, error) {
+func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules policy.CallerRules, id string) ([]slotState, error) {
 	var out []slotState
 	for _, e := range pol.EveryInFlight(rules) {
 		// The lease is not part of the key: any valid one reads the set.
-		p, err := op.Limiter.PeekSlots(ctx, id, ratelimit.ConcurrencyLimit{Name: e.Name, Max: e.Max, Lease: time.Minute})
+		e.Lease = time.Minute
+		p, err := op.Limiter.PeekSlots(ctx, id, e)
 		if err != nil {
 			return nil, fmt.Errorf("peek in-flight slots: %w", err)
 		}
 		st := slotState{Name: e.Name, Max: e.Max, Held: p.Held}
 		if p.Held > 0 {
-			st.EarliestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
-			st.LatestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
+			st.EarliestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
+			st.LatestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
 		}
 		out = append(out, st)
 	}
@@ -331,8 +332,8 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}
-	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.NetworkName(), Owner: rules.Owner,
-		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Verdict != edge.NetworkBlocked}
+	in := inspection{Stage: sc.stage, EnvironmentOnly: sc.envOnly, Tier: caller.Tier, Plan: rules.Plan, UnknownPlan: rules.UnknownPlan, Network: rules.Network.String(), Owner: rules.Owner,
+		Identity: caller.Identity, Hash: op.Hash(caller.Identity), Allowed: rules.Network.Verdict != httplimit.NetworkBlocked}
 	own := len(rules.Own)
 	for i, d := range res.Decisions {
 		l := d.Limit
@@ -344,11 +345,11 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  d.ResetSeconds(),
+			ResetSeconds:  httplimit.ResetSeconds(d),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = httplimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The caller's own limits decide every request, route limits only
 		// those of their routes: only its own denial denies it everywhere.

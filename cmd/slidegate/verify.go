@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // verifyUsage is the help of `slidegate verify`.
@@ -287,12 +287,12 @@ func (v *verifier) checkQuota(ctx context.Context) []verifyCheck {
 }
 
 // fallbackCheck reads the fallback signs of the answer a to GET path: the
-// wire.HeaderDegraded header and, for GET /v1/quota, the body's
+// contract.HeaderDegraded header and, for GET /v1/quota, the body's
 // "degraded".
 func fallbackCheck(name, function, path string, a *answer) verifyCheck {
 	c := verifyCheck{name: name, fix: fmt.Sprintf(fixFallback, function)}
-	if a.header.Get(wire.HeaderDegraded) != "" {
-		c.saw = fmt.Sprintf("GET %s: %s: %s", path, wire.HeaderDegraded, a.header.Get(wire.HeaderDegraded))
+	if a.header.Get(contract.HeaderDegraded) != "" {
+		c.saw = fmt.Sprintf("GET %s: %s: %s", path, contract.HeaderDegraded, a.header.Get(contract.HeaderDegraded))
 		return c
 	}
 	if path == verifyQuotaPath {
@@ -308,10 +308,10 @@ func fallbackCheck(name, function, path string, a *answer) verifyCheck {
 			c.saw = fmt.Sprintf("GET %s says \"degraded\":true", verifyQuotaPath)
 			return c
 		}
-		c.ok, c.saw = true, fmt.Sprintf("GET %s: \"degraded\":false, no %s", verifyQuotaPath, wire.HeaderDegraded)
+		c.ok, c.saw = true, fmt.Sprintf("GET %s: \"degraded\":false, no %s", verifyQuotaPath, contract.HeaderDegraded)
 		return c
 	}
-	c.ok, c.saw = true, fmt.Sprintf("GET %s: no %s", path, wire.HeaderDegraded)
+	c.ok, c.saw = true, fmt.Sprintf("GET %s: no %s", path, contract.HeaderDegraded)
 	return c
 }
 
@@ -465,8 +465,8 @@ func (v *verifier) checkUnknownRoute(ctx context.Context) verifyCheck {
 			c.saw, c.fix = fmt.Sprintf("GET %s: the API function's 404, but %s", verifyUnknownPath, strings.Join(problems, "; ")), fixStripped
 			return c
 		}
-		if a.header.Get(wire.HeaderDegraded) != "" {
-			c.saw = fmt.Sprintf("GET %s: the API function's counted 404, decided by the local fallback (%s)", verifyUnknownPath, wire.HeaderDegraded)
+		if a.header.Get(contract.HeaderDegraded) != "" {
+			c.saw = fmt.Sprintf("GET %s: the API function's counted 404, decided by the local fallback (%s)", verifyUnknownPath, contract.HeaderDegraded)
 			c.fix = fmt.Sprintf(fixFallback, "authorizer or the API function")
 			return c
 		}

@@ -11,13 +11,13 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/tracing"
 )
 
 func main() {
-	rt, err := app.NewFunctionRuntime(context.Background(), os.Stdout, os.Getenv)
+	rt, err := instance.NewFunctionRuntime(context.Background(), os.Stdout, os.Getenv)
 	if err != nil {
 		// Lambda reports a failed init and retries it on the next request.
 		os.Exit(1)

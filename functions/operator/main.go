@@ -17,15 +17,15 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/config"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/operator"
 )
 
 func main() {
 	ctx := context.Background()
-	logger := app.NewLogger(ctx, os.Stdout, os.Getenv)
+	logger := instance.NewLogger(ctx, os.Stdout, os.Getenv)
 	redis.SetLogger(observe.RedisLog{L: slog.New(observe.SampledHandler(logger.Handler(), observe.LogSampling{}))})
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {

@@ -12,7 +12,7 @@
 //
 // When the slidegate authorizer already decided the request (its context is
 // in the event), that outcome is reused for the answer and its headers
-// (edge.FromAuthorizerContext) and nothing is counted twice. Without it (an HTTP API without the authorizer,
+// (apigw.FromAuthorizerContext) and nothing is counted twice. Without it (an HTTP API without the authorizer,
 // a local server), the handler decides itself through the Runtime.
 package apihandler
 
@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 )
@@ -60,8 +60,8 @@ const (
 //     them, even when they are exhausted; each call spends one from the
 //     quota route's own limit per caller (RATE_LIMIT_QUOTA), and is
 //     answered 429 with that limit's headers once it is spent
-//     (app.Resolution.Quota); an unknown API key or bad token is counted and
-//     answered as on any route (edge.Unauthorized, UnauthorizedOverLimit);
+//     (instance.Resolution.Quota); an unknown API key or bad token is counted and
+//     answered as on any route (apigw.Unauthorized, UnauthorizedOverLimit);
 //   - GET /v1/items is an ordinary limited route;
 //   - GET /v1/slow answers after ?ms= milliseconds (at most 10 s), the
 //     example of a slow request that the in-flight limits are for;
@@ -71,12 +71,12 @@ const (
 //   - anything else is counted like any request and answered 404.
 //
 // Every route but GET /health and GET /v1/quota runs holding its caller's
-// in-flight slots (RATE_LIMIT_CONCURRENCY; app.Resolution.Acquire and
+// in-flight slots (RATE_LIMIT_CONCURRENCY; instance.Resolution.Acquire and
 // httplimit.Concurrency), taken after its rate limits admitted it, for
 // the caller its rate decision resolved: each request is read once
-// (readRequest) and resolved once (app.Runtime.Resolve), and that
+// (readRequest) and resolved once (instance.Runtime.Resolve), and that
 // resolution is carried in its context to every answer.
-func New(rt *app.Runtime, opts Options) http.Handler {
+func New(rt *instance.Runtime, opts Options) http.Handler {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -140,13 +140,13 @@ func isCleanPath(p string) bool {
 }
 
 // routeName names a request in the middleware's log lines as the decision
-// lines name it (edge.RouteName): an HTTP API's route key, never a path
+// lines name it (apigw.RouteName): an HTTP API's route key, never a path
 // that may hold a secret, when the event has one.
-func routeName(r *http.Request) string { return edge.RouteName(carriedFrom(r).res.Request()) }
+func routeName(r *http.Request) string { return apigw.RouteName(carriedFrom(r).res.Request()) }
 
 // deciders turn an HTTP request into the middleware's outcome.
 type deciders struct {
-	rt *app.Runtime
+	rt *instance.Runtime
 }
 
 // carried is what the handler knows of one request, read once and carried
@@ -154,22 +154,26 @@ type deciders struct {
 type carried struct {
 	// res is the request's resolution: its caller and rules, resolved on
 	// the first answer that needs them, once.
-	res *app.Resolution
-	// authorizer is requestContext.authorizer (REST) or
-	// requestContext.authorizer.lambda (HTTP API); nil without an
-	// authorizer.
-	authorizer map[string]any
+	res *instance.Resolution
+	// authorized is the slidegate authorizer's outcome for the request,
+	// read back from its context (apigw.FromAuthorizerContext); nil when
+	// no slidegate authorizer ran before the function.
+	authorized *apigw.Outcome
 }
 
 type carriedKey struct{}
 
-// read reads each request once (readRequest), begins its resolution
-// (app.Runtime.Resolve), and serves it with both in its context. It goes
-// inside stripStage: the path read is the one the routes match.
+// read reads each request once (readRequest), with the authorizer's
+// outcome when its context carries one, begins its resolution
+// (instance.Runtime.Resolve), and serves it with both in its context. It
+// goes inside stripStage: the path read is the one the routes match.
 func (d deciders) read(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, authorizer := readRequest(r)
-		c := &carried{res: d.rt.Resolve(r.Context(), req), authorizer: authorizer}
+		c := &carried{res: d.rt.Resolve(r.Context(), req)}
+		if out, ok := apigw.FromAuthorizerContext(authorizer); ok {
+			c.authorized = &out
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), carriedKey{}, c)))
 	})
 }
@@ -185,20 +189,20 @@ func carriedFrom(r *http.Request) *carried {
 }
 
 // spend reuses the authorizer's outcome when the event carries one
-// (edge.FromAuthorizerContext), and otherwise counts the request through
+// (read), and otherwise counts the request through
 // its resolution. An authorizer that could not decide a fail-closed route
 // is believed: 503, without asking Redis again.
-func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
+func (d deciders) spend(r *http.Request) (apigw.Outcome, error) {
 	c := carriedFrom(r)
-	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok {
-		if out.Kind == edge.Unavailable {
-			return out, httplimit.ErrAuthorizerUnavailable
+	if out := c.authorized; out != nil {
+		if out.Kind == apigw.Unavailable {
+			return *out, httplimit.ErrAuthorizerUnavailable
 		}
 		// Counted by the authorizer: nothing is counted twice.
-		return out, nil
+		return *out, nil
 	}
 	// The error is not wrapped again: the Runtime's error already names
-	// the route (edge.RouteName, clipped), and the middleware's line names
+	// the route (apigw.RouteName, clipped), and the middleware's line names
 	// it once more. A caller chooses the path; each copy of it in a log
 	// line is one more place for a token in it to land.
 	return withPolicy(c.res.Decide(r.Context()))
@@ -209,12 +213,12 @@ func (d deciders) spend(r *http.Request) (edge.Outcome, error) {
 // asks Redis (unless an authorizer in front of it could not decide a
 // fail-closed route). It spends one call from the quota route's own limit,
 // whose denial is QuotaDenied (429 under ReportOnly). An unknown key or bad
-// token is not a peek: app.Resolution.Quota counts it, and the middleware
-// answers it by its edge.Kind.
-func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
+// token is not a peek: instance.Resolution.Quota counts it, and the middleware
+// answers it by its apigw.Kind.
+func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 	c := carriedFrom(r)
-	if out, ok := edge.FromAuthorizerContext(c.authorizer); ok && out.Kind == edge.Unavailable {
-		return out, httplimit.ErrAuthorizerUnavailable
+	if out := c.authorized; out != nil && out.Kind == apigw.Unavailable {
+		return *out, httplimit.ErrAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(c.res.Quota(r.Context()))
@@ -223,20 +227,20 @@ func (d deciders) peek(r *http.Request) (edge.Outcome, error) {
 // acquire takes the request's in-flight slots, whether its rate limits were
 // decided here or by the authorizer: the authorizer never learns when a
 // request ends, so the in-flight limits are the API function's alone.
-func (d deciders) acquire(r *http.Request) (edge.Admission, error) {
+func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 	return carriedFrom(r).res.Acquire(r.Context())
 }
 
 // withPolicy sets the RateLimit-Policy of an outcome the function decided
 // itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
 // context carries it.
-func withPolicy(out edge.Outcome, err error) (edge.Outcome, error) {
-	out.Policy = out.Result.PolicyHeader()
+func withPolicy(out apigw.Outcome, err error) (apigw.Outcome, error) {
+	out.Policy = httplimit.PolicyHeader(out.Result)
 	return out, err
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the
-// path (edge.StripStage), so that routes match on every stage as they do
+// path (apigw.StripStage), so that routes match on every stage as they do
 // for REST APIs. A REST proxy event's path already leaves the stage out.
 func stripStage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -246,7 +250,7 @@ func stripStage(next http.Handler) http.Handler {
 			return
 		}
 		path := r.URL.EscapedPath()
-		rest := edge.StripStage(path, rc.Stage)
+		rest := apigw.StripStage(path, rc.Stage)
 		decoded, err := url.PathUnescape(rest)
 		if rest == path || err != nil {
 			next.ServeHTTP(w, r)
@@ -260,4 +264,26 @@ func stripStage(next http.Handler) http.Handler {
 		stripped.URL = &u
 		next.ServeHTTP(w, stripped)
 	})
+}
+
+// readRequest reads what r tells slidegate, once: the apigw.Request of the
+// event the proxy library put in r's context (a REST or an HTTP API proxy
+// event; an HTTP request without one is a local server's), and the
+// authorizer's context (requestContext.authorizer for REST,
+// requestContext.authorizer.lambda for an HTTP API) when API Gateway ran
+// the slidegate authorizer before the function, else nil.
+func readRequest(r *http.Request) (req apigw.Request, authorizer map[string]any) {
+	ctx := r.Context()
+	if rc, ok := core.GetAPIGatewayContextFromContext(ctx); ok {
+		vars, _ := core.GetStageVarsFromContext(ctx)
+		return apigw.FromRESTProxy(r, rc, vars), rc.Authorizer
+	}
+	if rc, ok := core.GetAPIGatewayV2ContextFromContext(ctx); ok {
+		vars, _ := core.GetStageVarsFromContextV2(ctx)
+		if rc.Authorizer != nil {
+			authorizer = rc.Authorizer.Lambda
+		}
+		return apigw.FromHTTPAPIProxy(r, rc, vars), authorizer
+	}
+	return apigw.FromHTTPRequest(r), nil
 }

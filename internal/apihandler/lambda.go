@@ -15,9 +15,9 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/observe"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // ErrMalformedEvent wraps every event the Lambda handler cannot serve: not
@@ -141,7 +141,7 @@ func notTokenChar(r rune) bool {
 
 func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGatewayProxyResponse {
 	attrs := []slog.Attr{slog.String("error", err.Error())}
-	if id := edge.LambdaRequestID(ctx); id != "" {
+	if id := apigw.LambdaRequestID(ctx); id != "" {
 		attrs = append(attrs, slog.String("lambdaRequestId", id))
 	}
 	l.logger.LogAttrs(ctx, slog.LevelError, "malformed event", attrs...)
@@ -158,7 +158,7 @@ func (l *LambdaHandler) malformed(ctx context.Context, err error) events.APIGate
 // read the JSON map exactly.
 func respell[V any](headers map[string]V) map[string]V {
 	for name, v := range headers {
-		if spec := wire.SpecHeaderName(name); spec != name {
+		if spec := contract.SpecHeaderName(name); spec != name {
 			delete(headers, name)
 			headers[spec] = v
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 )
 
 // TestInvokeTellsShapesApart: the response type follows the event's shape,
@@ -79,7 +79,7 @@ func TestReadRequest(t *testing.T) {
 	tests := []struct {
 		name     string
 		invoke   func(h http.Handler) error
-		want     edge.Request
+		want     apigw.Request
 		wantAuth map[string]any
 		wantPath string
 	}{
@@ -100,7 +100,7 @@ func TestReadRequest(t *testing.T) {
 				})
 				return err
 			},
-			want:     edge.Request{APIID: "a1b2c3d4e5", Stage: "dev"},
+			want:     apigw.Request{APIID: "a1b2c3d4e5", Stage: "dev"},
 			wantAuth: authorizer,
 		},
 		{
@@ -123,7 +123,7 @@ func TestReadRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got edge.Request
+			var got apigw.Request
 			var gotAuth map[string]any
 			h := stripStage(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				got, gotAuth = readRequest(r)

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/pkg/httplimit"
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -56,7 +56,7 @@ type Quota struct {
 type QuotaControl struct {
 	// Kind is "exempt" (requests are admitted without spending; the
 	// limits show the counts as they stand) or "scaled" (the limits are
-	// scaled), as the decision log names them (edge.ControlName).
+	// scaled), as the decision log names them (apigw.ControlName).
 	Kind string `json:"kind"`
 	// Factor is a scale's factor (10, 0.1); absent for an exemption.
 	Factor float64 `json:"factor,omitempty"`
@@ -66,20 +66,20 @@ type QuotaControl struct {
 }
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
-	out, _ := httplimit.OutcomeFromContext[edge.Outcome](r.Context())
+	out, _ := httplimit.OutcomeFromContext[apigw.Outcome](r.Context())
 	closest := out.Result.Closest()
 	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
 	if name := out.Control(); name != "" {
 		c := out.Result.Control
-		q.Control = &QuotaControl{Kind: name, Factor: c.Factor, EndSeconds: ratelimit.RetryAfterSeconds(time.Until(c.Until))}
+		q.Control = &QuotaControl{Kind: name, Factor: c.Factor, EndSeconds: httplimit.RetryAfterSeconds(time.Until(c.Until))}
 	}
 	add := func(d ratelimit.Decision) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,
 			Limit:         d.Limit.Count,
-			WindowSeconds: d.Limit.WindowSeconds(),
+			WindowSeconds: httplimit.WindowSeconds(d.Limit),
 			Remaining:     d.Remaining,
-			ResetSeconds:  d.ResetSeconds(),
+			ResetSeconds:  httplimit.ResetSeconds(d),
 			Shadow:        d.Shadow,
 		})
 	}
@@ -158,7 +158,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		// Only our own fixed types reach here; none fails to encode.
 		status, body = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL_ERROR","message":"The answer could not be encoded."}}`)
 	}
-	w.Header().Set("Content-Type", wire.ContentTypeJSON)
+	w.Header().Set("Content-Type", contract.ContentTypeJSON)
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // the client has gone; nothing left to tell it

@@ -1,6 +1,6 @@
 // Package authorizer is slidegate's API Gateway Lambda authorizer: the REST
 // API REQUEST authorizer and the HTTP API (v2) simple-response authorizer,
-// in one handler. It turns the event into an edge.Request, asks the runtime
+// in one handler. It turns the event into an apigw.Request, asks the runtime
 // for one decision, and turns the Outcome's Kind into API Gateway's answer. It is
 // a package (not only a main) so that a local API server can run it
 // in-process.
@@ -25,12 +25,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/slidegate/slidegate/internal/app"
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -46,13 +46,13 @@ var ErrUnauthorized = errors.New("Unauthorized")
 // "Unauthorized" makes a REST API answer with AUTHORIZER_FAILURE (500,
 // mapped to 503 by template.yaml). An HTTP API would answer it with a bare
 // 500, so the HTTP API authorizer answers the same outage with a refusal
-// (403), or, with HTTP_API_DENIALS=forward, edge.CtxUnavailable in its
+// (403), or, with HTTP_API_DENIALS=forward, apigw.CtxUnavailable in its
 // context instead.
 var ErrUndecidable = errors.New("rate limit cannot be decided")
 
 // Handler answers authorizer events. It is safe for concurrent use.
 type Handler struct {
-	rt *app.Runtime
+	rt *instance.Runtime
 	// logger is the runtime's, within a log budget: a caller can send
 	// malformed events in a flood.
 	logger *slog.Logger
@@ -64,7 +64,7 @@ type Handler struct {
 // New returns a handler deciding with rt. Its own log lines (malformed
 // events) go to rt's logger within the default observe.LogSampling budget;
 // the decisions' lines are the runtime's.
-func New(rt *app.Runtime) *Handler {
+func New(rt *instance.Runtime) *Handler {
 	return &Handler{rt: rt, logger: slog.New(observe.SampledHandler(rt.Logger().Handler(), observe.LogSampling{}))}
 }
 
@@ -120,13 +120,13 @@ func marshal(v any) ([]byte, error) {
 func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 	msg := "malformed authorizer event: " + what
 	attrs := []slog.Attr{slog.String("answer", "Unauthorized")}
-	if id := edge.LambdaRequestID(ctx); id != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(id, maxLoggedLen)))
+	if id := apigw.LambdaRequestID(ctx); id != "" {
+		attrs = append(attrs, slog.String("lambdaRequestId", truncate.Text(id, maxLoggedLen)))
 	}
 	if err != nil {
 		// encoding/json's errors name types and fields, and at most one
 		// character of the input: never a header value.
-		attrs = append(attrs, slog.String("error", clip.Text(err.Error(), maxLoggedLen)))
+		attrs = append(attrs, slog.String("error", truncate.Text(err.Error(), maxLoggedLen)))
 	}
 	h.logger.LogAttrs(ctx, slog.LevelError, msg, attrs...)
 	return ErrUnauthorized
@@ -140,10 +140,10 @@ func (h *Handler) malformed(ctx context.Context, what string, err error) error {
 func (h *Handler) misconfigured(ctx context.Context, typ string) error {
 	h.wrongType.Do(func() {
 		h.rt.Logger().LogAttrs(ctx, slog.LevelError,
-			clip.Text(typ, 16)+" authorizer event: slidegate's authorizer must be a REQUEST authorizer "+
+			truncate.Text(typ, 16)+" authorizer event: slidegate's authorizer must be a REQUEST authorizer "+
 				"(REST API: Type REQUEST, identity source context.identity.sourceIp, result caching off; "+
 				"template.yaml's RateLimitAuthorizer is one); every request through this one is answered Unauthorized (401)",
-			slog.String("answer", "Unauthorized"), slog.String("type", clip.Text(typ, 16)))
+			slog.String("answer", "Unauthorized"), slog.String("type", truncate.Text(typ, 16)))
 	})
 	return ErrUnauthorized
 }
@@ -162,37 +162,17 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	if ev.MethodArn == "" || !strings.HasPrefix(ev.MethodArn, "arn:") {
 		return events.APIGatewayCustomAuthorizerResponse{}, h.malformed(ctx, "REST event without a methodArn", nil)
 	}
-	method := ev.HTTPMethod
-	if method == "" {
-		method = ev.RequestContext.HTTPMethod
-	}
-	path := ev.Path
-	if path == "" {
-		path = edge.StripStage(ev.RequestContext.Path, ev.RequestContext.Stage)
-	}
-	req := edge.Request{
-		Method:          edge.NormalMethod(method),
-		Path:            edge.LimitPath(ev.Resource, path),
-		ServedPaths:     edge.ServedPaths(ev.Resource, path, ev.PathParameters),
-		SourceIP:        ev.RequestContext.Identity.SourceIP,
-		APIID:           ev.RequestContext.APIID,
-		Stage:           ev.RequestContext.Stage,
-		Headers:         edge.FoldHeaders(ev.Headers, ev.MultiValueHeaders),
-		StageVariables:  ev.StageVariables,
-		RequestID:       ev.RequestContext.RequestID,
-		LambdaRequestID: edge.LambdaRequestID(ctx),
-	}
 	// The details of an error are in the decision's log line; the message
 	// Lambda returns stays short and fixed. An outage is checked by its
 	// Kind before any 401: on a fail-closed route Redis cannot decide, a
 	// 401 would tell a caller, uncounted, that its key or token is bad.
-	o, _ := h.rt.Decide(ctx, req)
+	o, _ := h.rt.Decide(ctx, apigw.FromRESTAuthorizer(ctx, ev))
 	switch o.Kind {
-	case edge.Unavailable:
+	case apigw.Unavailable:
 		return events.APIGatewayCustomAuthorizerResponse{}, ratelimit.ErrUnavailable
-	case edge.Undecidable:
+	case apigw.Undecidable:
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUndecidable
-	case edge.Unauthorized:
+	case apigw.Unauthorized:
 		return events.APIGatewayCustomAuthorizerResponse{}, ErrUnauthorized
 	}
 	// Everything else is a policy: Deny (429 through template.yaml's
@@ -203,7 +183,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 		effect = "Allow"
 	}
 	resp := events.APIGatewayCustomAuthorizerResponse{
-		PrincipalID: edge.PrincipalID(o),
+		PrincipalID: apigw.PrincipalID(o),
 		PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{
 			Version: "2012-10-17",
 			Statement: []events.IAMPolicyStatement{{
@@ -212,11 +192,11 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 				Resource: []string{ev.MethodArn},
 			}},
 		},
-		Context: edge.AuthorizerContext(o),
+		Context: apigw.AuthorizerContext(o),
 	}
 	if effect == "Deny" {
 		// Every key ACCESS_DENIED maps, whatever denied the request.
-		resp.Context = edge.DenyContext(o)
+		resp.Context = apigw.DenyContext(o)
 	}
 	if o.Caller.Tier == identity.TierOrg {
 		resp.UsageIdentifierKey = o.Caller.APIKey
@@ -236,46 +216,30 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 //   - forward: a request over its limit is authorized WITH the denial in
 //     its context (retryAfter present), and a fail-closed route Redis
 //     cannot decide is authorized with unavailable: true and retryAfter
-//     (edge.AuthorizerUnavailableContext). The API function's middleware
+//     (apigw.AuthorizerUnavailableContext). The API function's middleware
 //     reads them and answers docs/contract.md's 429 or 503 without counting the
 //     request again. Only for integrations that honour that context: any
 //     other backend behind the same authorizer would serve the request.
 //
-// Either way, an edge.Unauthorized outcome is not authorized (403), an
+// Either way, an apigw.Unauthorized outcome is not authorized (403), an
 // UnauthorizedOverLimit one is a denial like any other, and an Undecidable
 // one is an error (500).
 func (h *Handler) HTTP(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	rc := ev.RequestContext
-	// rawPath first, as the API function's proxy library reads it.
-	path := ev.RawPath
-	if path == "" {
-		path = rc.HTTP.Path
-	}
-	req := edge.Request{
-		Method:          edge.NormalMethod(rc.HTTP.Method),
-		Path:            edge.StripStage(path, rc.Stage),
-		SourceIP:        rc.HTTP.SourceIP,
-		Headers:         edge.FoldHeaders(ev.Headers, nil),
-		StageVariables:  ev.StageVariables,
-		RequestID:       rc.RequestID,
-		LambdaRequestID: edge.LambdaRequestID(ctx),
-		RouteKey:        ev.RouteKey,
-	}
 	forward := h.rt.HTTPAPIDenials() == config.DenialsForward
-	o, _ := h.rt.Decide(ctx, req)
+	o, _ := h.rt.Decide(ctx, apigw.FromHTTPAuthorizer(ctx, ev))
 	switch {
-	case o.Kind == edge.Undecidable:
+	case o.Kind == apigw.Undecidable:
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, ErrUndecidable
-	case o.Kind == edge.Unavailable && forward:
+	case o.Kind == apigw.Unavailable && forward:
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 			IsAuthorized: true,
-			Context:      edge.AuthorizerUnavailableContext(o, httplimit.DefaultUnavailableRetryAfter),
+			Context:      apigw.AuthorizerUnavailableContext(o, httplimit.DefaultUnavailableRetryAfter),
 		}, nil
-	case o.Kind == edge.Unavailable, o.Kind == edge.Unauthorized, o.Kind == edge.Blocked, !o.Admitted() && !forward:
+	case o.Kind == apigw.Unavailable, o.Kind == apigw.Unauthorized, o.Kind == apigw.Blocked, !o.Admitted() && !forward:
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: false}, nil
 	}
 	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
 		IsAuthorized: true,
-		Context:      edge.AuthorizerContext(o),
+		Context:      apigw.AuthorizerContext(o),
 	}, nil
 }

@@ -14,10 +14,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/slidegate/slidegate/internal/app"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/authorizer"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -38,8 +38,8 @@ func newHandler(t testing.TB, redisURL string, overrides ...string) *authorizer.
 	for i := 0; i+1 < len(overrides); i += 2 {
 		env[overrides[i]] = overrides[i+1]
 	}
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
-		app.Options{Logger: slog.New(slog.DiscardHandler)})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] },
+		instance.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +116,12 @@ func TestHTTPAPIDeny(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if n < 2 && (!last.IsAuthorized || last.Context[edge.CtxRetryAfter] != nil) {
+				if n < 2 && (!last.IsAuthorized || last.Context[apigw.CtxRetryAfter] != nil) {
 					t.Fatalf("request %d within the limit: %+v, want authorized without retryAfter", n+1, last)
 				}
 			}
 			if tt.authorized {
-				if out, ok := edge.FromAuthorizerContext(last.Context); !last.IsAuthorized || !ok || len(out.Result.Decisions) != 1 || out.Result.Closest().Allowed || out.Result.Closest().RetryAfter < time.Second {
+				if out, ok := apigw.FromAuthorizerContext(last.Context); !last.IsAuthorized || !ok || len(out.Result.Decisions) != 1 || out.Result.Closest().Allowed || out.Result.Closest().RetryAfter < time.Second {
 					t.Errorf("third request: %+v, want authorized with the denial (retryAfter) in the context", last)
 				}
 				return
@@ -191,10 +191,10 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 			if effect := resp.PolicyDocument.Statement[0].Effect; effect != "Deny" {
 				t.Fatalf("request 3: effect %s, want Deny", effect)
 			}
-			if retry, ok := resp.Context[edge.CtxRetryAfter].(int64); !ok || retry < 1 {
-				t.Errorf("Deny context retryAfter = %v, want >= 1", resp.Context[edge.CtxRetryAfter])
+			if retry, ok := resp.Context[apigw.CtxRetryAfter].(int64); !ok || retry < 1 {
+				t.Errorf("Deny context retryAfter = %v, want >= 1", resp.Context[apigw.CtxRetryAfter])
 			}
-			if resp.Context[edge.CtxTier] != identity.TierAnonymous || resp.UsageIdentifierKey != "" || !strings.HasPrefix(resp.PrincipalID, "anonymous:") {
+			if resp.Context[apigw.CtxTier] != identity.TierAnonymous || resp.UsageIdentifierKey != "" || !strings.HasPrefix(resp.PrincipalID, "anonymous:") {
 				t.Errorf("Deny is not the anonymous caller's: %+v", resp)
 			}
 		})
@@ -210,7 +210,7 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 			if err != nil || !resp.IsAuthorized {
 				t.Fatalf("request 3, over the anonymous limit: %+v, %v; want authorized with the denial", resp, err)
 			}
-			out, ok := edge.FromAuthorizerContext(resp.Context)
+			out, ok := apigw.FromAuthorizerContext(resp.Context)
 			d := out.Result.Closest()
 			if !ok || len(out.Result.Decisions) != 1 || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != identity.TierAnonymous {
 				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
@@ -248,7 +248,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 			}
 		}
 		resp, err := refusing.HTTP(context.Background(), httpEvent("GET", "/v1/items", "192.0.2.31", nil))
-		if err != nil || !resp.IsAuthorized || resp.Context[edge.CtxDegraded] != true {
+		if err != nil || !resp.IsAuthorized || resp.Context[apigw.CtxDegraded] != true {
 			t.Errorf("items: %+v, %v; want a degraded allowance", resp, err)
 		}
 	})
@@ -258,8 +258,8 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 		check func(t *testing.T, ctx map[string]any)
 	}{
 		{"login: unavailable", httpEvent("POST", "/auth/login", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			out, _ := edge.FromAuthorizerContext(ctx)
-			if out.Kind != edge.Unavailable || ctx[edge.CtxRetryAfter] != int64(1) || ctx[edge.CtxTier] != identity.TierAnonymous {
+			out, _ := apigw.FromAuthorizerContext(ctx)
+			if out.Kind != apigw.Unavailable || ctx[apigw.CtxRetryAfter] != int64(1) || ctx[apigw.CtxTier] != identity.TierAnonymous {
 				t.Errorf("context %v, want tier, unavailable true and retryAfter 1", ctx)
 			}
 			if len(out.Result.Decisions) != 0 {
@@ -272,7 +272,7 @@ func TestHTTPAPIFailClosedOutage(t *testing.T) {
 			}
 		}},
 		{"items: degraded allowance", httpEvent("GET", "/v1/items", "192.0.2.30", nil), func(t *testing.T, ctx map[string]any) {
-			if unavailableIn(ctx) || ctx[edge.CtxDegraded] != true {
+			if unavailableIn(ctx) || ctx[apigw.CtxDegraded] != true {
 				t.Errorf("context %v, want degraded and not unavailable", ctx)
 			}
 		}},
@@ -337,7 +337,7 @@ func TestHeaderSpellings(t *testing.T) {
 				resp, err := h.REST(context.Background(), ev)
 				got := "unauthorized"
 				if err == nil {
-					got, _ = resp.Context[edge.CtxTier].(string)
+					got, _ = resp.Context[apigw.CtxTier].(string)
 				} else if !errors.Is(err, authorizer.ErrUnauthorized) {
 					t.Fatal(err)
 				}
@@ -445,8 +445,8 @@ func TestRoutesMatchTheResourceNotTheBasePath(t *testing.T) {
 // unavailableIn reports whether an authorizer context says its fail-closed
 // route could not be decided.
 func unavailableIn(ctx map[string]any) bool {
-	out, ok := edge.FromAuthorizerContext(ctx)
-	return ok && out.Kind == edge.Unavailable
+	out, ok := apigw.FromAuthorizerContext(ctx)
+	return ok && out.Kind == apigw.Unavailable
 }
 
 // TestTokenEventIsRefused (issue 37, hole 4): a TOKEN authorizer event
@@ -459,8 +459,8 @@ func TestTokenEventIsRefused(t *testing.T) {
 	srv := redistest.StartServer(t)
 	var logs strings.Builder
 	env := map[string]string{"REDIS_URL": srv.URL(), "REDIS_TIMEOUT": "100ms", "RATE_LIMIT_ANONYMOUS": "1000/1m"}
-	rt, err := app.NewRuntime(context.Background(), func(k string) string { return env[k] },
-		app.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] },
+		instance.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // tokens for Redis. A function's configuration comes from its environment
 // (FromEnvironment), an operator's command's from the SDK's full loader
 // (package sdkconfig). The functions' runtime
-// (internal/app) and the operator's tool (internal/operator) share it, so
+// (internal/instance) and the operator's tool (internal/operator) share it, so
 // both reach Redis and read secrets the same way.
 package awsclients
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // StageVarConcurrency is the stage variable that replaces
@@ -40,25 +40,11 @@ type Concurrency struct {
 	Routes []ConcurrencyRoute
 }
 
-// ConcurrencyRoute is an in-flight limit on the requests of one route.
+// ConcurrencyRoute is an in-flight limit on the requests of one route,
+// named after it (Route.Name: its policy name and part of its Redis key).
 type ConcurrencyRoute struct {
-	// Method is the HTTP method in upper case, or "*".
-	Method string
-	// Path is the path glob (see PathGlob).
-	Path PathGlob
+	Route
 	// Max is how many of a caller's requests of the route may run at once.
-	Max int64
-}
-
-// Name is the route's name, "METHOD /glob": the limit's policy name.
-func (r ConcurrencyRoute) Name() string { return r.Method + " " + r.Path.Text }
-
-// ConcurrencyLimit is one in-flight limit that applies to a request.
-type ConcurrencyLimit struct {
-	// Name is the tier, plan or route it belongs to: its policy name and
-	// part of its Redis key.
-	Name string
-	// Max is how many requests of the caller it lets run at once.
 	Max int64
 }
 
@@ -92,37 +78,33 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		}
 		owner, value, ok := strings.Cut(entry, "=")
 		if !ok {
-			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", clip.Text(entry, clip.QuotedLen))
+			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", truncate.Text(entry, truncate.QuotedLen))
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
 		if err != nil || n < 1 || n > MaxConcurrency {
-			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", clip.Text(entry, clip.QuotedLen), MaxConcurrency)
+			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", truncate.Text(entry, truncate.QuotedLen), MaxConcurrency)
 		}
 		owner = strings.TrimSpace(owner)
-		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
-			// A stage variable's value allows no spaces: "GET:/v1/slow".
-			owner = method + " /" + path
-		}
-		if strings.Contains(owner, " ") {
-			method, glob, err := parseRouteName(owner)
+		if strings.Contains(owner, " ") || strings.Contains(owner, ":/") {
+			route, err := parseRoute(owner)
 			if err != nil {
-				return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 			}
-			r := ConcurrencyRoute{Method: method, Path: glob, Max: n}
+			r := ConcurrencyRoute{Route: route, Max: n}
 			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
 				// One name is one Redis key: two entries would take two
 				// slots of it per request, halving either limit.
-				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, r.Name())
+				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name())
 			}
 			c.Routes = append(c.Routes, r)
 			continue
 		}
 		name, err := concurrencyOwner(owner)
 		if err != nil {
-			return Concurrency{}, fmt.Errorf("entry %q: %w", clip.Text(entry, clip.QuotedLen), err)
+			return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
 		if _, dup := c.Owners[name]; dup {
-			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", clip.Text(entry, clip.QuotedLen), ErrDuplicateEntry, name)
+			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, name)
 		}
 		c.Owners[name] = n
 	}
@@ -148,7 +130,7 @@ func concurrencyOwner(raw string) (string, error) {
 func parseConcurrencyVar(v string) (Concurrency, error) {
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", clip.Text(v, clip.QuotedLen), err)
+		return Concurrency{}, fmt.Errorf("RATE_LIMIT_CONCURRENCY=%q: %w; NO in-flight limit applies until it is fixed", truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return c, nil
 }
@@ -162,7 +144,7 @@ func parseConcurrencyLease(v string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < MinConcurrencyLease || d > MaxConcurrencyLease || d%time.Millisecond != 0 {
-		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", clip.Text(v, clip.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
+		return 0, fmt.Errorf("RATE_LIMIT_CONCURRENCY_LEASE=%q: want whole milliseconds from %s to %s, like 30s; using the invocation's deadline plus a margin", truncate.Text(v, truncate.QuotedLen), MinConcurrencyLease, MaxConcurrencyLease)
 	}
 	return d, nil
 }
@@ -175,7 +157,7 @@ func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
 	}
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, clip.Text(v, clip.QuotedLen), err)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return c, nil
 }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 func TestParseConcurrency(t *testing.T) {
@@ -130,8 +130,8 @@ func FuzzConcurrency(f *testing.F) {
 				t.Fatalf("ParseConcurrency(%q) refused (%v) but returned limits %+v", spec, err, c)
 			}
 			// The entry and a part of it are quoted, each clipped to
-			// clip.QuotedLen bytes that %q writes as up to 4 each.
-			if n := len(err.Error()); n > 2*4*clip.QuotedLen+256 {
+			// truncate.QuotedLen bytes that %q writes as up to 4 each.
+			if n := len(err.Error()); n > 2*4*truncate.QuotedLen+256 {
 				t.Fatalf("ParseConcurrency(%q): an error of %d bytes quotes too much: %v", spec, n, err)
 			}
 			if spec != "" && (stageErr == nil || !reflect.DeepEqual(staged, env)) {

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
@@ -301,7 +301,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	report(err)
 	networks, err := ParseNetworks(get("RATE_LIMIT_NETWORKS"))
 	if err != nil {
-		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", clip.Text(get("RATE_LIMIT_NETWORKS"), clip.QuotedLen), err))
+		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", truncate.Text(get("RATE_LIMIT_NETWORKS"), truncate.QuotedLen), err))
 	}
 	planClaim, err := parsePlanClaim(get("JWT_PLAN_CLAIM"))
 	report(err)
@@ -349,13 +349,13 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	}
 	if u := cfg.JWT.JWKSURL; u != "" {
 		if err := identity.CheckJWKSURL(u); err != nil {
-			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", clip.Text(u, clip.QuotedLen), err))
+			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", truncate.Text(u, truncate.QuotedLen), err))
 		}
 	}
 	if v := get("JWT_LEEWAY"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > MaxJWTLeeway {
-			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", clip.Text(v, clip.QuotedLen), MaxJWTLeeway, DefaultJWTLeeway))
+			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", truncate.Text(v, truncate.QuotedLen), MaxJWTLeeway, DefaultJWTLeeway))
 		} else {
 			cfg.JWT.Leeway = d
 		}
@@ -364,14 +364,14 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 100_000 {
-			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", clip.Text(v, clip.QuotedLen), DefaultFallbackInstances))
+			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", truncate.Text(v, truncate.QuotedLen), DefaultFallbackInstances))
 		} else {
 			cfg.FallbackInstances = n
 		}
 	}
 	if v := get("RATE_LIMIT_KEY_PREFIX"); v != "" {
 		if err := validKeyPrefix(v); err != nil {
-			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", clip.Text(v, clip.QuotedLen), err, DefaultKeyPrefix))
+			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultKeyPrefix))
 		} else {
 			cfg.KeyPrefix = v
 		}
@@ -379,7 +379,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	if v := get("API_KEYS_REFRESH"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second || d > 24*time.Hour {
-			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", clip.Text(v, clip.QuotedLen), DefaultAPIKeysRefresh))
+			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", truncate.Text(v, truncate.QuotedLen), DefaultAPIKeysRefresh))
 		} else {
 			cfg.APIKeysRefresh = d
 		}
@@ -390,7 +390,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		cfg.APIKeyHashes, cfg.APIKeyPlans = hashes, keyPlans
 	}
 	if cfg.JWT.Enabled() && (cfg.JWT.Issuer == "" || cfg.JWT.Audience == "") {
-		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", clip.Text(cfg.JWT.Issuer, clip.QuotedLen), clip.Text(cfg.JWT.Audience, clip.QuotedLen)))
+		report(fmt.Errorf("JWT_ISSUER=%q, JWT_AUDIENCE=%q: both are required to verify bearer tokens; bearer tokens will not verify", truncate.Text(cfg.JWT.Issuer, truncate.QuotedLen), truncate.Text(cfg.JWT.Audience, truncate.QuotedLen)))
 	}
 	return cfg, errors.Join(errs...)
 }
@@ -405,7 +405,7 @@ func parseIPv6Prefix(name, v string, def int) (int, error) {
 	n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
 	if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
 		return def, fmt.Errorf("%s=%q: want a prefix length in bits from %d to %d, like 64; using %d",
-			name, clip.Text(v, clip.QuotedLen), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
+			name, truncate.Text(v, truncate.QuotedLen), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
 	}
 	return n, nil
 }
@@ -441,19 +441,19 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 	if serverless != "" {
 		b, err := strconv.ParseBool(serverless)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_CACHE_SERVERLESS=%q: want true or false; using false", clip.Text(serverless, clip.QuotedLen)))
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_SERVERLESS=%q: want true or false; using false", truncate.Text(serverless, truncate.QuotedLen)))
 		}
 		iam.Serverless = b
 	}
 	if user == "" {
 		if cache != "" {
-			errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: REDIS_IAM_USER is not set, so IAM authentication is off and the cache name is not used", clip.Text(cache, clip.QuotedLen)))
+			errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: REDIS_IAM_USER is not set, so IAM authentication is off and the cache name is not used", truncate.Text(cache, truncate.QuotedLen)))
 		}
 		return RedisIAM{}, errors.Join(errs...)
 	}
 	ok := true
 	if err := validIAMUser(user); err != nil {
-		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", clip.Text(user, clip.QuotedLen), err))
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", truncate.Text(user, truncate.QuotedLen), err))
 		ok = false
 	}
 	lowerCache := strings.ToLower(cache)
@@ -461,14 +461,14 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 		errs = append(errs, errors.New(`REDIS_CACHE_NAME="": required with REDIS_IAM_USER (the replication group id or serverless cache name); IAM authentication is off`))
 		ok = false
 	} else if err := validCacheName(lowerCache); err != nil {
-		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", clip.Text(cache, clip.QuotedLen), err))
+		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", truncate.Text(cache, truncate.QuotedLen), err))
 		ok = false
 	}
 	if !ok {
 		return RedisIAM{}, errors.Join(errs...)
 	}
 	if redisURL != "" && !strings.HasPrefix(strings.ToLower(redisURL), "rediss://") {
-		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: REDIS_URL is not a rediss:// (TLS) URL, and ElastiCache accepts IAM authentication over TLS only", clip.Text(user, clip.QuotedLen)))
+		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: REDIS_URL is not a rediss:// (TLS) URL, and ElastiCache accepts IAM authentication over TLS only", truncate.Text(user, truncate.QuotedLen)))
 	}
 	iam.User, iam.CacheName = user, lowerCache
 	return iam, errors.Join(errs...)
@@ -513,7 +513,7 @@ func parseDenials(v string) (Denials, error) {
 	case DenialsRefuse, DenialsForward:
 		return d, nil
 	default:
-		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", clip.Text(v, clip.QuotedLen), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
+		return DefaultHTTPAPIDenials, fmt.Errorf("HTTP_API_DENIALS=%q: want %s or %s; using %s", truncate.Text(v, truncate.QuotedLen), DenialsRefuse, DenialsForward, DefaultHTTPAPIDenials)
 	}
 }
 
@@ -524,7 +524,7 @@ func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorith
 	}
 	a, err := algorithmNamed(v)
 	if err != nil {
-		return def, fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), err, def)
+		return def, fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), err, def)
 	}
 	return a, nil
 }
@@ -554,7 +554,7 @@ func parseQuotaLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l rate
 		if perr == nil {
 			return l, own, nil
 		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), perr, def)
+		err = fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), perr, def)
 	}
 	l, own, derr := makeLimitSpec(tier, def, alg)
 	if derr != nil {
@@ -635,7 +635,7 @@ func parseKeyHashes(v string) (hashes map[string]struct{}, keyPlans map[string]s
 			continue
 		}
 		if !isSHA256Hex(h) {
-			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key), optionally :plan; skipped", clip.Text(h, clip.QuotedLen)))
+			errs = append(errs, fmt.Errorf("API_KEY_HASHES entry %q: want 64 hex digits (SHA-256 of the key), optionally :plan; skipped", truncate.Text(h, truncate.QuotedLen)))
 			continue
 		}
 		hashes[h] = struct{}{}
@@ -659,11 +659,11 @@ func parseKeyHashes(v string) (hashes map[string]struct{}, keyPlans map[string]s
 // URL such as https://example.com/plan; printable ASCII, at most 256 bytes.
 func parsePlanClaim(v string) (string, error) {
 	if len(v) > 256 {
-		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", clip.Text(v, clip.QuotedLen))
+		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", truncate.Text(v, truncate.QuotedLen))
 	}
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c <= ' ' || c > '~' {
-			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", clip.Text(v, clip.QuotedLen))
+			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", truncate.Text(v, truncate.QuotedLen))
 		}
 	}
 	return v, nil
@@ -677,14 +677,14 @@ func parseCostsVar(v string, tiers Tiers, plans Plans, routes []RouteLimit) ([]R
 	costs, err := ParseCosts(v)
 	if errors.Is(err, ErrDuplicateEntry) {
 		if cerr := checkCosts(costs, tiers, plans, routes); cerr == nil {
-			return costs, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; the highest matching cost applies", clip.Text(v, clip.QuotedLen), err)
+			return costs, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; the highest matching cost applies", truncate.Text(v, truncate.QuotedLen), err)
 		}
 	}
 	if err == nil {
 		err = checkCosts(costs, tiers, plans, routes)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; every request costs 1", clip.Text(v, clip.QuotedLen), err)
+		return nil, fmt.Errorf("RATE_LIMIT_COSTS=%q: %w; every request costs 1", truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return costs, nil
 }
@@ -698,7 +698,7 @@ func parseShadowVar(variable, v string, tiers Tiers, plans Plans, routes []Route
 		err = checkShadowNames(s, tiers, plans, routes)
 	}
 	if err != nil {
-		return Shadow{}, fmt.Errorf("%s=%q: %w; every limit is enforced", variable, clip.Text(v, clip.QuotedLen), err)
+		return Shadow{}, fmt.Errorf("%s=%q: %w; every limit is enforced", variable, truncate.Text(v, truncate.QuotedLen), err)
 	}
 	return s, nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -15,9 +15,17 @@ import (
 // more key the decision's script reads and writes.
 const MaxListLimits = 8
 
-// ListedLimit is one limit of a LimitList.
-type ListedLimit struct {
+// OwnedLimit is one limit of a LimitList, as its owner brings it to a
+// request (internal/policy's rules hold these).
+type OwnedLimit struct {
 	ratelimit.Limit
+	// Owner is the tier, plan or route ("POST /auth/*") whose list it is,
+	// or the quota (QuotaLimitName).
+	Owner string
+	// Shadow is true when the limit is evaluated and reported but not
+	// enforced (RATE_LIMIT_SHADOW): set by policy, which reads the
+	// stage's Shadow.
+	Shadow bool
 	// OwnAlgorithm is true when the limit named its algorithm
 	// ("20/1s:token-bucket"): RATE_LIMIT_ALGORITHM and a stage's
 	// rateLimitAlgorithm do not replace it.
@@ -34,7 +42,7 @@ type ListedLimit struct {
 // list are named owner-window ("pro-1s", "pro-1m", "pro-1d"), so two
 // limits of one list may not share a window. The name is the policy name
 // of the RateLimit headers and part of the Redis key.
-type LimitList []ListedLimit
+type LimitList []OwnedLimit
 
 // Limits returns the list's limits, in order, as a new slice.
 func (l LimitList) Limits() []ratelimit.Limit {
@@ -108,7 +116,7 @@ func ParseLimitList(owner, spec string, alg ratelimit.Algorithm) (LimitList, err
 			return nil, fmt.Errorf("two limits per %s (each limit of a list needs its own window)", w)
 		}
 		seen[w] = true
-		list = append(list, ListedLimit{Limit: l, OwnAlgorithm: own})
+		list = append(list, OwnedLimit{Limit: l, Owner: owner, OwnAlgorithm: own})
 	}
 	if len(list) > 1 {
 		for i := range list {
@@ -130,7 +138,7 @@ func parseTierList(name, tier, v, def string, alg ratelimit.Algorithm) (LimitLis
 		if perr == nil {
 			return l, nil
 		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, clip.Text(v, clip.QuotedLen), perr, def)
+		err = fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), perr, def)
 	}
 	l, derr := ParseLimitList(tier, def, alg)
 	if derr != nil {
@@ -154,7 +162,7 @@ func stageList(variable, owner, v string, env LimitList, alg ratelimit.Algorithm
 		if len(env) == 0 {
 			using = "the caller's tier limits"
 		}
-		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip.Text(v, clip.QuotedLen), err, using)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, using)
 	}
 	return l, nil
 }

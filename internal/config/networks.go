@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // The plans of RATE_LIMIT_NETWORKS that are not limits.
@@ -57,19 +57,19 @@ func ParseNetworks(s string) (Networks, error) {
 		}
 		cidr, rawPlan, ok := strings.Cut(entry, "=")
 		if !ok {
-			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", clip.Text(entry, clip.QuotedLen))
+			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", truncate.Text(entry, truncate.QuotedLen))
 		}
 		prefix, err := parseNetwork(strings.TrimSpace(cidr))
 		if err != nil {
-			return Networks{}, fmt.Errorf("network %q: %w", clip.Text(entry, clip.QuotedLen), err)
+			return Networks{}, fmt.Errorf("network %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
 		plan, ok := identity.NormalizePlan(rawPlan)
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: plan %q: want %s, %s or a plan name (letters, digits, underscores)",
-				clip.Text(entry, clip.QuotedLen), clip.Text(strings.TrimSpace(rawPlan), clip.QuotedLen), NetworkUnlimited, NetworkBlocked)
+				truncate.Text(entry, truncate.QuotedLen), truncate.Text(strings.TrimSpace(rawPlan), truncate.QuotedLen), NetworkUnlimited, NetworkBlocked)
 		}
 		if seen[prefix] {
-			return Networks{}, fmt.Errorf("network %q: %s is given twice", clip.Text(entry, clip.QuotedLen), prefix)
+			return Networks{}, fmt.Errorf("network %q: %s is given twice", truncate.Text(entry, truncate.QuotedLen), prefix)
 		}
 		seen[prefix] = true
 		n.entries = append(n.entries, networkEntry{prefix: prefix, plan: plan})
@@ -87,24 +87,24 @@ func parseNetwork(s string) (netip.Prefix, error) {
 	if !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR nor an IP address", clip.Text(s, clip.QuotedLen))
+			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR nor an IP address", truncate.Text(s, truncate.QuotedLen))
 		}
 		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", clip.Text(s, clip.QuotedLen), err)
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR: %w", truncate.Text(s, truncate.QuotedLen), err)
 	}
 	if a := p.Addr(); a.Is4In6() {
 		bits := p.Bits() - 96
 		if bits < 0 {
-			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96", clip.Text(s, clip.QuotedLen))
+			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96", truncate.Text(s, truncate.QuotedLen))
 		}
 		p = netip.PrefixFrom(a.Unmap(), bits)
 	}
 	if m := p.Masked(); m != p {
-		return netip.Prefix{}, fmt.Errorf("%q has host bits set: it would be %s; write the network's first address (or the prefix length meant)", clip.Text(s, clip.QuotedLen), m)
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set: it would be %s; write the network's first address (or the prefix length meant)", truncate.Text(s, truncate.QuotedLen), m)
 	}
 	return p, nil
 }

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -100,15 +100,15 @@ func ParsePlans(s string, alg ratelimit.Algorithm) (Plans, error) {
 func parsePlanEntry(entry string, alg ratelimit.Algorithm) (string, LimitList, error) {
 	rawName, spec, ok := strings.Cut(entry, "=")
 	if !ok {
-		return "", nil, fmt.Errorf("plan entry %q: want name=N/window[:algorithm],...; left out", clip.Text(entry, clip.QuotedLen))
+		return "", nil, fmt.Errorf("plan entry %q: want name=N/window[:algorithm],...; left out", truncate.Text(entry, truncate.QuotedLen))
 	}
 	name, err := planName(rawName)
 	if err != nil {
-		return "", nil, fmt.Errorf("plan entry %q: %w; left out", clip.Text(entry, clip.QuotedLen), err)
+		return "", nil, fmt.Errorf("plan entry %q: %w; left out", truncate.Text(entry, truncate.QuotedLen), err)
 	}
 	list, err := ParseLimitList(name, spec, alg)
 	if err != nil {
-		return "", nil, fmt.Errorf("plan %q=%q: %w; left out, its callers get their tier's limits", name, clip.Text(spec, clip.QuotedLen), err)
+		return "", nil, fmt.Errorf("plan %q=%q: %w; left out, its callers get their tier's limits", name, truncate.Text(spec, truncate.QuotedLen), err)
 	}
 	return name, list, nil
 }
@@ -117,7 +117,7 @@ func parsePlanEntry(entry string, alg ratelimit.Algorithm) (string, LimitList, e
 func planName(raw string) (string, error) {
 	name, ok := identity.NormalizePlan(raw)
 	if !ok {
-		return "", fmt.Errorf("plan name %q: want 1 to %d letters, digits and underscores", clip.Text(strings.TrimSpace(raw), clip.QuotedLen), identity.MaxPlanLen)
+		return "", fmt.Errorf("plan name %q: want 1 to %d letters, digits and underscores", truncate.Text(strings.TrimSpace(raw), truncate.QuotedLen), identity.MaxPlanLen)
 	}
 	switch name {
 	case NetworkUnlimited, NetworkBlocked:

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
 
@@ -34,14 +34,14 @@ func RedisClientFromEnv(getenv func(string) string) (redisclient.Config, error) 
 	if v := strings.TrimSpace(getenv("REDIS_CLUSTER")); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: want true or false; using false", clip.Text(v, 64)))
+			errs = append(errs, fmt.Errorf("REDIS_CLUSTER=%q: want true or false; using false", truncate.Text(v, 64)))
 		}
 		cfg.Cluster = b
 	}
 	if v := strings.TrimSpace(getenv("REDIS_TIMEOUT")); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > time.Minute {
-			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", clip.Text(v, 64), DefaultRedisTimeout))
+			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT=%q: want a Go duration between 0 and 1m, like 100ms; using %s", truncate.Text(v, 64), DefaultRedisTimeout))
 		} else {
 			cfg.Timeout = d
 		}
@@ -49,12 +49,12 @@ func RedisClientFromEnv(getenv func(string) string) (redisclient.Config, error) 
 	if path := strings.TrimSpace(getenv("REDIS_TLS_CA_FILE")); path != "" {
 		pool, err := loadCAFile(path)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: %w; using the system roots", clip.Text(path, 256), err))
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: %w; using the system roots", truncate.Text(path, 256), err))
 		} else {
 			cfg.RootCAs = pool
 		}
 		if cfg.URL != "" && !isTLSURL(cfg.URL) {
-			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: REDIS_URL is not a rediss:// (TLS) URL, so the CA is not used", clip.Text(path, 256)))
+			errs = append(errs, fmt.Errorf("REDIS_TLS_CA_FILE=%q: REDIS_URL is not a rediss:// (TLS) URL, so the CA is not used", truncate.Text(path, 256)))
 		}
 	}
 	if u, err := url.Parse(cfg.URL); err == nil && u.Query().Has("skip_verify") {

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // StageVarShadow is the stage variable of RATE_LIMIT_SHADOW. API Gateway
@@ -59,15 +59,12 @@ func ParseShadow(s string) (Shadow, error) {
 
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
-	if method, path, ok := strings.Cut(item, ":/"); ok && !strings.Contains(method, " ") {
-		item = method + " /" + path
-	}
-	if strings.Contains(item, " ") {
-		method, glob, err := parseRouteName(item)
+	if strings.Contains(item, " ") || strings.Contains(item, ":/") {
+		route, err := parseRoute(item)
 		if err != nil {
-			return "", fmt.Errorf("route %q: %w", clip.Text(item, clip.QuotedLen), err)
+			return "", fmt.Errorf("route %q: %w", truncate.Text(item, truncate.QuotedLen), err)
 		}
-		return method + " " + glob.Text, nil
+		return route.Name(), nil
 	}
 	// A single limit of a list: owner-window, e.g. pro-1d.
 	owner, window, isLimit := strings.Cut(item, "-")
@@ -77,7 +74,7 @@ func shadowName(item string) (string, error) {
 		}
 		return name, nil
 	}
-	return "", fmt.Errorf("%q: want a tier, a plan, a limit of a list (plan-1d) or a route (POST /v1/reports)", clip.Text(item, clip.QuotedLen))
+	return "", fmt.Errorf("%q: want a tier, a plan, a limit of a list (plan-1d) or a route (POST /v1/reports)", truncate.Text(item, truncate.QuotedLen))
 }
 
 // validWindowText accepts what a limit name's window part can be ("1s",

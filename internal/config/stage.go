@@ -9,8 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -92,6 +92,9 @@ type StageCache struct {
 	base *Config
 	// report receives the parse errors of a newly seen set of values.
 	report func(error)
+	// restarts, when set, receives RestartWarnings of the environment's
+	// limits against a newly seen set of values.
+	restarts func(string)
 	// last is the variable set last answered and its limits.
 	last atomic.Pointer[stageEntry]
 
@@ -122,18 +125,31 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 	}
 }
 
+// ReportRestarts makes the cache call warn, once per newly seen set of
+// stage variables, with each of RestartWarnings(environment's limits,
+// stage's limits): a limit whose window or algorithm the stage changes
+// starts its callers afresh on the stage (its keys are not the
+// environment's). A function's runtime logs them, as slidegate check
+// reports them. Call it before the cache is shared; it returns c.
+func (c *StageCache) ReportRestarts(warn func(string)) *StageCache {
+	c.restarts = warn
+	return c
+}
+
 // For returns the limits of a stage with the given stage variables. The
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if len(stageVars) == 0 {
 		return c.env
 	}
-	if e := c.last.Load(); e != nil && maps.Equal(e.vars, stageVars) {
-		return e.limits
+	e := c.last.Load()
+	if e == nil || !maps.Equal(e.vars, stageVars) {
+		// A set this instance did not last answer: looked up, or parsed
+		// when first seen.
+		e = &stageEntry{vars: maps.Clone(stageVars), limits: c.parse(stageVars)}
+		c.last.Store(e)
 	}
-	l := c.parse(stageVars)
-	c.last.Store(&stageEntry{vars: maps.Clone(stageVars), limits: l})
-	return l
+	return e.limits
 }
 
 // parse returns the limits of a set of stage variables the cache did not
@@ -152,6 +168,11 @@ func (c *StageCache) parse(stageVars map[string]string) *Limits {
 	l, err := ResolveStage(c.base, key)
 	if err != nil {
 		c.report(err)
+	}
+	if c.restarts != nil {
+		for _, msg := range RestartWarnings(c.env, l) {
+			c.restarts(msg)
+		}
 	}
 	if len(c.entries) >= maxStageEntries {
 		clear(c.entries)
@@ -182,7 +203,7 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	report(err)
 	if err := envFitsAlgorithm(cfg, alg); err != nil {
-		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, clip.Text(v.Algorithm, clip.QuotedLen), err, cfg.Tiers.Algorithm))
+		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, truncate.Text(v.Algorithm, truncate.QuotedLen), err, cfg.Tiers.Algorithm))
 		alg = cfg.Tiers.Algorithm
 	}
 	tiers := Tiers{Algorithm: alg}
@@ -239,7 +260,7 @@ func stageLimit(variable, name, v string, env ratelimit.Limit, envOwn bool, alg 
 	}
 	l, own, err := makeLimitSpec(name, v, alg)
 	if err != nil {
-		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, clip.Text(v, clip.QuotedLen), err, env)
+		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, env)
 	}
 	return l, own, nil
 }

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/clip"
+	"github.com/slidegate/slidegate/internal/truncate"
 )
 
 // ErrNotCanonical marks an identity that names a caller in another form
@@ -60,13 +60,13 @@ func CanonicalIdentity(id string, ipv6Prefix int) (string, error) {
 	case strings.HasPrefix(id, KindKey):
 		h := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(id, KindKey)))
 		if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
-			return "", fmt.Errorf("identity %q: want key: and the API key's SHA-256 as 64 hex digits", clip.Text(id, clip.QuotedLen))
+			return "", fmt.Errorf("identity %q: want key: and the API key's SHA-256 as 64 hex digits", truncate.Text(id, truncate.QuotedLen))
 		}
 		return KindKey + h, nil
 	case strings.HasPrefix(id, KindHash) || isHash(strings.TrimSpace(id)):
 		h := strings.ToLower(strings.TrimSpace(strings.TrimPrefix(id, KindHash)))
 		if !isHash(h) {
-			return "", fmt.Errorf("identity %q: want hash: and the identity's hash as the logs print it, %d hex digits", clip.Text(id, clip.QuotedLen), HashLen)
+			return "", fmt.Errorf("identity %q: want hash: and the identity's hash as the logs print it, %d hex digits", truncate.Text(id, truncate.QuotedLen), HashLen)
 		}
 		return KindHash + h, nil
 	case strings.HasPrefix(id, KindSubject):
@@ -75,7 +75,7 @@ func CanonicalIdentity(id string, ipv6Prefix int) (string, error) {
 		}
 		return id, nil
 	}
-	return "", fmt.Errorf("identity %q does not start with a kind (ip, key or sub) and a colon: want ip:<address or IPv6 /%d prefix>, key:<sha256 hex>, sub:<subject> or the %d-hex-digit hash the logs print", clip.Text(id, clip.QuotedLen), ipv6Prefix, HashLen)
+	return "", fmt.Errorf("identity %q does not start with a kind (ip, key or sub) and a colon: want ip:<address or IPv6 /%d prefix>, key:<sha256 hex>, sub:<subject> or the %d-hex-digit hash the logs print", truncate.Text(id, truncate.QuotedLen), ipv6Prefix, HashLen)
 }
 
 // isHash reports whether s is HashLen hex digits, of either case.
@@ -92,18 +92,18 @@ func canonicalSource(s string, ipv6Prefix int) (string, error) {
 	if !isPrefix {
 		id, ok := SourceIdentity(s, ipv6Prefix)
 		if !ok {
-			return "", fmt.Errorf("identity %q: not an IP address", clip.Text(KindIP+s, clip.QuotedLen))
+			return "", fmt.Errorf("identity %q: not an IP address", truncate.Text(KindIP+s, truncate.QuotedLen))
 		}
 		return id, nil
 	}
 	p, err := netip.ParsePrefix(addr + "/" + bits)
 	if err != nil || !p.Addr().Is6() || p.Addr().Is4In6() || p.Addr().Zone() != "" {
 		return "", fmt.Errorf("identity %q: an anonymous caller is one IPv4 address, or one IPv6 address or /%d prefix (a network's control takes the network field, slidegate's --network)",
-			clip.Text(KindIP+s, clip.QuotedLen), ipv6Prefix)
+			truncate.Text(KindIP+s, truncate.QuotedLen), ipv6Prefix)
 	}
 	if p.Bits() != ipv6Prefix {
 		return "", fmt.Errorf("identity %q: IPv6 callers are counted per /%d prefix (RATE_LIMIT_IPV6_PREFIX): a /%d prefix is never counted",
-			clip.Text(KindIP+s, clip.QuotedLen), ipv6Prefix, p.Bits())
+			truncate.Text(KindIP+s, truncate.QuotedLen), ipv6Prefix, p.Bits())
 	}
 	id, _ := SourceIdentity(p.Addr().String(), ipv6Prefix)
 	return id, nil

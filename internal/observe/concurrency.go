@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
+	"github.com/slidegate/slidegate/internal/truncate"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -42,30 +43,30 @@ func (o *Observer) InFlight(tier string, held []ratelimit.Slot) {
 // ConcurrencyDenied publishes a request refused by a full in-flight
 // limit: one EMF record, and one decision line (Info, outcome denied)
 // within the log budget, naming the caller by tier and hashed identity.
-func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier, identityHash string, slot ratelimit.Slot) {
+func (o *Observer) ConcurrencyDenied(ctx context.Context, req apigw.Request, tier, identityHash string, slot ratelimit.Slot) {
 	o.writeConcurrencyMetric(tier, MetricConcurrencyDenials, "Count", 1)
 	if !o.logger.Enabled(ctx, slog.LevelInfo) {
 		return
 	}
-	ok, suppressed := o.budget.admit(edge.Denied.String() + ": " + ReasonOverInFlight)
+	ok, suppressed := o.budget.admit(apigw.Denied.String() + ": " + ReasonOverInFlight)
 	if !ok {
 		return
 	}
 	if identityHash == "" {
-		identityHash = edge.IdentityHashUnavailable
+		identityHash = apigw.IdentityHashUnavailable
 	}
 	attrs := []slog.Attr{
-		slog.String("outcome", edge.Denied.String()),
+		slog.String("outcome", apigw.Denied.String()),
 		slog.String("reason", ReasonOverInFlight),
 		slog.String("limitKind", LimitKindConcurrency),
 		slog.String("tier", tier),
 		slog.String("identity", identityHash),
-		slog.String("route", edge.RouteName(req)),
+		slog.String("route", apigw.RouteName(req)),
 		slog.Bool("allowed", false),
 		slog.String("limitName", slot.Limit.Name),
 		slog.Int64("limit", slot.Limit.Max),
 		slog.Int64("inFlight", slot.Held),
-		slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(slot.RetryAfter)),
+		slog.Int64("retryAfter", httplimit.RetryAfterSeconds(slot.RetryAfter)),
 	}
 	if slot.Degraded {
 		attrs = append(attrs, slog.Bool("degraded", true))
@@ -74,10 +75,10 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req edge.Request, tier
 		attrs = append(attrs, slog.Float64("redisMs", millis(slot.RedisLatency)))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", truncate.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", truncate.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/clip"
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/internal/version"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -50,10 +50,10 @@ const (
 type Observation struct {
 	// Request is the request decided: its route and request ids are
 	// logged, never its headers, source address or path parameters.
-	Request edge.Request
+	Request apigw.Request
 	// Outcome is the decision; its Kind names the outcome, the reason and
 	// the level of the line.
-	Outcome edge.Outcome
+	Outcome apigw.Outcome
 	// Credential is the identity resolver's note on a presented
 	// credential that earned nothing ("unknown api key", "bearer token:
 	// ..."); empty otherwise.
@@ -96,7 +96,7 @@ func New(logger *slog.Logger, w io.Writer, sampling LogSampling) *Observer {
 func (o *Observer) BreakerChanged(from, to string) { o.breaker.changed(from, to) }
 
 // Observe publishes one outcome: metrics first, whatever the log does.
-// Both name it by its Kind (edge.Kind.String).
+// Both name it by its Kind (apigw.Kind.String).
 func (o *Observer) Observe(ctx context.Context, rec Observation) {
 	outcome := rec.Outcome.Kind.String()
 	changes, state := o.breaker.take()
@@ -117,8 +117,8 @@ func (o *Observer) Observe(ctx context.Context, rec Observation) {
 			malformed:       rec.Outcome.Result.Control.Malformed,
 			decisionLatency: rec.Latency,
 			redisLatency:    rec.Outcome.Result.RedisLatency,
-			requestID:       clip.Text(rec.Request.RequestID, maxRequestIDLen),
-			lambdaRequestID: clip.Text(rec.Request.LambdaRequestID, maxRequestIDLen),
+			requestID:       truncate.Text(rec.Request.RequestID, maxRequestIDLen),
+			lambdaRequestID: truncate.Text(rec.Request.LambdaRequestID, maxRequestIDLen),
 			breakerState:    state,
 			breakerChanges:  changes,
 			timestampMillis: time.Now().UnixMilli(),
@@ -154,10 +154,10 @@ func (o *Observer) malformedControl(ctx context.Context, rec Observation) {
 	attrs := []slog.Attr{
 		slog.String("tier", rec.Outcome.Caller.Tier),
 		slog.String("identity", identityHash(rec.Outcome)),
-		slog.String("route", edge.RouteName(rec.Request)),
+		slog.String("route", apigw.RouteName(rec.Request)),
 	}
 	if rec.Request.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", clip.Text(rec.Request.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", truncate.Text(rec.Request.RequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
@@ -171,13 +171,13 @@ const MalformedControlMessage = "malformed live control record ignored; the call
 
 // NetworkControlsUnread logs, at Warn and within its own budget, a read
 // of the live network controls that failed or was not whole (err, from
-// ratelimit.NetworkControlCache.Get): the last list read stays in force.
+// controls.NetworkControlCache.Get): the last list read stays in force.
 func (o *Observer) NetworkControlsUnread(ctx context.Context, err error) {
 	ok, suppressed := o.budget.admit("network controls")
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("error", clip.Text(err.Error(), maxErrorLen))}
+	attrs := []slog.Attr{slog.String("error", truncate.Text(err.Error(), maxErrorLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
@@ -190,13 +190,13 @@ func (o *Observer) NetworkControlsUnread(ctx context.Context, err error) {
 // bad credential), and Error for a request that could not be decided (a
 // fail-closed route with Redis unavailable, limits that cannot be
 // decided).
-func level(k edge.Kind) slog.Level {
+func level(k apigw.Kind) slog.Level {
 	switch k {
-	case edge.Unavailable, edge.Undecidable:
+	case apigw.Unavailable, apigw.Undecidable:
 		return slog.LevelError
-	case edge.Allowed, edge.Unlimited:
+	case apigw.Allowed, apigw.Unlimited:
 		return slog.LevelDebug
-	case edge.Denied, edge.ShadowDenied, edge.Blocked:
+	case apigw.Denied, apigw.ShadowDenied, apigw.Blocked:
 		return slog.LevelInfo
 	default:
 		return slog.LevelWarn
@@ -207,29 +207,29 @@ func level(k edge.Kind) slog.Level {
 // control that changed it. It also names the log budget the line spends:
 // each reason belongs to one outcome, so the budgets are per outcome and
 // reason.
-func reason(k edge.Kind, c controls.Applied) string {
+func reason(k apigw.Kind, c controls.Applied) string {
 	switch {
-	case (k == edge.Denied || k == edge.Blocked) && c.Kind == controls.Block:
+	case (k == apigw.Denied || k == apigw.Blocked) && c.Kind == controls.Block:
 		return ReasonControlBlocked
-	case k == edge.Unlimited && c.Kind == controls.Exempt:
+	case k == apigw.Unlimited && c.Kind == controls.Exempt:
 		return ReasonControlExempt
 	}
 	switch k {
-	case edge.Unavailable:
+	case apigw.Unavailable:
 		return ReasonUnavailable
-	case edge.Undecidable:
+	case apigw.Undecidable:
 		return ReasonUndecidable
-	case edge.Unauthorized, edge.UnauthorizedOverLimit:
+	case apigw.Unauthorized, apigw.UnauthorizedOverLimit:
 		return ReasonUnauthorized
-	case edge.Degraded:
+	case apigw.Degraded:
 		return ReasonFallback
-	case edge.Allowed:
+	case apigw.Allowed:
 		return ReasonWithinLimit
-	case edge.ShadowDenied:
+	case apigw.ShadowDenied:
 		return ReasonShadowDenied
-	case edge.Blocked:
+	case apigw.Blocked:
 		return ReasonBlocked
-	case edge.Unlimited:
+	case apigw.Unlimited:
 		return ReasonUnlimited
 	default:
 		return ReasonOverLimit
@@ -264,7 +264,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		slog.String("reason", why),
 		slog.String("tier", out.Caller.Tier),
 		slog.String("identity", identityHash(out)),
-		slog.String("route", edge.RouteName(req)),
+		slog.String("route", apigw.RouteName(req)),
 		slog.Bool("allowed", out.Result.Allowed && rec.Err == nil),
 		slog.String("version", o.version),
 	)
@@ -273,11 +273,11 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", d.Limit.WindowSeconds()),
+			slog.Int64("window", httplimit.WindowSeconds(d.Limit)),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", httplimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Plan != "" {
@@ -290,14 +290,14 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 			attrs = append(attrs, slog.Float64("controlFactor", out.Result.Control.Factor))
 		}
 	}
-	if out.Kind == edge.ShadowDenied {
-		attrs = append(attrs, slog.String("shadowLimits", clip.Text(out.ShadowDenials(), maxReasonLen)))
+	if out.Kind == apigw.ShadowDenied {
+		attrs = append(attrs, slog.String("shadowLimits", truncate.Text(out.ShadowDenials(), maxReasonLen)))
 	}
 	if out.Unauthorized() {
 		attrs = append(attrs, slog.Bool("unauthorized", true))
 	}
 	if rec.Credential != "" {
-		attrs = append(attrs, slog.String("credential", clip.Text(rec.Credential, maxReasonLen)))
+		attrs = append(attrs, slog.String("credential", truncate.Text(rec.Credential, maxReasonLen)))
 	}
 	if out.FailClosed {
 		attrs = append(attrs, slog.Bool("failClosed", true))
@@ -309,30 +309,30 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 	if out.Result.Degraded && out.Result.Cause != nil {
 		// The Redis client's own words (refused, timeout, NOAUTH,
 		// WRONGPASS, breaker open): no caller, no credential.
-		attrs = append(attrs, slog.String("redisError", clip.Text(out.Result.Cause.Error(), maxRedisErrorLen)))
+		attrs = append(attrs, slog.String("redisError", truncate.Text(out.Result.Cause.Error(), maxRedisErrorLen)))
 	}
 	if breakerState != breakerClosed {
 		attrs = append(attrs, slog.String("breakerState", breakerState))
 	}
 	if req.RequestID != "" {
-		attrs = append(attrs, slog.String("requestId", clip.Text(req.RequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("requestId", truncate.Text(req.RequestID, maxRequestIDLen)))
 	}
 	if req.LambdaRequestID != "" {
-		attrs = append(attrs, slog.String("lambdaRequestId", clip.Text(req.LambdaRequestID, maxRequestIDLen)))
+		attrs = append(attrs, slog.String("lambdaRequestId", truncate.Text(req.LambdaRequestID, maxRequestIDLen)))
 	}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}
 	if rec.Err != nil {
-		attrs = append(attrs, slog.String("error", clip.Text(rec.Err.Error(), maxErrorLen)))
+		attrs = append(attrs, slog.String("error", truncate.Text(rec.Err.Error(), maxErrorLen)))
 	}
 	o.logger.LogAttrs(ctx, lvl, DecisionMessage, attrs...)
 }
 
 // identityHash is how a caller's identity appears in a log line.
-func identityHash(o edge.Outcome) string {
+func identityHash(o apigw.Outcome) string {
 	if o.IdentityHash == "" {
-		return edge.IdentityHashUnavailable
+		return apigw.IdentityHashUnavailable
 	}
 	return o.IdentityHash
 }
@@ -350,7 +350,7 @@ func (o *Observer) InvalidSource(ctx context.Context, sourceIP string) {
 	if !ok {
 		return
 	}
-	attrs := []slog.Attr{slog.String("sourceIp", clip.Text(sourceIP, maxInvalidSourceLen))}
+	attrs := []slog.Attr{slog.String("sourceIp", truncate.Text(sourceIP, maxInvalidSourceLen))}
 	if suppressed > 0 {
 		attrs = append(attrs, slog.Int64(attrSuppressed, suppressed))
 	}

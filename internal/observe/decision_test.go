@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/edge"
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/version"
@@ -32,9 +32,9 @@ var anonymousLimit = ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.
 // record builds the decision record of a request from plantedIP.
 func record(outcome string) Observation {
 	rec := Observation{
-		Request: edge.Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
+		Request: apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: plantedIP, RequestID: "api-req-1", LambdaRequestID: "lambda-req-1",
 			Headers: map[string]string{"x-api-key": plantedKey}},
-		Outcome: edge.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous, Identity: identity.KindIP + plantedIP}, IdentityHash: identity.Hash(identity.KindIP + plantedIP)},
+		Outcome: apigw.Outcome{Caller: identity.Caller{Tier: identity.TierAnonymous, Identity: identity.KindIP + plantedIP}, IdentityHash: identity.Hash(identity.KindIP + plantedIP)},
 		Latency: 1500 * time.Microsecond,
 	}
 	unauthorized := false
@@ -68,7 +68,7 @@ func record(outcome string) Observation {
 	case "undecidable":
 		rec.Err = fmt.Errorf("decide GET /v1/items for anonymous: %w: window too long", ratelimit.ErrInvalid)
 	}
-	rec.Outcome.Kind = httplimit.KindOf(rec.Outcome.Result, unauthorized, rec.Err)
+	rec.Outcome.Kind = httplimit.KindOf(httplimit.Decided{Unauthorized: unauthorized, Result: rec.Outcome.Result, Err: rec.Err})
 	return rec
 }
 
@@ -429,7 +429,7 @@ func TestDecisionObserverNamesTheControl(t *testing.T) {
 			r.Outcome.Result.Control = controls.Applied{Kind: controls.Scale, Until: until, Factor: 0.1}
 		}, map[string]any{"outcome": "denied", "reason": ReasonOverLimit, "control": "scaled", "controlFactor": 0.1}, "scaled", false},
 		{"a network block", func(r *Observation) {
-			r.Outcome.Kind, r.Outcome.Result = edge.Blocked, ratelimit.Result{Control: controls.Applied{Kind: controls.Block, Until: until}}
+			r.Outcome.Kind, r.Outcome.Result = apigw.Blocked, ratelimit.Result{Control: controls.Applied{Kind: controls.Block, Until: until}}
 		}, map[string]any{"outcome": "blocked", "reason": ReasonControlBlocked, "control": "blocked-by-control"}, "blocked-by-control", false},
 		{"a malformed record", func(r *Observation) {
 			r.Outcome.Result.Control = controls.Applied{Malformed: true}

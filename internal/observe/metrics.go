@@ -39,7 +39,7 @@ const (
 	MetricBreakerStateChanges = "BreakerStateChanges"
 	// MetricControlledDecisions is 1 per decision a live control changed
 	// (Count), by control: blocked-by-control, exempt or scaled
-	// (edge.ControlName), three values whatever the number of controls;
+	// (apigw.ControlName), three values whatever the number of controls;
 	// absent from the other decisions.
 	MetricControlledDecisions = "ControlledDecisions"
 	// MetricMalformedControls is 1 per decision that found a live control
@@ -67,7 +67,7 @@ const (
 // metricsRecord is what one decision publishes.
 type metricsRecord struct {
 	tier, outcome   string
-	control         string // edge.ControlName of the control that changed the decision, "" for none
+	control         string // apigw.ControlName of the control that changed the decision, "" for none
 	malformed       bool   // a control record could not be read
 	decisionLatency time.Duration
 	redisLatency    time.Duration // zero when Redis was not asked

@@ -1,6 +1,6 @@
 // Package observe is what slidegate tells its operator: one JSON log line
 // and one CloudWatch Embedded Metric Format record per decision, both
-// derived from the decision's edge.Outcome (its Kind names the outcome,
+// derived from the decision's apigw.Outcome (its Kind names the outcome,
 // the reason and the log level), log lines sampled per kind so that a
 // flood cannot flood the log, and go-redis's own messages in the same log.
 // Metrics are never sampled.

@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/slidegate/slidegate/internal/clip"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -115,7 +115,7 @@ func DecodeControlRequest(payload []byte) (ControlRequest, error) {
 	dec.DisallowUnknownFields()
 	var req ControlRequest
 	if err := dec.Decode(&req); err != nil {
-		return ControlRequest{}, fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return ControlRequest{}, fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return ControlRequest{}, fmt.Errorf("%w: data after the JSON object", errBadRequest)
@@ -133,21 +133,21 @@ var controlFields = map[string]bool{"action": true, "identity": true, "network":
 func checkFieldNames(payload []byte) error {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(payload, &fields); err != nil {
-		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	if _, err := dec.Token(); err != nil { // the object's {
-		return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+		return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 	}
 	seen := make(map[string]bool, len(fields))
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+			return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 		}
 		name, _ := tok.(string)
 		if !controlFields[name] {
-			return fmt.Errorf("%w: unknown field %q (field names are lower case: action, identity, network, duration, factor, reason, by)", errBadRequest, clip.Text(name, 32))
+			return fmt.Errorf("%w: unknown field %q (field names are lower case: action, identity, network, duration, factor, reason, by)", errBadRequest, truncate.Text(name, 32))
 		}
 		if seen[name] {
 			return fmt.Errorf("%w: field %q given twice", errBadRequest, name)
@@ -155,7 +155,7 @@ func checkFieldNames(payload []byte) error {
 		seen[name] = true
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return fmt.Errorf("%w: %s", errBadRequest, clip.Text(err.Error(), 200))
+			return fmt.Errorf("%w: %s", errBadRequest, truncate.Text(err.Error(), 200))
 		}
 	}
 	return nil
@@ -168,17 +168,17 @@ func ParseControlDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 1 || n > 366 {
-			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, clip.Text(s, clip.QuotedLen))
+			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, clip.Text(s, clip.QuotedLen))
+			return 0, fmt.Errorf("%w: duration %q: want a Go duration (90m, 1h) or whole days (7d)", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 		}
 	}
 	if d <= 0 {
-		return 0, fmt.Errorf("%w: duration %q is not positive", errBadRequest, clip.Text(s, clip.QuotedLen))
+		return 0, fmt.Errorf("%w: duration %q is not positive", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 	}
 	if d > controls.MaxDuration {
 		return 0, fmt.Errorf("%w: duration %s is more than the %s a control may last", errBadRequest, d, controls.MaxDuration)
@@ -191,7 +191,7 @@ func ParseControlDuration(s string) (time.Duration, error) {
 func ParseControlNetwork(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w: network %q is not a CIDR", errBadRequest, clip.Text(s, clip.QuotedLen))
+		return netip.Prefix{}, fmt.Errorf("%w: network %q is not a CIDR", errBadRequest, truncate.Text(s, truncate.QuotedLen))
 	}
 	if p.Addr().Is4In6() {
 		return netip.Prefix{}, fmt.Errorf("%w: network %s is IPv4-mapped; write it as IPv4", errBadRequest, p)
@@ -217,7 +217,7 @@ func checkIdentity(id string, ipv6Prefix int) error {
 		return fmt.Errorf("%w: %w", errBadRequest, err)
 	}
 	if canonical != id {
-		return fmt.Errorf("%w: identity %q is %w: send %q", errBadRequest, clip.Text(id, clip.QuotedLen), identity.ErrNotCanonical, canonical)
+		return fmt.Errorf("%w: identity %q is %w: send %q", errBadRequest, truncate.Text(id, truncate.QuotedLen), identity.ErrNotCanonical, canonical)
 	}
 	return nil
 }
@@ -248,7 +248,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		}
 	} else if err := checkIdentity(req.Identity, ipv6Prefix); err != nil {
 		return reply, err
-	} else if h, ok := strings.CutPrefix(req.Identity, identity.KindHash); ok && hashOfTag(l.Tag(req.Identity)) != h {
+	} else if h, ok := strings.CutPrefix(req.Identity, identity.KindHash); ok && hashOfTag(l.Controls().Tag(req.Identity)) != h {
 		// A limiter without ratelimit.Options.HashedIdentities would act
 		// on the hash of the hash: a control acknowledged on nobody.
 		return reply, fmt.Errorf("%s: identity %s: this connection does not read identities given as their hash", req.Action, req.Identity)
@@ -264,16 +264,16 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		var err error
 		switch {
 		case req.Action == "lift" && req.Network != "":
-			c, reply.Found, err = l.LiftNetworkControl(ctx, network)
+			c, reply.Found, err = l.Controls().LiftNetwork(ctx, network)
 		case req.Action == "lift":
-			c, reply.Found, err = l.LiftControl(ctx, req.Identity)
+			c, reply.Found, err = l.Controls().Lift(ctx, req.Identity)
 		case req.Network != "":
 			return reply, fmt.Errorf("%w: get takes an identity; list shows the networks", errBadRequest)
 		default:
-			c, reply.Found, err = l.GetControl(ctx, req.Identity)
+			c, reply.Found, err = l.Controls().Get(ctx, req.Identity)
 			if errors.Is(err, controls.ErrMalformed) {
 				reply.Found, err = true, nil
-				tag := l.Tag(req.Identity)
+				tag := l.Controls().Tag(req.Identity)
 				reply.Control = &ControlView{Kind: "malformed", Tag: tag, Hash: hashOfTag(tag)}
 				return reply, nil
 			}
@@ -282,7 +282,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 			return reply, fmt.Errorf("%s: %w", req.Action, err)
 		}
 		if reply.Found {
-			v := viewOf(c, l.Tag(req.Identity), network)
+			v := viewOf(c, l.Controls().Tag(req.Identity), network)
 			if req.Network != "" {
 				v.Tag, v.Hash = "", ""
 			}
@@ -290,7 +290,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		}
 		return reply, nil
 	}
-	return reply, fmt.Errorf("%w: action %q: want block, exempt, scale, lift, get or list", errBadRequest, clip.Text(req.Action, 32))
+	return reply, fmt.Errorf("%w: action %q: want block, exempt, scale, lift, get or list", errBadRequest, truncate.Text(req.Action, 32))
 }
 
 func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, network netip.Prefix, reply ControlReply) (ControlReply, error) {
@@ -308,21 +308,21 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 	if err != nil {
 		return reply, err
 	}
-	now, err := l.Time(ctx)
+	now, err := l.Controls().Time(ctx)
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
 	c := controls.Control{Kind: kind, Factor: req.Factor, Until: now.Add(d), Reason: req.Reason, SetBy: req.By}
 	if req.Network != "" {
-		err = l.SetNetworkControl(ctx, network, c)
+		err = l.Controls().SetNetwork(ctx, network, c)
 	} else {
-		err = l.SetControl(ctx, req.Identity, c)
+		err = l.Controls().Set(ctx, req.Identity, c)
 	}
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
 	c.SetAt = now.Truncate(time.Millisecond) // as the record keeps it
-	v := viewOf(c, l.Tag(req.Identity), network)
+	v := viewOf(c, l.Controls().Tag(req.Identity), network)
 	if req.Network != "" {
 		v.Tag, v.Hash = "", ""
 	}
@@ -331,7 +331,7 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 }
 
 func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply) (ControlReply, error) {
-	entries, err := l.ListControls(ctx)
+	entries, err := l.Controls().List(ctx)
 	if err != nil {
 		return reply, fmt.Errorf("list: %w", err)
 	}
@@ -342,7 +342,7 @@ func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply)
 		}
 		reply.Controls = append(reply.Controls, viewOf(e.Control, e.Tag, netip.Prefix{}))
 	}
-	nets, err := l.NetworkControls(ctx)
+	nets, err := l.Controls().Networks(ctx)
 	if err != nil && nets == nil {
 		return reply, fmt.Errorf("list: %w", err)
 	}

@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -65,28 +66,30 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			verdict, got := policy.NetworkVerdict(static, c.live, c.ip)
+			network := policy.ReadNetwork(static, c.live, c.ip)
+			verdict, got := network.String(), network.Control
 			if verdict != c.verdict || got.Kind != c.control || !got.Until.Equal(c.until) {
-				t.Errorf("NetworkVerdict(%s) = %q, %s until %v; want %q, %s until %v", c.ip, verdict, got.Kind, got.Until, c.verdict, c.control, c.until)
+				t.Errorf("ReadNetwork(%s) = %q, %s until %v; want %q, %s until %v", c.ip, verdict, got.Kind, got.Until, c.verdict, c.control, c.until)
 			}
-			// The one place: Stage.Caller reads the same, and the
+			// The one place: Stage.CallerRules reads the same, and the
 			// network's answer carries the control.
 			s := policy.Stage{Limits: &config.Limits{}, Networks: static, NetworkControls: c.live}
-			caller := s.Caller(identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}, c.ip)
-			if caller.NetworkName() != c.verdict || caller.NetworkControl.Kind != c.control {
-				t.Errorf("Stage.Caller: network %q control %s, want %q %s", caller.NetworkName(), caller.NetworkControl.Kind, c.verdict, c.control)
+			caller := s.CallerRules(identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}, c.ip)
+			if caller.Network.String() != c.verdict || caller.Network.Control.Kind != c.control {
+				t.Errorf("Stage.CallerRules: network %q control %s, want %q %s", caller.Network.String(), caller.Network.Control.Kind, c.verdict, c.control)
 			}
-			kind, res, ok := caller.NetworkDecision(false)
+			d, ok := caller.Network.Decided(false)
+			kind, res := httplimit.KindOf(d), d.Result
 			switch c.verdict {
 			case config.NetworkBlocked:
-				if !ok || kind != edge.Blocked || res.Control.Kind != c.control {
-					t.Errorf("NetworkDecision: %v %+v %v, want Blocked with the control", kind, res, ok)
+				if !ok || kind != apigw.Blocked || res.Control.Kind != c.control {
+					t.Errorf("Network.Decided: %v %+v %v, want Blocked with the control", kind, res, ok)
 				}
 			case config.NetworkUnlimited:
-				if !ok || kind != edge.Unlimited || !res.Allowed || res.Control.Kind != c.control {
-					t.Errorf("NetworkDecision: %v %+v %v, want Unlimited with the control", kind, res, ok)
+				if !ok || kind != apigw.Unlimited || !res.Allowed || res.Control.Kind != c.control {
+					t.Errorf("Network.Decided: %v %+v %v, want Unlimited with the control", kind, res, ok)
 				}
-				if kind, _, _ := caller.NetworkDecision(true); kind != edge.Unauthorized {
+				if d, _ := caller.Network.Decided(true); httplimit.KindOf(d) != apigw.Unauthorized {
 					t.Errorf("a bad credential under a live exemption: %v, want Unauthorized (an exemption is not authentication)", kind)
 				}
 			}
@@ -94,13 +97,13 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 	}
 }
 
-// BenchmarkNetworkVerdict is the request path's cost of the live network
+// BenchmarkReadNetwork is the request path's cost of the live network
 // controls: the verdict on an address under none of them, with 0, 10 and
 // the most (controls.MaxNetworks) in force, beside
 // RATE_LIMIT_NETWORKS's ten entries.
 //
-//	go test ./internal/policy/ -run '^$' -bench NetworkVerdict
-func BenchmarkNetworkVerdict(b *testing.B) {
+//	go test ./internal/policy/ -run '^$' -bench ReadNetwork
+func BenchmarkReadNetwork(b *testing.B) {
 	static, err := config.ParseNetworks("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,198.51.100.0/24=partner,2001:db8::/32=unlimited,10.66.0.0/16=blocked,172.16.0.0/12=partner,100.64.0.0/10=blocked,2001:db8:bad::/48=blocked,203.0.113.128/25=blocked,198.18.0.0/15=unlimited")
 	if err != nil {
 		b.Fatal(err)
@@ -117,7 +120,7 @@ func BenchmarkNetworkVerdict(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("live=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if v, _ := policy.NetworkVerdict(static, live, "203.0.113.7"); v != "" {
+				if v := policy.ReadNetwork(static, live, "203.0.113.7").String(); v != "" {
 					b.Fatal(v)
 				}
 			}

@@ -93,7 +93,7 @@ func (p Path) Segments() []string {
 
 // Union is a request path read both as p and as q: a glob matches it when
 // it matches either (a REST resource with a path parameter and the path the
-// router serves, see edge.ServedPaths). Its Raw and Segments are p's.
+// router serves, see apigw.FromRESTAuthorizer). Its Raw and Segments are p's.
 func (p Path) Union(q Path) Path {
 	u := Path{Raw: p.Raw, readings: make([][]string, 0, len(p.readings)+len(q.readings))}
 	for _, r := range p.readings {

@@ -17,7 +17,7 @@
 //     a plan whose every limit is shadowed leaves its caller's tier limits
 //     enforced beneath it;
 //   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
-//     rate limits in force (Caller.HeldBy): beneath a plan wholly in
+//     rate limits in force (CallerRules.HeldBy): beneath a plan wholly in
 //     shadow, the tier's entry holds, not the plan's;
 //   - a network exempts an address (unlimited) only when every form of
 //     the address is under that same entry's verdict; a blocked network
@@ -26,20 +26,21 @@
 //     reading together, each plan's limits and its tier's (a stricter
 //     plan is not escaped through another form, a looser one not gained);
 //   - the live network controls (Stage.NetworkControls) join
-//     RATE_LIMIT_NETWORKS under the same rule (NetworkVerdict): blocked
+//     RATE_LIMIT_NETWORKS under the same rule (Network): blocked
 //     when either source blocks any form, a live exemption only when it
 //     holds every form and neither source blocks one.
 //
-// The functions (internal/app), make local and every slidegate command
-// call Stage.Resolve or Stage.Caller: there is no second copy.
+// The functions (internal/instance), make local and every slidegate command
+// call Stage.Resolve or Stage.CallerRules: there is no second copy.
 package policy
 
 import (
 	"slices"
 
+	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -54,8 +55,8 @@ type Stage struct {
 	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
 	FailClosed []config.PathGlob
 	// NetworkControls are the live network controls in force, as the
-	// process last read them (ratelimit.NetworkControlCache); nil for
-	// none. They join Networks in the network verdict (NetworkVerdict).
+	// process last read them (controls.NetworkControlCache); nil for
+	// none. They join Networks in the network verdict (ReadNetwork).
 	NetworkControls []controls.Network
 }
 
@@ -70,15 +71,21 @@ type Request struct {
 	// Method is the HTTP method, upper case.
 	Method string
 	// Path is the request path in every reading: the path and the REST
-	// paths it may be served as (edge.Request.ServedPaths), united.
+	// paths it may be served as (apigw.Request.ServedPaths), united.
 	Path Path
 	// SourceIP is the source address as API Gateway reports it.
 	SourceIP string
 }
 
+// matches reports whether the request is one of route's: its method and
+// any reading of its path.
+func (req Request) matches(route config.Route) bool {
+	return config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path)
+}
+
 // Read reads a normalised request: its path in every spelling a router
 // may serve it as.
-func Read(req edge.Request) Request {
+func Read(req apigw.Request) Request {
 	path := ParsePath(req.Path)
 	for _, served := range req.ServedPaths {
 		path = path.Union(ParsePath(served))
@@ -86,37 +93,12 @@ func Read(req edge.Request) Request {
 	return Request{Method: req.Method, Path: path, SourceIP: req.SourceIP}
 }
 
-// Limit is one limit a request is checked against.
-type Limit struct {
-	// Limit is the budget, with its algorithm.
-	Limit ratelimit.Limit
-	// Owner is the tier, plan or route ("POST /auth/*") that brings it.
-	Owner string
-	// Shadow is true when the limit is evaluated and reported but not
-	// enforced (RATE_LIMIT_SHADOW).
-	Shadow bool
-}
-
-// Caller is what a caller's rules are before any request: its network's
-// verdict, its plan and its own limits.
-type Caller struct {
-	// Verdict is what the source network decides alone (see
-	// NetworkVerdict): nothing (edge.NetworkLimits), or a block or an
-	// exemption that is the whole answer.
-	Verdict edge.NetworkVerdict
-	// NetworkPlan is the plan the source network names for a caller
-	// without one of its own (RATE_LIMIT_NETWORKS), "" when none or when
-	// the forms of the address disagree.
-	NetworkPlan string
-	// NetworkPlans are, when the forms of the source address disagree
-	// about a network's plan (NetworkPlan ""), the plans any form's network
-	// names: a caller with no plan of its own is held by the limits of
-	// each and of its tier together.
-	NetworkPlans []string
-	// NetworkControl is the live network control that made Verdict what
-	// it is (a block, or an exemption read as unlimited); the zero
-	// controls.Applied when RATE_LIMIT_NETWORKS alone decided.
-	NetworkControl controls.Applied
+// CallerRules are a caller's rules before any request: what its source
+// network says, its plan and its own limits.
+type CallerRules struct {
+	// Network is what the source network says (ReadNetwork): its verdict,
+	// the plan it names, the live control behind it.
+	Network Network
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is
@@ -129,10 +111,10 @@ type Caller struct {
 	// Own are the caller's own limits: its plan's, or its tier's; when
 	// every limit of its plan is shadowed, the plan's followed by the
 	// tier's, enforced beneath it.
-	Own []Limit
+	Own []config.OwnedLimit
 	// HeldBy are the plans and tier whose limits hold the caller, in
 	// force: Owner, but the tier beneath a plan wholly in shadow, and
-	// every plan of NetworkPlans not wholly in shadow with the tier. Its
+	// every plan of Network.Plans not wholly in shadow with the tier. Its
 	// in-flight limits are theirs (Stage.EveryInFlight): they follow the
 	// same owner as its rate limits.
 	HeldBy []string
@@ -140,19 +122,19 @@ type Caller struct {
 
 // Rules are a request's rules.
 type Rules struct {
-	Caller
+	CallerRules
 	// Cost is what the request spends on every limit: the highest
 	// RATE_LIMIT_COSTS entry any reading matches, 1 when none does.
 	Cost int64
 	// Limits are the caller's own followed by those of every route limit
 	// any reading matches, each key once.
-	Limits []Limit
+	Limits []config.OwnedLimit
 	// FailClosed is true when any reading matches a fail-closed glob.
 	FailClosed bool
 	// InFlight are the request's in-flight limits (RATE_LIMIT_CONCURRENCY,
 	// see Stage.EveryInFlight and Resolve): the caller's own entry, then every route entry
 	// any reading matches.
-	InFlight []config.ConcurrencyLimit
+	InFlight []ratelimit.ConcurrencyLimit
 }
 
 // Checks returns the limits as checks for identity, in order, the shadow
@@ -169,48 +151,47 @@ func (r Rules) Checks(identity string) []ratelimit.Check {
 // Caller: for an unauthorized request, the anonymous caller of the source
 // address).
 func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
-	r := Rules{Caller: s.Caller(caller, req.SourceIP), Cost: 1}
+	r := Rules{CallerRules: s.CallerRules(caller, req.SourceIP), Cost: 1}
 	r.FailClosed = s.failClosed(req.Path)
 	for _, c := range s.Limits.Costs {
-		if c.Cost > r.Cost && config.MethodMatches(c.Method, req.Method) && req.Path.Matches(c.Path) {
+		if c.Cost > r.Cost && req.matches(c.Route) {
 			r.Cost = c.Cost
 		}
 	}
-	r.Limits = make([]Limit, 0, len(r.Own)+2)
+	r.Limits = make([]config.OwnedLimit, 0, len(r.Own)+2)
 	for _, l := range r.Own {
 		r.Limits = add(r.Limits, l)
 	}
 	for _, route := range s.Limits.Routes {
-		if config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path) {
-			r.Limits = s.addList(r.Limits, route.Name(), route.Limits)
+		if req.matches(route.Route) {
+			r.Limits = s.addList(r.Limits, route.Limits)
 		}
 	}
-	r.InFlight = s.inFlight(r.Caller, func(method string, glob config.PathGlob) bool {
-		return config.MethodMatches(method, req.Method) && req.Path.Matches(glob)
-	})
+	r.InFlight = s.inFlight(r.CallerRules, req.matches)
 	return r
 }
 
 // EveryInFlight is every in-flight limit that counts a caller whatever
 // its requests: its own entry and every route entry. It is what slidegate
 // inspect shows.
-func (s Stage) EveryInFlight(c Caller) []config.ConcurrencyLimit {
-	return s.inFlight(c, func(string, config.PathGlob) bool { return true })
+func (s Stage) EveryInFlight(c CallerRules) []ratelimit.ConcurrencyLimit {
+	return s.inFlight(c, func(config.Route) bool { return true })
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
-// accepts: the entry of each plan or tier that holds c (Caller.HeldBy: its
+// accepts: the entry of each plan or tier that holds c (CallerRules.HeldBy: its
 // plan, or its tier beneath a plan wholly in shadow), the tier's entry
 // for a plan that has none (a plan never lifts its tier's in-flight limit
 // by saying nothing), each once, then every accepted route entry, in
-// order. Each counts the caller's requests on its own. A blocked or
-// unlimited network's caller has none: no limit applies to it.
-func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
-	if c.Verdict != edge.NetworkLimits {
+// order. Each counts the caller's requests on its own (its Lease is the
+// instance's to set). A blocked or unlimited network's caller has none:
+// no limit applies to it.
+func (s Stage) inFlight(c CallerRules, routeMatches func(config.Route) bool) []ratelimit.ConcurrencyLimit {
+	if c.Network.Verdict != httplimit.NetworkLimits {
 		return nil
 	}
 	conc := s.Limits.Concurrency
-	var out []config.ConcurrencyLimit
+	var out []ratelimit.ConcurrencyLimit
 	for _, owner := range c.HeldBy {
 		n, ok := conc.Owners[owner]
 		if !ok {
@@ -219,13 +200,13 @@ func (s Stage) inFlight(c Caller, routeMatches func(method string, glob config.P
 				continue
 			}
 		}
-		if !slices.ContainsFunc(out, func(l config.ConcurrencyLimit) bool { return l.Name == owner }) {
-			out = append(out, config.ConcurrencyLimit{Name: owner, Max: n})
+		if !slices.ContainsFunc(out, func(l ratelimit.ConcurrencyLimit) bool { return l.Name == owner }) {
+			out = append(out, ratelimit.ConcurrencyLimit{Name: owner, Max: n})
 		}
 	}
 	for _, r := range conc.Routes {
-		if routeMatches(r.Method, r.Path) {
-			out = append(out, config.ConcurrencyLimit{Name: r.Name(), Max: r.Max})
+		if routeMatches(r.Route) {
+			out = append(out, ratelimit.ConcurrencyLimit{Name: r.Name(), Max: r.Max})
 		}
 	}
 	return out
@@ -258,41 +239,31 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 	return out
 }
 
-// Caller resolves a caller's own rules: its source network's verdict
-// (NetworkVerdict, with the live network controls), its plan (its own, else its network's) when configured on the stage,
+// CallerRules resolves a caller's own rules: what its source network says
+// (ReadNetwork, with the live network controls), its plan (its own, else its network's) when configured on the stage,
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
-func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
-	var out Caller
-	network := readNetwork(s.Networks, s.NetworkControls, sourceIP)
-	out.NetworkControl, out.NetworkPlans = network.control, network.plans
-	switch network.verdict {
-	case config.NetworkBlocked:
-		out.Verdict = edge.NetworkBlocked
-	case config.NetworkUnlimited:
-		out.Verdict = edge.NetworkUnlimited
-	default:
-		out.NetworkPlan = network.verdict
-	}
+func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
+	out := CallerRules{Network: ReadNetwork(s.Networks, s.NetworkControls, sourceIP)}
 	plan := c.Plan
 	if plan == "" {
-		plan = out.NetworkPlan
+		plan = out.Network.Plan
 	}
 	tier := tierName(c.Tier)
 	out.Tier = tier
-	if plan == "" && len(out.NetworkPlans) > 0 {
+	if plan == "" && len(out.Network.Plans) > 0 {
 		return s.everyReading(out)
 	}
 	if plan != "" {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan
-			out.Own = s.addList(nil, plan, list)
+			out.Own = s.addList(nil, list)
 			out.HeldBy = []string{plan}
 			if allShadow(out.Own) {
 				// A plan tried in shadow: its callers keep the limits
 				// they had, their tier's, enforced beneath it, the
 				// in-flight limit included.
-				out.Own = s.addList(out.Own, tier, s.Limits.Tiers.ForTier(tier))
+				out.Own = s.addList(out.Own, s.Limits.Tiers.ForTier(tier))
 				out.HeldBy = []string{tier}
 			}
 			return out
@@ -300,7 +271,7 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 		out.UnknownPlan = plan
 	}
 	out.Owner, out.HeldBy = tier, []string{tier}
-	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
+	out.Own = s.addList(nil, s.Limits.Tiers.ForTier(tier))
 	return out
 }
 
@@ -310,8 +281,8 @@ func (s Stage) Caller(c identity.Caller, sourceIP string) Caller {
 // shadow flags), then its tier's, enforced. A plan wholly in shadow holds
 // nothing beyond; the tier is the owner (Owner) and holds always. An
 // unconfigured plan is reported as UnknownPlan (the first such).
-func (s Stage) everyReading(out Caller) Caller {
-	for _, p := range out.NetworkPlans {
+func (s Stage) everyReading(out CallerRules) CallerRules {
+	for _, p := range out.Network.Plans {
 		list, ok := s.Limits.Plans[p]
 		if !ok {
 			if out.UnknownPlan == "" {
@@ -319,7 +290,7 @@ func (s Stage) everyReading(out Caller) Caller {
 			}
 			continue
 		}
-		own := s.addList(nil, p, list)
+		own := s.addList(nil, list)
 		for _, l := range own {
 			out.Own = add(out.Own, l)
 		}
@@ -327,7 +298,7 @@ func (s Stage) everyReading(out Caller) Caller {
 			out.HeldBy = append(out.HeldBy, p)
 		}
 	}
-	out.Own = s.addList(out.Own, out.Tier, s.Limits.Tiers.ForTier(out.Tier))
+	out.Own = s.addList(out.Own, s.Limits.Tiers.ForTier(out.Tier))
 	out.Owner, out.HeldBy = out.Tier, append(out.HeldBy, out.Tier)
 	return out
 }
@@ -336,25 +307,26 @@ func (s Stage) everyReading(out Caller) Caller {
 // its own, every route limit's (a request counts against those its route
 // matches) and the quota route's, each key once; none is marked shadow.
 // It is what slidegate inspect shows and reset clears.
-func (s Stage) EveryLimit(c Caller) []Limit {
-	out := append([]Limit(nil), c.Own...)
+func (s Stage) EveryLimit(c CallerRules) []config.OwnedLimit {
+	out := append([]config.OwnedLimit(nil), c.Own...)
 	for _, route := range s.Limits.Routes {
-		out = s.addList(out, route.Name(), route.Limits)
+		out = s.addList(out, route.Limits)
 	}
-	return add(out, Limit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
+	return add(out, config.OwnedLimit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
 }
 
-// addList adds the limits of owner's list with their shadow flags.
-func (s Stage) addList(out []Limit, owner string, list config.LimitList) []Limit {
+// addList adds the limits of a list with their shadow flags.
+func (s Stage) addList(out []config.OwnedLimit, list config.LimitList) []config.OwnedLimit {
 	for _, x := range list {
-		out = add(out, Limit{Limit: x.Limit, Owner: owner, Shadow: s.Limits.Shadow.Has(owner, x.Name)})
+		x.Shadow = s.Limits.Shadow.Has(x.Owner, x.Name)
+		out = add(out, x)
 	}
 	return out
 }
 
 // add adds l to out, or, when out holds the same limit already (the same
 // key for one identity), keeps that one, enforced unless both say shadow.
-func add(out []Limit, l Limit) []Limit {
+func add(out []config.OwnedLimit, l config.OwnedLimit) []config.OwnedLimit {
 	for i := range out {
 		if out[i].Limit == l.Limit {
 			out[i].Shadow = out[i].Shadow && l.Shadow
@@ -364,7 +336,7 @@ func add(out []Limit, l Limit) []Limit {
 	return append(out, l)
 }
 
-func allShadow(limits []Limit) bool {
+func allShadow(limits []config.OwnedLimit) bool {
 	for _, l := range limits {
 		if !l.Shadow {
 			return false

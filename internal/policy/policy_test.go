@@ -236,7 +236,7 @@ func TestInFlightFollowsTheOwner(t *testing.T) {
 			if strings.Join(got, ",") != tc.want {
 				t.Errorf("in-flight %v, want %s", got, tc.want)
 			}
-			every := s.EveryInFlight(rules.Caller)
+			every := s.EveryInFlight(rules.CallerRules)
 			if len(every) != len(rules.InFlight) || (len(every) > 0 && every[0] != rules.InFlight[0]) {
 				t.Errorf("inspect's in-flight %v, the request's %v", every, rules.InFlight)
 			}

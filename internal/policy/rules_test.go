@@ -42,8 +42,8 @@ func TestStrictestRules(t *testing.T) {
 		{"2002:c000:0201::1", ""},                     // 192.0.2.1 under nothing: not unlimited
 		{"::ffff:203.0.113.9", config.NetworkBlocked}, // mapped is IPv4
 	} {
-		if got := policy.NetworkOf(s.Networks, c.ip); got != c.want {
-			t.Errorf("NetworkOf(%s) = %q, want %q", c.ip, got, c.want)
+		if got := policy.ReadNetwork(s.Networks, nil, c.ip).String(); got != c.want {
+			t.Errorf("ReadNetwork(%s) = %q, want %q", c.ip, got, c.want)
 		}
 	}
 	if id, _ := identity.SourceIdentity("2002:cb00:7107:9::1", 64); id != "ip:203.0.113.7" {
@@ -51,7 +51,7 @@ func TestStrictestRules(t *testing.T) {
 	}
 
 	// Hole 5: a plan wholly in shadow keeps the tier enforced beneath it.
-	c := s.Caller(identity.Caller{Tier: identity.TierOrg, Plan: "enterprise"}, "")
+	c := s.CallerRules(identity.Caller{Tier: identity.TierOrg, Plan: "enterprise"}, "")
 	var got []string
 	for _, l := range c.Own {
 		got = append(got, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])
@@ -61,10 +61,10 @@ func TestStrictestRules(t *testing.T) {
 	}
 	// A network's plan is its anonymous callers' plan, a caller's own plan
 	// wins over it.
-	if c := s.Caller(anon, "198.51.100.9"); c.Plan != "partner" || c.NetworkPlan != "partner" {
+	if c := s.CallerRules(anon, "198.51.100.9"); c.Plan != "partner" || c.Network.Plan != "partner" {
 		t.Errorf("anonymous caller on a partner network: %+v", c)
 	}
-	if c := s.Caller(identity.Caller{Tier: identity.TierOrg, Plan: "enterprise"}, "198.51.100.9"); c.Plan != "enterprise" {
+	if c := s.CallerRules(identity.Caller{Tier: identity.TierOrg, Plan: "enterprise"}, "198.51.100.9"); c.Plan != "enterprise" {
 		t.Errorf("caller with its own plan on a partner network: %+v", c)
 	}
 }
@@ -158,7 +158,7 @@ func TestDisagreeingFormsHoldEveryReading(t *testing.T) {
 	}
 	// A caller's own plan still wins over its network's, as it does when
 	// the forms agree.
-	if c := s.Caller(identity.Caller{Tier: identity.TierOrg, Plan: "partner"}, "2002:cb00:7107::1"); c.Plan != "partner" || len(c.Own) != 1 {
+	if c := s.CallerRules(identity.Caller{Tier: identity.TierOrg, Plan: "partner"}, "2002:cb00:7107::1"); c.Plan != "partner" || len(c.Own) != 1 {
 		t.Errorf("a caller with its own plan: %+v", c)
 	}
 }

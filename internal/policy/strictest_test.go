@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/edge"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // FuzzStrictestReading draws configurations (plans stricter and looser
@@ -87,7 +88,7 @@ func FuzzStrictestReading(f *testing.F) {
 			return
 		}
 		onlyAddr, _ := s.Networks.LookupAddr(a)
-		got := policy.NetworkOf(s.Networks, ip)
+		got := policy.ReadNetwork(s.Networks, nil, ip).String()
 		switch {
 		case onlyAddr == config.NetworkBlocked && got != config.NetworkBlocked:
 			t.Fatalf("%s: blocked as parsed, %q in every form", ip, got)
@@ -116,7 +117,7 @@ func FuzzStrictestReading(f *testing.F) {
 				if l.Shadow {
 					continue
 				}
-				if !slices.ContainsFunc(strict.Limits, func(m policy.Limit) bool { return m.Limit == l.Limit && !m.Shadow }) {
+				if !slices.ContainsFunc(strict.Limits, func(m config.OwnedLimit) bool { return m.Limit == l.Limit && !m.Shadow }) {
 					t.Fatalf("%s: limit %s enforced under the reading of plan %q, not under every reading (network %q)", ip, l.Limit.Name, plan, got)
 				}
 			}
@@ -126,7 +127,7 @@ func FuzzStrictestReading(f *testing.F) {
 }
 
 // holdsInFlight fails t unless every in-flight limit of one is in every.
-func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what string) {
+func holdsInFlight(t *testing.T, one, every []ratelimit.ConcurrencyLimit, what string) {
 	t.Helper()
 	for _, l := range one {
 		if !slices.Contains(every, l) {
@@ -141,7 +142,7 @@ func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what stri
 // and its configured in-flight entry is not.
 func ownersInForce(t *testing.T, s policy.Stage, r policy.Rules) {
 	t.Helper()
-	if r.Verdict != edge.NetworkLimits {
+	if r.Network.Verdict != httplimit.NetworkLimits {
 		return
 	}
 	enforced := map[string]bool{}

@@ -43,7 +43,7 @@ func Warnings(s Stage) []string {
 	}
 	shadowedTiers := map[string]bool{}
 	for _, tier := range []string{identity.TierAnonymous, identity.TierUser, identity.TierOrg} {
-		c := s.Caller(identity.Caller{Tier: tier}, "")
+		c := s.CallerRules(identity.Caller{Tier: tier}, "")
 		if allShadow(c.Own) {
 			shadowedTiers[tier] = true
 			out = append(out, fmt.Sprintf("tier %s is shadowed (RATE_LIMIT_SHADOW): its callers without a plan have no enforced limit of their own, only the route limits and the stage throttle", tier))
@@ -51,7 +51,7 @@ func Warnings(s Stage) []string {
 	}
 	for _, plan := range s.Limits.Plans.Names() {
 		for _, tier := range []string{identity.TierAnonymous, identity.TierUser, identity.TierOrg} {
-			if shadowedTiers[tier] && allShadow(s.Caller(identity.Caller{Tier: tier, Plan: plan}, "").Own) {
+			if shadowedTiers[tier] && allShadow(s.CallerRules(identity.Caller{Tier: tier, Plan: plan}, "").Own) {
 				out = append(out, fmt.Sprintf("plan %s and tier %s are both shadowed (RATE_LIMIT_SHADOW): the plan's %s callers have no enforced limit of their own, only the route limits and the stage throttle", plan, tier, tier))
 			}
 		}

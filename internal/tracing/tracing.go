@@ -2,10 +2,10 @@
 // X-Ray, through aws-xray-sdk-go, which no other package imports.
 //
 // The whole surface is four functions: Configure, once per process, from
-// app.NewFunctionRuntime (which each function's main calls first);
+// instance.NewFunctionRuntime (which each function's main calls first);
 // Handler, around the Lambda handler, in each function's main; Instrument,
-// on the Runtime's Redis client (app.NewRuntime); WithTier, on the context
-// of a decision (app.Runtime's Decide and Quota). Each Redis call of
+// on the Runtime's Redis client (instance.NewRuntime); WithTier, on the context
+// of a decision (instance.Runtime's Decide and Quota). Each Redis call of
 // an instrumented client (a command, or a pipeline as a whole) then becomes
 // one X-Ray subsegment named "redis", in the "remote" namespace, annotated
 // with the caller's tier and the call's outcome ("allowed" or "denied" for

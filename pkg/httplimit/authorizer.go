@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -18,16 +18,16 @@ import (
 // API: requestContext.authorizer.lambda, typed; with
 // aws-lambda-go-api-proxy, core.GetAPIGatewayV2ContextFromContext). It is
 // the authorizer's context read backwards, and the only reader of the
-// context keys (package wire). Numbers may be float64, json.Number, integers or
+// context keys (package contract). Numbers may be float64, json.Number, integers or
 // strings; booleans may be strings.
 //
-// The Outcome's Kind is, in this order: Unavailable (wire.CtxUnavailable: a
+// The Outcome's Kind is, in this order: Unavailable (contract.CtxUnavailable: a
 // fail-closed route the authorizer could not decide; no Result), Blocked
-// (wire.CtxBlocked), Unlimited (wire.CtxUnlimited; Result.Allowed, no decisions), or
+// (contract.CtxBlocked), Unlimited (contract.CtxUnlimited; Result.Allowed, no decisions), or
 // the Kind of the closest decision the context describes (Allowed, Denied
 // or Degraded), which is then the Result's only decision: it gives
-// ratelimit.SetHeaders the headers the authorizer's own decision would,
-// and Policy is the context's RateLimit-Policy value (wire.CtxPolicy) when it is
+// SetHeaders the headers the authorizer's own decision would,
+// and Policy is the context's RateLimit-Policy value (contract.CtxPolicy) when it is
 // printable ASCII, which a header can carry. It reports false when the
 // context says none of these, or describes a malformed decision: the
 // request was not decided by an authorizer.
@@ -38,14 +38,16 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 	var out Outcome
 	control := controlFromContext(ctx)
 	switch {
-	case ctxTrue(ctx, wire.CtxUnavailable):
-		out.Kind = Unavailable
+	case ctxTrue(ctx, contract.CtxUnavailable):
+		out.Kind = KindOf(Decided{Err: ErrAuthorizerUnavailable})
 		return out, true
-	case ctxTrue(ctx, wire.CtxBlocked):
-		out.Kind, out.Result.Control = Blocked, control
+	case ctxTrue(ctx, contract.CtxBlocked):
+		out.Result.Control = control
+		out.Kind = KindOf(Decided{Network: NetworkBlocked, Result: out.Result})
 		return out, true
-	case ctxTrue(ctx, wire.CtxUnlimited):
-		out.Kind, out.Result = Unlimited, ratelimit.Result{Allowed: true, Control: control}
+	case ctxTrue(ctx, contract.CtxUnlimited):
+		out.Result = ratelimit.Result{Allowed: true, Control: control}
+		out.Kind = KindOf(Decided{Network: NetworkUnlimited, Result: out.Result})
 		return out, true
 	}
 	d, ok := decisionFromContext(ctx)
@@ -53,33 +55,33 @@ func FromAuthorizerContext(ctx map[string]any) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	out.Result = ratelimit.Result{Allowed: d.Allowed, Degraded: d.Degraded, Decisions: []ratelimit.Decision{d}, Control: control}
-	out.Kind = KindOf(out.Result, false, nil)
+	out.Kind = KindOf(Decided{Result: out.Result})
 	out.Policy = policyFromContext(ctx)
 	return out, true
 }
 
 // controlFromContext is the live control an authorizer context names
-// (wire.CtxControl), the zero controls.Applied when it names none it knows. Its
-// end is wire.CtxControlUntil's, its factor wire.CtxControlFactor's (a scale's,
+// (contract.CtxControl), the zero controls.Applied when it names none it knows. Its
+// end is contract.CtxControlUntil's, its factor contract.CtxControlFactor's (a scale's,
 // within the library's bounds, or none).
 func controlFromContext(ctx map[string]any) controls.Applied {
-	name, _ := ctxString(ctx, wire.CtxControl)
+	name, _ := ctxString(ctx, contract.CtxControl)
 	var c controls.Applied
 	switch name {
-	case wire.ControlBlocked:
+	case contract.ControlBlocked:
 		c.Kind = controls.Block
-	case wire.ControlExempt:
+	case contract.ControlExempt:
 		c.Kind = controls.Exempt
-	case wire.ControlScaled:
+	case contract.ControlScaled:
 		c.Kind = controls.Scale
 	default:
 		return controls.Applied{}
 	}
-	if until, ok := ctxInt(ctx, wire.CtxControlUntil); ok && until > 0 && until < 1<<40 {
+	if until, ok := ctxInt(ctx, contract.CtxControlUntil); ok && until > 0 && until < 1<<40 {
 		c.Until = time.Unix(until, 0)
 	}
 	if c.Kind == controls.Scale {
-		if f, ok := ctxFloat(ctx, wire.CtxControlFactor); ok && f >= controls.MinScaleFactor && f <= controls.MaxScaleFactor {
+		if f, ok := ctxFloat(ctx, contract.CtxControlFactor); ok && f >= controls.MinScaleFactor && f <= controls.MaxScaleFactor {
 			c.Factor = f
 		}
 	}
@@ -105,10 +107,10 @@ func ctxFloat(ctx map[string]any, key string) (float64, bool) {
 }
 
 // policyFromContext is the RateLimit-Policy value an authorizer context
-// carries (wire.CtxPolicy), "" when none or when it is not a printable ASCII
+// carries (contract.CtxPolicy), "" when none or when it is not a printable ASCII
 // string, which a header could not carry.
 func policyFromContext(ctx map[string]any) string {
-	s, _ := ctxString(ctx, wire.CtxPolicy)
+	s, _ := ctxString(ctx, contract.CtxPolicy)
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e {
 			return ""
@@ -121,16 +123,16 @@ func policyFromContext(ctx map[string]any) string {
 // context. It reports false when the context carries no decision or a
 // malformed one.
 func decisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
-	limit, ok1 := ctxInt(ctx, wire.CtxLimit)
-	remaining, ok2 := ctxInt(ctx, wire.CtxRemaining)
-	reset, ok3 := ctxInt(ctx, wire.CtxReset)
-	window, ok4 := ctxInt(ctx, wire.CtxWindow)
+	limit, ok1 := ctxInt(ctx, contract.CtxLimit)
+	remaining, ok2 := ctxInt(ctx, contract.CtxRemaining)
+	reset, ok3 := ctxInt(ctx, contract.CtxReset)
+	window, ok4 := ctxInt(ctx, contract.CtxWindow)
 	if !ok1 || !ok2 || !ok3 || !ok4 || limit < 1 || limit > ratelimit.MaxCount || remaining < 0 || reset < 0 || window < 1 || window > int64(ratelimit.MaxWindow/time.Second) {
 		return ratelimit.Decision{}, false
 	}
-	name, _ := ctxString(ctx, wire.CtxName)
+	name, _ := ctxString(ctx, contract.CtxName)
 	if name == "" {
-		name, _ = ctxString(ctx, wire.CtxTier)
+		name, _ = ctxString(ctx, contract.CtxTier)
 	}
 	if name == "" {
 		return ratelimit.Decision{}, false
@@ -141,20 +143,20 @@ func decisionFromContext(ctx map[string]any) (ratelimit.Decision, bool) {
 		Remaining:  remaining,
 		ResetAfter: time.Duration(reset) * time.Second,
 	}
-	if v, present := ctx[wire.CtxRetryAfter]; present && v != nil {
-		retry, ok := ctxInt(ctx, wire.CtxRetryAfter)
+	if v, present := ctx[contract.CtxRetryAfter]; present && v != nil {
+		retry, ok := ctxInt(ctx, contract.CtxRetryAfter)
 		if !ok || retry < 0 {
 			return ratelimit.Decision{}, false
 		}
 		d.Allowed = false
 		d.RetryAfter = time.Duration(max(retry, 1)) * time.Second
 	}
-	if resetAt, ok := ctxInt(ctx, wire.CtxResetAt); ok && resetAt >= reset {
+	if resetAt, ok := ctxInt(ctx, contract.CtxResetAt); ok && resetAt >= reset {
 		d.At = time.Unix(resetAt-reset, 0)
 	} else {
 		d.At = time.Now().Truncate(time.Second)
 	}
-	if b, ok := ctxBool(ctx, wire.CtxDegraded); ok {
+	if b, ok := ctxBool(ctx, contract.CtxDegraded); ok {
 		d.Degraded = b
 	}
 	return d, true

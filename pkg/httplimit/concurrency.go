@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -19,7 +19,7 @@ import (
 // The answers:
 //
 //   - a Denied admission: 429 with Retry-After (the Slot's RetryAfter, in
-//     whole seconds, at least 1) and wire.TooManyInFlightBody; no
+//     whole seconds, at least 1) and contract.TooManyInFlightBody; no
 //     RateLimit headers are set for it (the rate-limit headers describe
 //     rate limits only: the IETF draft has no field for requests in
 //     flight) and the handler is not called;
@@ -36,7 +36,7 @@ func Concurrency(acquire func(*http.Request) (Admission, error), opts Options) f
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			adm, err := acquire(r)
@@ -44,16 +44,16 @@ func Concurrency(acquire func(*http.Request) (Admission, error), opts Options) f
 			case errors.Is(err, ratelimit.ErrUnavailable):
 				logFailure(opts.Logger, opts.RouteName, r, "in-flight limit undecided on a fail-closed route", err)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
-				writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
+				writeJSON(w, http.StatusServiceUnavailable, contract.ServiceUnavailableBody(unavailableSeconds))
 				return
 			case err != nil:
 				logFailure(opts.Logger, opts.RouteName, r, "in-flight limit failed", err)
-				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
+				writeJSON(w, http.StatusInternalServerError, contract.InternalErrorBody())
 				return
 			case adm.Denied:
-				retry := ratelimit.RetryAfterSeconds(adm.Slot.RetryAfter)
+				retry := RetryAfterSeconds(adm.Slot.RetryAfter)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
-				writeJSON(w, http.StatusTooManyRequests, wire.TooManyInFlightBody(retry))
+				writeJSON(w, http.StatusTooManyRequests, contract.TooManyInFlightBody(retry))
 				return
 			}
 			if adm.Release != nil {

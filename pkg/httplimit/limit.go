@@ -14,9 +14,9 @@ import (
 // caller, through gate (ratelimit.New): opts.Key names the caller,
 // ClientIP() when nil. A request within the limit reaches the handler with
 // the rate-limit headers set; one beyond it is answered 429 with the
-// headers, Retry-After and the JSON body of package wire, and the handler
+// headers, Retry-After and the JSON body of package contract, and the handler
 // is not called. The Gate fails open: while Redis cannot decide, its local
-// fallback does, and the answers carry wire.HeaderDegraded. The answers
+// fallback does, and the answers carry contract.HeaderDegraded. The answers
 // are Middleware's.
 //
 // Behind slidegate's HTTP API authorizer with HttpApiDenials=forward, set
@@ -39,13 +39,13 @@ func Limit(gate *ratelimit.Gate, limit ratelimit.Limit, opts Options) func(http.
 			}
 		}
 		res, err := gate.Allow(r.Context(), key(r), limit)
-		return Outcome{Kind: KindOf(res, false, err), Result: res}, err
+		return Outcome{Kind: KindOf(Decided{Result: res, Err: err}), Result: res}, err
 	}, opts)
 }
 
 // ErrAuthorizerUnavailable is the error of a request that slidegate's HTTP
 // API authorizer could not decide on a fail-closed route (its context says
-// wire.CtxUnavailable): the middleware answers it 503, as a Redis outage
+// contract.CtxUnavailable): the middleware answers it 503, as a Redis outage
 // it saw itself.
 var ErrAuthorizerUnavailable = fmt.Errorf("the authorizer could not decide this fail-closed request: %w", ratelimit.ErrUnavailable)
 

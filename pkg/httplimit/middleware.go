@@ -1,7 +1,7 @@
 // Package httplimit is net/http middleware for pkg/ratelimit's decisions:
-// the rate-limit headers of a decision (ratelimit.SetHeaders) on every
+// the rate-limit headers of a decision (SetHeaders) on every
 // limited response, and the 429, 503, 401, 403 and 500 answers of
-// docs/contract.md (their bodies: package wire) when a request does not get
+// docs/contract.md (their bodies: package contract) when a request does not get
 // through.
 //
 // Limit is the common case: one limit per caller, the caller named by its
@@ -21,8 +21,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
 // Options configure a Middleware. The zero value is ready for
@@ -63,12 +62,6 @@ type Options struct {
 // probe interval, short enough that a blip is not felt for long.
 const DefaultUnavailableRetryAfter = time.Second
 
-// The headers the middleware writes itself.
-const (
-	headerRetryAfter      = "Retry-After"
-	headerRateLimitPolicy = "RateLimit-Policy"
-)
-
 // Middleware returns net/http middleware that rate-limits every request
 // through decide, which is called once per request and is expected to spend
 // the request's cost (or, with ReportOnly, to peek). The middleware knows
@@ -80,38 +73,37 @@ const (
 // an error when the request could not be decided. An error comes with an
 // outcome of Kind Unavailable or Undecidable; with any other Kind (none,
 // say: the decide function failed before it had an outcome) the error
-// alone says which, as KindOf reads an error. Limit is the ready-made
+// alone says which, as KindOf reads it. Limit is the ready-made
 // decide function for one limit per key.
 //
 // The answer follows the Kind:
 //
-//   - Blocked: 403 with wire.ForbiddenBody, no rate-limit headers; the
+//   - Blocked: 403 with contract.ForbiddenBody, no rate-limit headers; the
 //     handler is not called.
 //   - Unavailable (a fail-closed route Redis could not decide): 503 with
-//     Retry-After and wire.ServiceUnavailableBody; the handler is not
+//     Retry-After and contract.ServiceUnavailableBody; the handler is not
 //     called.
 //   - Undecidable: 500 with a JSON body of code INTERNAL_ERROR; the error
 //     is logged, never sent to the client.
-//   - an outcome with no decisions (Unlimited, or no limit applies): the
-//     handler is called, no headers added; but Unauthorized with no
-//     decisions (a bad credential from an unlimited network) is a 401
-//     without rate-limit headers.
+//   - an outcome with no decisions of any other Kind (Unlimited, or no
+//     limit applies): the handler is called, no headers added.
 //   - Denied, or Degraded and denied: 429 with the rate-limit headers of
-//     the closest decision (ratelimit.SetHeaders; RateLimit-Policy is the
+//     the closest decision (SetHeaders; RateLimit-Policy is the
 //     outcome's Policy when set), Retry-After and
-//     wire.TooManyRequestsBody; the handler is not called. With ReportOnly
+//     contract.TooManyRequestsBody; the handler is not called. With ReportOnly
 //     the handler is called instead, with the headers but no Retry-After,
 //     unless the outcome is QuotaDenied: that is a 429 with or without
 //     ReportOnly.
 //   - UnauthorizedOverLimit: the same 429, with or without ReportOnly.
-//   - Unauthorized: 401 with the rate-limit headers and a JSON body of
-//     code UNAUTHORIZED; the handler is not called.
+//   - Unauthorized: 401 with a JSON body of code UNAUTHORIZED, and the
+//     rate-limit headers when it holds a decision (none for a bad
+//     credential from an unlimited network); the handler is not called.
 //   - otherwise the handler is called with the rate-limit headers already
 //     set on the response, and the outcome in the request's context
 //     (OutcomeFromContext).
 //
 // Every answer above that carries the rate-limit headers also carries
-// wire.HeaderDegraded: true when the local fallback decided it (Redis
+// contract.HeaderDegraded: true when the local fallback decided it (Redis
 // unavailable on a fail-open route, Result.Degraded).
 //
 // Every JSON body is written with Content-Type: application/json and
@@ -123,7 +115,7 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -131,51 +123,43 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 			out := decided.HTTPOutcome()
 			kind := out.Kind
 			if err != nil && kind != Unavailable && kind != Undecidable {
-				kind = KindOf(ratelimit.Result{}, false, err)
+				// decide failed before it had an outcome: the error
+				// alone says which kind.
+				kind = KindOf(Decided{Err: err})
 			}
 			switch kind {
 			case Blocked:
-				writeJSON(w, http.StatusForbidden, wire.ForbiddenBody())
+				writeJSON(w, http.StatusForbidden, contract.ForbiddenBody())
 				return
 			case Unavailable:
 				logFailure(logger, opts.RouteName, r, "rate limit undecided on a fail-closed route", err)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(unavailableSeconds, 10))
-				writeJSON(w, http.StatusServiceUnavailable, wire.ServiceUnavailableBody(unavailableSeconds))
+				writeJSON(w, http.StatusServiceUnavailable, contract.ServiceUnavailableBody(unavailableSeconds))
 				return
 			case Undecidable:
 				logFailure(logger, opts.RouteName, r, "rate limit decision failed", err)
-				writeJSON(w, http.StatusInternalServerError, wire.InternalErrorBody())
+				writeJSON(w, http.StatusInternalServerError, contract.InternalErrorBody())
+				return
+			case UnauthorizedOverLimit:
+				setHeaders(w, out)
+				tooManyRequests(w, out)
+				return
+			case Unauthorized:
+				// With no decisions (a credential that does not verify
+				// where no limit applies: an unlimited network), refused
+				// all the same, without rate-limit headers.
+				setHeaders(w, out)
+				w.Header().Del(headerRetryAfter)
+				writeJSON(w, http.StatusUnauthorized, contract.UnauthorizedBody())
 				return
 			}
 			if len(out.Result.Decisions) == 0 {
-				if kind == Unauthorized || kind == UnauthorizedOverLimit {
-					// A credential that does not verify, where no limit
-					// applies (an unlimited network): refused all the
-					// same, as the authorizer refuses it.
-					writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
-					return
-				}
 				next.ServeHTTP(w, r)
 				return
 			}
-			ratelimit.SetHeaders(w.Header(), out.Result)
-			if out.Policy != "" {
-				w.Header().Set(headerRateLimitPolicy, out.Policy)
-			}
-			if out.Result.Degraded {
-				w.Header().Set(wire.HeaderDegraded, "true")
-			}
-			switch {
-			case kind == UnauthorizedOverLimit || (!out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied)):
-				// Equal to the closest decision's t, which Closest picks
-				// as the denial with the longest wait.
-				retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
-				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
-				writeJSON(w, http.StatusTooManyRequests, wire.TooManyRequestsBody(retry))
-				return
-			case kind == Unauthorized:
-				w.Header().Del(headerRetryAfter)
-				writeJSON(w, http.StatusUnauthorized, wire.UnauthorizedBody())
+			setHeaders(w, out)
+			if !out.Result.Allowed && (!opts.ReportOnly || out.QuotaDenied) {
+				tooManyRequests(w, out)
 				return
 			}
 			// Retry-After means nothing on a response that lets the request
@@ -184,6 +168,30 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), outcomeKey{}, decided)))
 		})
 	}
+}
+
+// setHeaders sets the rate-limit headers of out, when it holds a
+// decision: those of the closest decision, RateLimit-Policy out's Policy
+// when set, and contract.HeaderDegraded when the local fallback decided.
+func setHeaders(w http.ResponseWriter, out Outcome) {
+	if len(out.Result.Decisions) == 0 {
+		return
+	}
+	SetHeaders(w.Header(), out.Result)
+	if out.Policy != "" {
+		w.Header().Set(headerRateLimitPolicy, out.Policy)
+	}
+	if out.Result.Degraded {
+		w.Header().Set(contract.HeaderDegraded, "true")
+	}
+}
+
+// tooManyRequests answers 429 with Retry-After: the closest decision's
+// wait, which Closest picks as the denial with the longest wait.
+func tooManyRequests(w http.ResponseWriter, out Outcome) {
+	retry := RetryAfterSeconds(out.Result.RetryAfter())
+	w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
+	writeJSON(w, http.StatusTooManyRequests, contract.TooManyRequestsBody(retry))
 }
 
 // OutcomeFromContext returns the outcome (of the decide function's type O)
@@ -229,7 +237,7 @@ func logFailure(logger *slog.Logger, routeName func(*http.Request) string, r *ht
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", wire.ContentTypeJSON)
+	h.Set("Content-Type", contract.ContentTypeJSON)
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

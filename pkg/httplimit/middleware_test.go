@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/pkg/httplimit/wire"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -56,7 +56,7 @@ func TestMiddlewareAnswers(t *testing.T) {
 				"X-RateLimit-Remaining": "12",
 				"X-RateLimit-Reset":     "1700000041",
 				"Retry-After":           "",
-				wire.HeaderDegraded:     "",
+				contract.HeaderDegraded: "",
 			},
 		},
 		{
@@ -65,8 +65,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 			wantStatus: http.StatusOK,
 			wantBody:   handlerBody,
 			wantHeaders: map[string]string{
-				"RateLimit":         `"anonymous";r=12;t=41`,
-				wire.HeaderDegraded: "true",
+				"RateLimit":             `"anonymous";r=12;t=41`,
+				contract.HeaderDegraded: "true",
 			},
 		},
 		{
@@ -75,8 +75,8 @@ func TestMiddlewareAnswers(t *testing.T) {
 			wantStatus: http.StatusTooManyRequests,
 			wantBody:   `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`,
 			wantHeaders: map[string]string{
-				"Retry-After":       "18",
-				wire.HeaderDegraded: "true",
+				"Retry-After":           "18",
+				contract.HeaderDegraded: "true",
 			},
 		},
 		{
@@ -333,7 +333,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			At:         time.Unix(atUnix%(1<<40), 0),
 		}
 		res := ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}}
-		out := Outcome{Kind: KindOf(res, unauthorized, nil), Result: res}
+		out := Outcome{Kind: KindOf(Decided{Unauthorized: unauthorized, Result: res}), Result: res}
 		h := Middleware(func(*http.Request) (Outcome, error) { return out, nil }, Options{})(
 			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 		rec := httptest.NewRecorder()
@@ -357,7 +357,7 @@ func FuzzMiddlewareHeaders(f *testing.F) {
 			if err != nil || retry < 1 {
 				t.Fatalf("Retry-After = %q", rec.Header().Get("Retry-After"))
 			}
-			if want := string(wire.TooManyRequestsBody(retry)); rec.Body.String() != want {
+			if want := string(contract.TooManyRequestsBody(retry)); rec.Body.String() != want {
 				t.Fatalf("body %s, want %s", rec.Body.String(), want)
 			}
 			if !strings.HasSuffix(rec.Header().Get("RateLimit"), ";t="+strconv.FormatInt(retry, 10)) {

@@ -69,20 +69,62 @@ func (k Kind) String() string {
 	}
 }
 
-// KindOf is the Kind of a decision: its result, whether the request
-// presented a credential that earned nothing, and the decision's error.
-// It holds the rule "a bad credential within the source address's limit
-// is 401, beyond it 429", and holds it once.
-func KindOf(res ratelimit.Result, unauthorized bool, err error) Kind {
+// NetworkVerdict is what a request's source network decides alone,
+// before any limit: nothing, or the whole answer.
+type NetworkVerdict uint8
+
+// The network verdicts.
+const (
+	// NetworkLimits: the network decides nothing; the caller's limits do.
+	NetworkLimits NetworkVerdict = iota
+	// NetworkBlocked refuses every request of the network, without a
+	// decision (Kind Blocked).
+	NetworkBlocked
+	// NetworkUnlimited admits every request of the network with no limit,
+	// without a decision (Kind Unlimited); a credential that does not
+	// verify is still unauthorized.
+	NetworkUnlimited
+)
+
+// Decided is everything the Kind of one request's outcome is decided
+// from (KindOf).
+type Decided struct {
+	// Network is what the source network decided alone; NetworkLimits,
+	// the zero value, when it decided nothing.
+	Network NetworkVerdict
+	// Unauthorized is true when the request presented a credential that
+	// does not verify (and was counted against its source address).
+	Unauthorized bool
+	// Result is the rate-limit decision; for a network's verdict, the
+	// Result without decisions that stands for it.
+	Result ratelimit.Result
+	// Err is the decision's error: ratelimit.ErrUnavailable for a request
+	// Redis could not decide on a route that fails closed, any other for
+	// limits that can never be decided.
+	Err error
+}
+
+// KindOf is the Kind of an outcome, and the only place one is decided:
+// a blocked network refuses whatever the request presented; an error is
+// Unavailable or Undecidable; a credential that does not verify is 401
+// within the source address's limit (or where no limit applies: an
+// unlimited network), 429 beyond it; an unlimited network admits with no
+// limit; then the decision: Degraded, ShadowDenied, Allowed or Denied.
+func KindOf(d Decided) Kind {
+	res := d.Result
 	switch {
-	case errors.Is(err, ratelimit.ErrUnavailable):
+	case d.Network == NetworkBlocked:
+		return Blocked
+	case errors.Is(d.Err, ratelimit.ErrUnavailable):
 		return Unavailable
-	case err != nil:
+	case d.Err != nil:
 		return Undecidable
-	case unauthorized && (res.Allowed || len(res.Decisions) == 0):
+	case d.Unauthorized && (res.Allowed || len(res.Decisions) == 0):
 		return Unauthorized
-	case unauthorized:
+	case d.Unauthorized:
 		return UnauthorizedOverLimit
+	case d.Network == NetworkUnlimited:
+		return Unlimited
 	case res.Degraded:
 		return Degraded
 	case res.Allowed && shadowDenied(res):

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -179,7 +180,7 @@ func (d *differential) changeControl() {
 		if err := d.client.HDel(d.ctx, d.ctl.keys.networkControlsKey(), identityField(tag)).Err(); err != nil {
 			d.t.Fatal(err)
 		}
-		d.ctl.watch.invalidate()
+		d.ctl.watch.Invalidate()
 		return
 	}
 	c := controls.Control{Kind: controls.Block, Reason: "differential",
@@ -191,7 +192,7 @@ func (d *differential) changeControl() {
 		c.Kind = controls.Scale
 		c.Factor = []float64{0.1, 0.25, 0.5, 1.5, 2, 3}[d.rng.IntN(6)]
 	}
-	d.control = refControl{kind: c.Kind, milli: factorMilli(c.Factor), until: c.Until.UnixMicro()}
+	d.control = refControl{kind: c.Kind, milli: int64(math.Round(c.Factor * 1000)), until: c.Until.UnixMicro()}
 	d.logf("control %s (x%g for a scale) until %d", c.Kind, c.Factor, d.control.until)
 	if err := d.client.Set(d.ctx, d.ctl.keys.controlKey(tag), formatControlRecord(c), 0).Err(); err != nil {
 		d.t.Fatal(err)

@@ -101,24 +101,19 @@ func body(cmd redis.Cmder) string {
 // is what an EVALSHA or an EVAL carries as its first argument, and whether
 // the script's reply is not four values per limit: the counters' (one value
 // per limit, counters.go), the mixed script's (one reply per group), the
-// controlled scripts' (lua/control.lua) and the concurrency acquire's (acquired, now, then three values of the limit).
+// controlled script's (lua/mixed.lua) and the concurrency acquire's (acquired, now, then three values of the limit).
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
 	set := scriptSetFor(true)
 	bodies := make(map[string]bool, 2*len(set.all()))
-	cs := set.controlled
-	controlled := make(map[*script]bool, len(cs))
-	for _, sc := range cs {
-		controlled[sc] = true
-	}
 	for _, sc := range set.all() {
 		if sc == set.release {
 			continue
 		}
 		// A controlled script's reply may end in the control applied, or
-		// be a block's (lua/control.lua): its length says nothing.
-		short := sc == set.slidingWindow || sc == set.fixedWindow || sc == set.mixed || sc == set.acquire || controlled[sc]
+		// be a block's (lua/mixed.lua): its length says nothing.
+		short := sc == set.slidingWindow || sc == set.mixed || sc == set.acquire || sc == set.controlled
 		bodies[sc.sha()] = short
 		bodies[sc.src()] = short
 	}

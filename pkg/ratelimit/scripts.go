@@ -59,17 +59,23 @@ func (sc *script) sha() string {
 // call (lua/mixed.lua). acquire and release are the concurrency limits'
 // (concurrency.go).
 //
-// controlled holds, when the Limiter reads live controls, one script: the
-// mixed decision composed with lua/control.lua, which reads the
-// identity's control key (the last of KEYS) in the same call and decides
-// every shape, one group too. Like every script it is composed on first
-// use: only a decision for an identity that may hold a control needs it.
-// nil when controls are not read.
+// controlled holds, when the Limiter reads live controls, the mixed
+// decision composed with lua/control_read.lua, which reads the identity's
+// control key (the last of KEYS) in the same call; mixed.lua applies the
+// record and decides every shape, one group too. Like every script it is composed on first use:
+// only a decision for an identity that may hold a control needs it. nil
+// when controls are not read.
+//
+// Each algorithm's file is in each script that runs it once: the plain
+// script is the file itself; the mixed and controlled scripts hold every
+// algorithm's file once, as a function (algorithmTable). The fixed window
+// has no script of its own: sliding_window.lua decides it, told so by the
+// mixed script (its code 4), which decides a fixed-window group.
 type scriptSet struct {
-	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets *script
-	mixed                                                        *script
-	acquire, release                                             *script
-	controlled                                                   []*script
+	slidingWindow, slidingLog, gcra, slidingBuckets *script
+	mixed                                           *script
+	acquire, release                                *script
+	controlled                                      *script
 }
 
 // The process's scripts, shared by every Limiter and by decisionReply:
@@ -77,10 +83,10 @@ type scriptSet struct {
 // per process, on its first use. Nothing writes to them once built.
 var (
 	sharedScripts    = sync.OnceValue(func() scriptSet { return newScriptSet(false) })
-	sharedControlled = sync.OnceValue(controlledScripts)
+	sharedControlled = sync.OnceValue(controlledScript)
 )
 
-// scriptSetFor is the process's script set, with the controlled scripts
+// scriptSetFor is the process's script set, with the controlled script
 // when controls are read.
 func scriptSetFor(controls bool) scriptSet {
 	s := sharedScripts()
@@ -133,55 +139,34 @@ func mustLoadScript(file string) *script {
 }
 
 // newScriptSet makes a set of scripts, each composed on first use, with
-// the controlled ones when controls are read. A Limiter uses the shared
+// the controlled one when controls are read. A Limiter uses the shared
 // set instead (scriptSetFor).
 func newScriptSet(controls bool) scriptSet {
 	s := scriptSet{
 		slidingWindow:  mustLoadScript("sliding_window.lua"),
 		slidingLog:     mustLoadScript("sliding_log.lua"),
 		gcra:           mustLoadScript("gcra.lua"),
-		fixedWindow:    mustLoadScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
 	}
 	s.mixed = lazyScript("mixed.lua", func() string {
-		return algorithmDispatch() + mustReadScript("mixed.lua")
+		return algorithmTable() + mustReadScript("mixed.lua")
 	})
 	if controls {
-		s.controlled = controlledScripts()
+		s.controlled = controlledScript()
 	}
 	return s
 }
 
-// controlledScripts makes the controlled script (scriptSet.controlled):
-// the mixed script composed with lua/control.lua, composed on first use.
-// It decides every shape of a controlled identity, one group included.
-// The record's path runs the groups from the table algorithms, which
-// control.lua wraps under a scale; with no record, the dispatch of the
-// plain mixed script.
-func controlledScripts() []*script {
-	return []*script{lazyScript("mixed.lua+control.lua", func() string {
-		return composeControlled(algorithmTable()+
-			"local function run_code(code, KEYS, ARGV) return algorithms[code + 0](KEYS, ARGV) end\n"+
-			"local decide = function(KEYS, ARGV)\n"+mustReadScript("mixed.lua")+"\nend\n",
-			algorithmDispatch()+mustReadScript("mixed.lua"))
-	})}
-}
-
-// composeControlled is the controlled script (lua/control.lua): the
-// control read, then the record's path with the decision as a function
-// (setup defines decide and algorithms), then, for no record, the
-// decision inline, so that it costs what the plain script does.
-func composeControlled(setup, inline string) string {
-	var b strings.Builder
-	b.WriteString(mustReadScript("control_read.lua"))
-	b.WriteString("if record then\n")
-	b.WriteString(setup)
-	b.WriteString(mustReadScript("control.lua"))
-	b.WriteString("\nend\n")
-	b.WriteString(inline)
-	return b.String()
+// controlledScript makes the controlled script (scriptSet.controlled),
+// composed on first use: the algorithms, lua/control_read.lua, which reads
+// the identity's control record, then lua/mixed.lua, which applies it and
+// decides.
+func controlledScript() *script {
+	return lazyScript("mixed.lua+control_read.lua", func() string {
+		return algorithmTable() + mustReadScript("control_read.lua") + mustReadScript("mixed.lua")
+	})
 }
 
 // mixedFiles is the script of each mixedCode.
@@ -189,54 +174,27 @@ var mixedFiles = [...]string{
 	1: "sliding_window.lua",
 	2: "sliding_log.lua",
 	3: "gcra.lua",
-	4: "fixed_window.lua",
+	4: "sliding_window.lua", // told fixed: see algorithmTable
 	5: "sliding_buckets.lua",
 	6: "gcra.lua",
 }
 
 const maxMixedCode = len(mixedFiles) - 1
 
-// algorithmTable is what the controlled mixed script's record path runs
-// (control.lua wraps its functions under a scale): every algorithm's
-// script, each wrapped as a function of its KEYS and ARGV, in the table
-// algorithms by its mixedCode.
+// algorithmTable is what lua/mixed.lua runs its groups with: the table
+// algorithms, every algorithm's script once, as a function of its KEYS
+// and ARGV, by its mixedCode as a string; and record, nil until
+// lua/control_read.lua reads it. The fixed window's function is the sliding
+// window's told fixed (its first extra argument, which the script reads
+// as ...), the leaky bucket's the GCRA's.
 func algorithmTable() string {
 	var b strings.Builder
-	b.WriteString("local algorithms = {}\n")
-	for code := 1; code < maxMixedCode; code++ {
-		fmt.Fprintf(&b, "algorithms[%d] = function(KEYS, ARGV)\n%s\nend\n", code, mustReadScript(mixedFiles[code]))
+	b.WriteString("local algorithms, record = {}, nil\n")
+	for _, code := range []int{1, 2, 3, 5} {
+		fmt.Fprintf(&b, "algorithms['%d'] = function(KEYS, ARGV, ...)\n%send\n", code, mustReadScript(mixedFiles[code]))
 	}
-	// The leaky bucket's code runs the GCRA script too (see mixedCode).
-	fmt.Fprintf(&b, "algorithms[%d] = algorithms[3]\n", maxMixedCode)
-	return b.String()
-}
-
-// algorithmDispatch is what the plain mixed script runs: one function,
-// run_code(code, KEYS, ARGV), with every algorithm's script inline in the
-// branch of its mixedCode, given as ARGV's string. Unlike algorithmTable's
-// closures, of which every call would make one per algorithm, a call makes
-// this one only.
-func algorithmDispatch() string {
-	var b strings.Builder
-	size := 512
-	for code := 1; code < maxMixedCode; code++ {
-		size += len(mustReadScript(mixedFiles[code])) + 128
-	}
-	b.Grow(size)
-	b.WriteString("local function run_code(code, KEYS, ARGV)\n")
-	for code := 1; code < maxMixedCode; code++ {
-		cond := fmt.Sprintf("code == '%d'", code)
-		if code == 3 {
-			// The leaky bucket's code runs the GCRA script too (see mixedCode).
-			cond += fmt.Sprintf(" or code == '%d'", maxMixedCode)
-		}
-		kw := "elseif"
-		if code == 1 {
-			kw = "if"
-		}
-		fmt.Fprintf(&b, "%s %s then\n%s", kw, cond, mustReadScript(mixedFiles[code]))
-	}
-	b.WriteString("end\nerror('mixed.lua: no algorithm of code ' .. tostring(code))\nend\n")
+	b.WriteString("algorithms['4'] = function(KEYS, ARGV) return algorithms['1'](KEYS, ARGV, true) end\n")
+	b.WriteString("algorithms['6'] = algorithms['3']\n")
 	return b.String()
 }
 
@@ -266,7 +224,8 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	case TokenBucket, LeakyBucket:
 		return s.gcra
 	case FixedWindow:
-		return s.fixedWindow
+		// Decided by the mixed script (algorithmTable).
+		return nil
 	case SlidingBuckets:
 		return s.slidingBuckets
 	default:
@@ -275,9 +234,9 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 }
 
 func (s *scriptSet) all() []*script {
-	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.fixedWindow, s.slidingBuckets, s.mixed, s.acquire, s.release}
+	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.slidingBuckets, s.mixed, s.acquire, s.release}
 	if s.controlled != nil {
-		all = append(all, s.controlled...)
+		all = append(all, s.controlled)
 	}
 	return all
 }

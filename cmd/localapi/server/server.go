@@ -21,10 +21,10 @@ import (
 
 	"github.com/slidegate/slidegate/cmd/localapi/gateway"
 	"github.com/slidegate/slidegate/internal/apihandler"
-	"github.com/slidegate/slidegate/internal/app"
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
 	"github.com/slidegate/slidegate/internal/deployconfig"
+	"github.com/slidegate/slidegate/internal/instance"
 )
 
 // Local defaults for what AWS would provide. They apply only when the
@@ -150,12 +150,12 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if metrics == nil {
 		metrics = io.Discard
 	}
-	authRuntime, err := app.NewRuntime(ctx, authEnv, app.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics, AWSConfig: sdkconfig.Load})
+	authRuntime, err := instance.NewRuntime(ctx, authEnv, instance.Options{Logger: fnLogger.With("function", "AuthorizerFunction"), Metrics: metrics, AWSConfig: sdkconfig.Load})
 	if err != nil {
 		return nil, fmt.Errorf("authorizer runtime: %w", err)
 	}
 	srv.closers = append(srv.closers, func() { _ = authRuntime.Close() })
-	apiRuntime, err := app.NewRuntime(ctx, env, app.Options{Logger: fnLogger.With("function", "ApiFunction"), Metrics: metrics, AWSConfig: sdkconfig.Load})
+	apiRuntime, err := instance.NewRuntime(ctx, env, instance.Options{Logger: fnLogger.With("function", "ApiFunction"), Metrics: metrics, AWSConfig: sdkconfig.Load})
 	if err != nil {
 		return nil, fmt.Errorf("API runtime: %w", err)
 	}

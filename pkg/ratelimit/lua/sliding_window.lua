@@ -23,12 +23,20 @@
 -- tag names its window without ambiguity. A stored S is never 0 (a write
 -- always holds cost >= 1 units).
 
+-- The fixed window (FixedWindow: the baseline whose boundary burst the
+-- other algorithms fix, up to twice the count in a span across an edge) is
+-- this script with its rule: the same function, told by fixed (below),
+-- decides on the count of the current window alone, and keeps the fixed
+-- window's own layout:
+--     S = tag * M + count,  tag the window index modulo 2^32
+-- a key that expires when its window ends. Its admission compares counts,
+-- not products, so any count x window is exact.
+--
 -- A spend increments first: INCRBY cost is the whole write when the key
--- already holds this window (the common case: one command besides TIME,
--- taken by the fast path below for a lone limit). When the key is new or
--- holds an older window, it is rewritten once with SET PX (the expiry only
--- changes with the window). A denial puts every key back as it was (DECRBY,
--- or DEL of a key INCRBY created).
+-- already holds this window (the common case: one command besides TIME).
+-- When the key is new or holds an older window, it is rewritten once with
+-- SET PX (the expiry only changes with the window). A denial puts every
+-- key back as it was (DECRBY, or DEL of a key INCRBY created).
 --
 -- KEYS[i]   one key per limit; all share one hash tag (one cluster slot).
 -- ARGV[1]   cost: units this request spends on every limit; negative to
@@ -70,6 +78,9 @@
 -- Complexity: O(number of limits); one INCRBY per limit on a spend (a GET on
 -- a peek), plus a SET when a limit's window changed and an undo on a denial.
 
+-- fixed: true when the mixed script runs this as the fixed window's
+-- function (lua/mixed.lua's code '4'); nil when this is a script of its own.
+local fixed = ...
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
@@ -78,70 +89,22 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
--- The layout's constants: M, M^2, the tag period (see State).
-local m, pm, period = 2097152, 4398046511104, 2048
 -- A cost of 1, the common case, is recognised without a conversion.
 local cost = 1
 if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
-
--- The fast path: one limit and a spend. A lone limit spends exactly when it
--- admits, whether it is enforced or a shadow.
-if n == 1 and cost > 0 then
-  local limit, window = ARGV[2] + 0, ARGV[3] + 0
-  local shadow = limit < 0
-  if shadow then limit = -limit end
-  local clock, unit = now, 1
-  if window < 0 then window, clock, unit = -window, (now - now % 1000) / 1000, 1000 end
-  local elapsed = clock % window
-  local index = (clock - elapsed) / window
-  local base = (index % period) * pm
-  local s = redis.pcall('INCRBY', KEYS[1], ARGV[1])
-  -- One type test on the steady path: an integer, or a value not ours
-  -- (replaced below: s - cost is then -1).
-  if type(s) ~= 'number' then s = cost - 1 end
-  s = s - cost
-  local current, previous = 0, 0
-  if s > 0 then
-    local v = s - base
-    if v >= 0 and v < pm then
-      -- The key holds this window: the INCRBY was the whole write.
-      current = v % m
-      if (v - current) / m * (window - elapsed) + (current + cost) * window <= limit * window then
-        return { 1, now, v }
-      end
-      redis.call('DECRBY', KEYS[1], ARGV[1])
-      return { shadow and 1 or 0, now, -1 - v }
-    end
-    -- The key holds an older window: the count of the window just before
-    -- this one becomes the previous count.
-    local old = s % pm
-    if (index - (s - old) / pm) % period == 1 then previous = old % m end
-  end
-  -- The key must be rewritten for this window, or put back.
-  local v = previous * m + current
-  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
-    redis.call('SET', KEYS[1], base + v + cost, 'PX', math.ceil((2 * window - elapsed) * unit / 1000))
-    return { 1, now, v }
-  end
-  if s > 0 then
-    redis.call('DECRBY', KEYS[1], ARGV[1])
-  elseif s == 0 then
-    redis.call('DEL', KEYS[1])
-  end
-  return { shadow and 1 or 0, now, -1 - v }
-end
-
--- The general path: several limits, or a peek.
 local spend = cost > 0
 if not spend then cost = -cost end
-local reply = { 1, now }
--- olds[i] is key i's value before this call's INCRBY (0: none, -1: not
--- ours). A limit admits the cost on its own iff its reply value is not
--- negative. writes holds, two slots a limit, the value and TTL of a key
--- whose window changed; it is made only when one did.
-local olds, writes = {}, nil
 
-for i = 1, n do
+-- decide reads limit i (INCRBY on a spend, GET on a peek) at now and returns
+-- whether it admits the cost on its own, its reply value, whether it is a
+-- shadow, the key's value before this call (0: none, -1: not ours) and,
+-- when the key must be rewritten for this window, its value and TTL in ms.
+-- It takes what it needs as arguments: a function's upvalues cost the
+-- lone limit's call about a tenth of its Redis time.
+local function decide(i, now, cost, spend, fixed)
+  -- The layout's constants: M, the tag's multiplier and period (see State).
+  local m, pm, period = 2097152, 4398046511104, 2048
+  if fixed then pm, period = m, 4294967296 end
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
@@ -150,56 +113,71 @@ for i = 1, n do
   local elapsed = clock % window
   local index = (clock - elapsed) / window
   local base = (index % period) * pm
-
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
+    -- One type test on the steady path: an integer, or a value not ours
+    -- (then -1).
     if type(s) ~= 'number' then s = cost - 1 end
     s = s - cost
   else
-    local raw = redis.call('GET', KEYS[i]) or 0
-    s = tonumber(raw) or -1
+    s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
-
-  local current, previous, fresh = 0, 0, true
-  if s > 0 then
+  local current, previous, v = 0, 0, s - base
+  if s > 0 and v >= 0 and v < pm then
+    -- The key holds this window: on a spend, the INCRBY was the whole write.
+    current = v % m
+    previous = (v - current) / m
+    if fixed then return current + cost <= limit, v, shadow, s end
+    return previous * (window - elapsed) + (current + cost) * window <= limit * window, v, shadow, s
+  end
+  if s > 0 and not fixed then
+    -- The key holds an older window: the count of the window just before
+    -- this one becomes the previous count.
     local old = s % pm
-    local d = (index - (s - old) / pm) % period
-    if d == 0 then
-      current = old % m
-      previous = (old - current) / m
-      fresh = false
-    elseif d == 1 then
-      previous = old % m
-    end
+    if (index - (s - old) / pm) % period == 1 then previous = old % m end
   end
+  v = previous * m
+  -- A sliding-window key lives until the window after this one ends, a
+  -- fixed-window key until this one does.
+  local ok, ends = cost <= limit, window
+  if not fixed then ok, ends = previous * (window - elapsed) + cost * window <= limit * window, 2 * window end
+  return ok, v, shadow, s, base + v + cost, math.ceil((ends - elapsed) * unit / 1000)
+end
 
-  local v = previous * m + current
-  if previous * (window - elapsed) + (current + cost) * window <= limit * window then
+-- One limit and a spend, the common case: it spends exactly when it
+-- admits, whether it is enforced or a shadow.
+if n == 1 and spend then
+  local ok, v, shadow, s, write, ttl = decide(1, now, cost, spend, fixed)
+  if ok then
+    if write then redis.call('SET', KEYS[1], write, 'PX', ttl) end
+    return { 1, now, v }
+  end
+  -- Put the key back as it was before this call's INCRBY.
+  if s > 0 then redis.call('DECRBY', KEYS[1], ARGV[1]) elseif s == 0 then redis.call('DEL', KEYS[1]) end
+  return { shadow and 1 or 0, now, -1 - v }
+end
+
+-- Several limits, or a peek: decide every limit, then write or undo.
+-- olds[i]: key i's value before this call; writes[i], writes[-i]: its
+-- value and TTL for this window when it must be rewritten.
+local reply, olds, writes = { 1, now }, {}, {}
+for i = 1, n do
+  local ok, v, shadow, s, write, ttl = decide(i, now, cost, spend, fixed)
+  if ok then
     reply[i + 2] = v
-    if fresh and spend then
-      if not writes then writes = {} end
-      writes[2 * i - 1] = base + v + cost
-      writes[2 * i] = math.ceil((2 * window - elapsed) * unit / 1000)
-    end
   else
     reply[i + 2] = -1 - v
     if not shadow then reply[1] = 0 end
   end
-  olds[i] = s
+  olds[i], writes[i], writes[-i] = s, write, ttl
 end
-
 if not spend then return reply end
-
-local admitted = reply[1] == 1
 for i = 1, n do
-  if admitted and reply[i + 2] >= 0 then
-    if writes and writes[2 * i] then
-      redis.call('SET', KEYS[i], writes[2 * i - 1], 'PX', writes[2 * i])
-    end
+  if reply[1] == 1 and reply[i + 2] >= 0 then
+    if writes[i] then redis.call('SET', KEYS[i], writes[i], 'PX', writes[-i]) end
   elseif olds[i] > 0 then
-    -- Put the key back as it was before this call's INCRBY (a shadow limit
-    -- that denies on its own spends nothing either).
+    -- A shadow limit that denies on its own spends nothing either.
     redis.call('DECRBY', KEYS[i], ARGV[1])
   elseif olds[i] == 0 then
     redis.call('DEL', KEYS[i])
