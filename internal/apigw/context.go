@@ -81,7 +81,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	if len(o.Result.Decisions) == 0 {
 		return ctx
 	}
-	d := o.Result.Closest()
+	d := httplimit.Closest(o.Result)
 	reset := httplimit.ResetSeconds(d)
 	ctx[CtxLimit] = d.Limit.Count
 	ctx[CtxRemaining] = d.Remaining

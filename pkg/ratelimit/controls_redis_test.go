@@ -100,7 +100,7 @@ func (f *controlFixture) decide(t *testing.T, checks ...Check) Result {
 // exactly, with no control read.
 func (f *controlFixture) state(t *testing.T, checks ...Check) []Decision {
 	t.Helper()
-	res, err := f.plain.Peek(f.ctx, 1, checks...)
+	res, err := f.plain.peek(f.ctx, 1, checks...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func testControlBlock(t *testing.T, client redis.UniversalClient) {
 				if res.Control.Kind != controls.Block || !res.Control.Until.Equal(until) || res.Control.Malformed {
 					t.Fatalf("blocked: controls.Control = %+v", res.Control)
 				}
-				peek, err := f.limiter.Peek(f.ctx, 1, check)
+				peek, err := f.limiter.peek(f.ctx, 1, check)
 				if err != nil || peek.Allowed || peek.Control.Kind != controls.Block {
 					t.Fatalf("Peek while blocked: %+v, %v", peek, err)
 				}
@@ -260,7 +260,7 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 			if alg == LeakyBucket {
 				left = 1
 			}
-			peek, err := f.limiter.Peek(f.ctx, 1, check)
+			peek, err := f.limiter.peek(f.ctx, 1, check)
 			if err != nil || !peek.Allowed || peek.Control.Kind != controls.Scale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
 				t.Fatalf("Peek under x10: %+v, %v", peek, err)
 			}

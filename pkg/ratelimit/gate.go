@@ -198,7 +198,9 @@ func (g *Gate) Decide(ctx context.Context, cost int64, policy FailurePolicy, che
 	return g.degrade(res.RedisLatency, err, cost, true, checks), nil
 }
 
-// Peek is Limiter.Peek under the failure policy: when Redis cannot answer,
+// Peek reports what Decide would answer for a request of cost, without
+// spending anything or writing to Redis: the caller's quota, for a status
+// endpoint or a dry run. When Redis cannot answer,
 // the fallback's view is returned, marked Degraded. A caller still denied
 // from memory is shown that denial.
 func (g *Gate) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
