@@ -64,40 +64,39 @@ func AuthorizerContext(o Outcome) map[string]any {
 			ctx[CtxControlFactor] = o.Result.Control.Factor
 		}
 	}
+	// refused: the outcome asks the caller to wait, for wait.
+	refused, wait := false, time.Duration(0)
 	switch {
 	case o.Kind == Blocked:
-		retry := httplimit.RetryAfterSeconds(BlockedRetryAfter)
-		if o.Result.Control.Kind == controls.Block {
-			retry = httplimit.RetryAfterSeconds(time.Until(o.Result.Control.Until))
-		}
 		ctx[CtxBlocked] = true
-		ctx[CtxRetryAfter] = retry
-		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
-		return ctx
+		refused, wait = true, BlockedRetryAfter
+		if o.Result.Control.Kind == controls.Block {
+			wait = time.Until(o.Result.Control.Until)
+		}
 	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
-		return ctx
+	case len(o.Result.Decisions) > 0:
+		d := httplimit.Closest(o.Result)
+		if !o.Result.Allowed {
+			refused, wait = true, o.Result.RetryAfter()
+		}
+		reset := httplimit.ResetSeconds(d)
+		ctx[CtxLimit] = d.Limit.Count
+		ctx[CtxRemaining] = d.Remaining
+		ctx[CtxReset] = reset
+		ctx[CtxPolicy] = httplimit.PolicyHeader(o.Result)
+		ctx[CtxRateLimit] = httplimit.RateLimitHeader(d)
+		ctx[CtxName] = d.Limit.Name
+		ctx[CtxWindow] = httplimit.WindowSeconds(d.Limit)
+		ctx[CtxResetAt] = unixCeil(d.At) + reset
+		if o.Result.Degraded {
+			ctx[CtxDegraded] = true
+		}
 	}
-	if len(o.Result.Decisions) == 0 {
-		return ctx
-	}
-	d := httplimit.Closest(o.Result)
-	reset := httplimit.ResetSeconds(d)
-	ctx[CtxLimit] = d.Limit.Count
-	ctx[CtxRemaining] = d.Remaining
-	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = httplimit.PolicyHeader(o.Result)
-	ctx[CtxRateLimit] = httplimit.RateLimitHeader(d)
-	ctx[CtxName] = d.Limit.Name
-	ctx[CtxWindow] = httplimit.WindowSeconds(d.Limit)
-	ctx[CtxResetAt] = unixCeil(d.At) + reset
-	if !o.Result.Allowed {
-		retry := httplimit.RetryAfterSeconds(o.Result.RetryAfter())
+	if refused {
+		retry := httplimit.RetryAfterSeconds(wait)
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
-	}
-	if o.Result.Degraded {
-		ctx[CtxDegraded] = true
 	}
 	return ctx
 }

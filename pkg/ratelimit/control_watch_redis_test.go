@@ -33,7 +33,7 @@ func newScriptHook(l *Limiter) *scriptHook {
 	if sc := l.scripts.controlled; sc != nil {
 		h.controlled[sc.sha()] = true
 	}
-	for _, sc := range []*script{l.scripts.slidingWindow, l.scripts.slidingLog, l.scripts.gcra, l.scripts.fixedWindow, l.scripts.slidingBuckets, l.scripts.mixed} {
+	for _, sc := range []*script{l.scripts.slidingWindow, l.scripts.slidingLog, l.scripts.gcra, l.scripts.slidingBuckets, l.scripts.mixed} {
 		h.plain[sc.sha()] = true
 	}
 	return h

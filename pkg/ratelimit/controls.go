@@ -9,7 +9,7 @@ import (
 
 // Live controls inside the decision (Options.Controls). Every script call
 // of an identity's checks also reads that identity's control key (the last
-// of its KEYS) and applies the control in the same call (lua/control.lua):
+// of its KEYS) and applies the control in the same call (lua/mixed.lua):
 //
 //   - block: every check of the identity is denied and nothing is spent;
 //     no algorithm runs. Each Decision has Allowed false, Remaining 0 and
@@ -34,7 +34,7 @@ type controlReply struct {
 	milli int64 // a scale's factor in thousandths
 }
 
-// The codes of controlReply.kind, as lua/control.lua sends them.
+// The codes of controlReply.kind, as lua/mixed.lua sends them.
 const (
 	controlNone      = -1 // no record in force: the reply had no control
 	controlMalformed = 0
@@ -192,7 +192,7 @@ func scaledCount(count, milli int64) int64 {
 // window exact for its algorithm (checkScale: in milliseconds for the
 // sliding window, in microseconds for the others but the fixed window,
 // which has no bound), the strictest count that still computes exactly.
-// lua/control.lua computes the same.
+// lua/mixed.lua computes the same.
 func scaledLimit(l Limit, milli int64) Limit {
 	if milli == 0 {
 		return l

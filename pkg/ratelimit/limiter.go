@@ -345,11 +345,14 @@ var singleIndex = []int{0}
 // mixed script, as one group (runMixed): one controlled script for every
 // shape.
 func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
-	if cc.any() {
+	sc := l.scripts.forAlgorithm(g.algorithm)
+	if cc.any() || sc == nil {
 		if g.tag == "" {
 			g.tag = l.keys.identityTag(checks[g.indexes[0]].Identity)
 		}
-		if cc.reads(g.tag) {
+		if sc == nil || cc.reads(g.tag) {
+			// The fixed window, or an identity that may hold a control:
+			// the mixed script, one group.
 			return l.runMixed(ctx, cc, cost, spend, checks, []group{g}, out)
 		}
 	}
@@ -363,7 +366,7 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
-	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, cmd)
+	vals, err := sc.run(ctx, l.client, cmd)
 	if err != nil {
 		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -584,6 +587,9 @@ func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexe
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(indexes))
 	}
 	now := vals[1].(int64)
+	// A denied request spent nothing: a limit that admitted it on its own
+	// reports what it has left, as a peek would.
+	spend = spend && vals[0].(int64) == 1
 	for i, ci := range indexes {
 		c := checks[ci]
 		out[ci] = counterDecision(scaledLimit(c.Limit, milli), vals[2+i].(int64), now, cost, spend)
