@@ -179,8 +179,6 @@ var mixedFiles = [...]string{
 	6: "gcra.lua",
 }
 
-const maxMixedCode = len(mixedFiles) - 1
-
 // algorithmTable is what lua/mixed.lua runs its groups with: the table
 // algorithms, every algorithm's script once, as a function of its KEYS
 // and ARGV, by its mixedCode as a string; and record, nil until
