@@ -403,7 +403,9 @@ func sameTag(groups []group) bool {
 
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
-// one group.
+// one group. It decides one group too: a fixed-window group (the fixed
+// window has no script of its own), and any group of an identity whose
+// control key is read (the controlled script).
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	script := l.scripts.mixed
 	keys := 0
