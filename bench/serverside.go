@@ -355,17 +355,17 @@ func captureControlCases(ctx context.Context, b *bench, capture func(name, group
 	if err := capture(nameControlsDefault, "controls", decide); err != nil {
 		return err
 	}
-	now, err := lim.Time(ctx)
+	now, err := lim.Controls().Time(ctx)
 	if err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
 	ctl := controls.Control{Kind: controls.Exempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
-	if err := lim.SetControl(ctx, serverSideCapture, ctl); err != nil {
+	if err := lim.Controls().Set(ctx, serverSideCapture, ctl); err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
 	// The bench's own Redis, thrown away after the run: a failed lift
 	// changes no figure.
-	defer func() { _, _, _ = lim.LiftControl(context.WithoutCancel(ctx), serverSideCapture) }()
+	defer func() { _, _, _ = lim.Controls().Lift(context.WithoutCancel(ctx), serverSideCapture) }()
 	// The watch re-reads the controls at most once per controls.Propagation.
 	time.Sleep(controls.Propagation + 100*time.Millisecond)
 	if err := capture(nameControlsWatched, "controls", decide); err != nil {

@@ -23,7 +23,7 @@ import (
 //     (scaledLimit), on the same keys, and each Decision's Limit carries
 //     the scaled count, for the headers.
 //
-// A record that cannot be read (what parseControlRecord refuses) is
+// A record that cannot be read (what ctlstore.ParseRecord refuses) is
 // ignored and reported as Malformed; one whose end has passed is ignored.
 // With no record, the reply is exactly the algorithm's.
 
@@ -177,6 +177,14 @@ func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, c
 		return false, controls.Applied{}, err
 	}
 	return ok, controls.Applied{Malformed: ctl.kind == controlMalformed}, nil
+}
+
+// scaledCount is the count a limit of count applies under a scale of
+// milli thousandths: floor(count x factor), at least 1, at most MaxCount.
+// The scripts compute it the same way, in integers.
+func scaledCount(count, milli int64) int64 {
+	c := count * milli / 1000
+	return min(max(c, 1), MaxCount)
 }
 
 // scaledLimit is l under a scale of milli thousandths (none for 0): its
