@@ -44,17 +44,9 @@ type networkEntry struct {
 // prefix wins. The empty string and "none" map nothing. Any bad entry
 // fails the whole value, naming the entry.
 func ParseNetworks(s string) (Networks, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return Networks{}, nil
-	}
 	var n Networks
 	seen := make(map[netip.Prefix]bool)
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range listItems(s) {
 		cidr, rawPlan, ok := strings.Cut(entry, "=")
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", truncate.Text(entry, truncate.QuotedLen))

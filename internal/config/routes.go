@@ -154,10 +154,6 @@ func MethodMatches(route, method string) bool {
 // that the earlier one already has is dropped, its other limits kept, so
 // that refusing the value loosens nothing the operator wrote.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return nil, nil
-	}
 	var routes []RouteLimit
 	var dups []error
 	for _, entry := range splitEntries(s, "") {
@@ -259,16 +255,8 @@ func isToken(s string) bool {
 // ParseFailClosed parses RATE_LIMIT_FAIL_CLOSED: comma-separated path
 // globs. The empty string and "none" mean no fail-closed route.
 func ParseFailClosed(s string) ([]PathGlob, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return nil, nil
-	}
 	var globs []PathGlob
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	for _, part := range listItems(s) {
 		g, err := ParsePathGlob(part)
 		if err != nil {
 			return nil, err
