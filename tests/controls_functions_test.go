@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -127,10 +128,12 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
+	secret := testkit.RandomSecret(t)
 	ctx := context.Background()
 	for _, topo := range controlTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
+			t.Parallel() // its own Redis and instance: the topologies wait side by side
 			// Anonymous 3/1m, sliding log: exact counts.
 			rie := azStart(t, planEnv(topo.planTopology, secret, nil))
 			op := controlLimiter(t, topo.operator)
@@ -366,6 +369,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_ALGORITHM": "sliding-log", "REDIS_TIMEOUT": "1s",
@@ -463,6 +467,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
+	t.Parallel() // waits on a hanging Redis: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	proxy, err := faultproxy.Start(srv.Addr())
 	if err != nil {
@@ -479,7 +484,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	// budgets one after the other (two timeouts) stay seconds apart on a
 	// loaded machine: the bound below leaves 2.1 s for everything else.
 	const timeout = 3 * time.Second
-	rie := azStart(t, azEnv(proxy.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
+	rie := azStart(t, azEnv(proxy.URL(), testkit.RandomSecret(t), map[string]string{"REDIS_TIMEOUT": timeout.String()}))
 	blocked := func(a azAnswer) bool { b, _ := a.resp.Context["blocked"].(bool); return a.denied() && b }
 	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.5"})); !blocked(a) {
 		t.Fatalf("warm: the live-blocked network: %+v", a)

@@ -50,6 +50,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap, the command and the emulator")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/operator"), map[string]string{
 		"REDIS_URL":           srv.URL(),

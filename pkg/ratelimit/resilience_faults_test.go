@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // few seconds.
 func TestNetworkFaults(t *testing.T) {
 	server := redistest.StartServer(t)
-	proxy := startProxy(t, server.Addr())
+	proxy := faultproxy.StartTest(t, server.Addr())
 
 	type fault struct {
 		name string
@@ -34,14 +34,14 @@ func TestNetworkFaults(t *testing.T) {
 		{
 			name:   "refused",
 			url:    proxy.URL(),
-			inject: func(t *testing.T) { setMode(t, proxy, faultproxy.Refuse) },
-			heal:   func(t *testing.T) { setMode(t, proxy, faultproxy.Pass) },
+			inject: func(t *testing.T) { proxy.SetModeTest(t, faultproxy.Refuse) },
+			heal:   func(t *testing.T) { proxy.SetModeTest(t, faultproxy.Pass) },
 		},
 		{
 			name:   "black hole",
 			url:    proxy.URL(),
-			inject: func(t *testing.T) { setMode(t, proxy, faultproxy.BlackHole) },
-			heal:   func(t *testing.T) { setMode(t, proxy, faultproxy.Pass) },
+			inject: func(t *testing.T) { proxy.SetModeTest(t, faultproxy.BlackHole) },
+			heal:   func(t *testing.T) { proxy.SetModeTest(t, faultproxy.Pass) },
 		},
 		{
 			name:   "200ms latency",
@@ -52,8 +52,8 @@ func TestNetworkFaults(t *testing.T) {
 		{
 			name:   "reset mid-reply",
 			url:    proxy.URL(),
-			inject: func(t *testing.T) { setMode(t, proxy, faultproxy.Reset) },
-			heal:   func(t *testing.T) { setMode(t, proxy, faultproxy.Pass) },
+			inject: func(t *testing.T) { proxy.SetModeTest(t, faultproxy.Reset) },
+			heal:   func(t *testing.T) { proxy.SetModeTest(t, faultproxy.Pass) },
 		},
 		{
 			name:   "restarted empty",

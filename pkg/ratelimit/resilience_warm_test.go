@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -113,8 +113,8 @@ func waitIdleClosed(t *testing.T, admin *redis.Client, limit time.Duration) {
 // Redis again within a few seconds, with no error on the way.
 func TestColdStartWithRedisDown(t *testing.T) {
 	server := redistest.StartServer(t)
-	proxy := startProxy(t, server.Addr())
-	setMode(t, proxy, faultproxy.Refuse)
+	proxy := faultproxy.StartTest(t, server.Addr())
+	proxy.SetModeTest(t, faultproxy.Refuse)
 
 	client := productionClient(t, proxy.URL(), false)
 	limiter := productionLimiter(t, client, "cold", 0)
@@ -139,7 +139,7 @@ func TestColdStartWithRedisDown(t *testing.T) {
 		t.Fatalf("fail-closed at cold start: err = %v, want ErrUnavailable", err)
 	}
 
-	setMode(t, proxy, faultproxy.Pass)
+	proxy.SetModeTest(t, faultproxy.Pass)
 	took := waitShared(t, gate, ratelimit.Check{Identity: "recover", Limit: check.Limit}, 10*time.Second)
 	t.Logf("first decision on Redis %v after it became reachable", took.Round(time.Millisecond))
 }

@@ -1,9 +1,7 @@
-package tests
+package instance_test
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -16,6 +14,8 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -28,27 +28,15 @@ const (
 	hkARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:identity-hash-key-MnOpQr"
 )
 
-// hkDigest is the 128 bits of an identity's HMAC-SHA-256 with key, or of
-// its SHA-256 with no key, computed here independently of the code.
-func hkDigest(key, id string) []byte {
-	if key == "" {
-		sum := sha256.Sum256([]byte(id))
-		return sum[:16]
-	}
-	mac := hmac.New(sha256.New, []byte(key))
-	mac.Write([]byte(id))
-	return mac.Sum(nil)[:16]
-}
-
 // hkRedisKey is the Redis key of the anonymous limit 3/1m of an identity.
 func hkRedisKey(key, id string) string {
-	return "rl:{" + base64.RawURLEncoding.EncodeToString(hkDigest(key, id)) + "}:sw:anonymous:1m"
+	return "rl:{" + base64.RawURLEncoding.EncodeToString(testkit.IdentityDigest(key, id)) + "}:sw:anonymous:1m"
 }
 
 // hkForms are every form the unkeyed hash of an identity takes in Redis
 // keys and in logs: neither may ever appear when a key is configured.
 func hkForms(id string) []string {
-	d := hkDigest("", id)
+	d := testkit.IdentityDigest("", id)
 	return []string{base64.RawURLEncoding.EncodeToString(d), hex.EncodeToString(d), identity.Hash(id)}
 }
 
@@ -102,7 +90,7 @@ func TestIdentityHashIsKeyed(t *testing.T) {
 				t.Errorf("Redis keys %v, want [%s]", keys, wantKey)
 			}
 			logs := firstLogs.String() + secondLogs.String()
-			wantHash := hex.EncodeToString(hkDigest(tc.key, id))
+			wantHash := hex.EncodeToString(testkit.IdentityDigest(tc.key, id))
 			for _, p := range principals {
 				if p != "anonymous:"+wantHash {
 					t.Errorf("principalId %q, want anonymous:%s", p, wantHash)
@@ -115,8 +103,8 @@ func TestIdentityHashIsKeyed(t *testing.T) {
 				if other == tc.key {
 					continue
 				}
-				h := hex.EncodeToString(hkDigest(other, id))
-				if h == wantHash || strings.Contains(logs, h) || strings.Contains(strings.Join(hkRedisKeys(t, srv), " "), base64.RawURLEncoding.EncodeToString(hkDigest(other, id))) {
+				h := hex.EncodeToString(testkit.IdentityDigest(other, id))
+				if h == wantHash || strings.Contains(logs, h) || strings.Contains(strings.Join(hkRedisKeys(t, srv), " "), base64.RawURLEncoding.EncodeToString(testkit.IdentityDigest(other, id))) {
 					t.Errorf("the hash of another key (%q) appears", other)
 				}
 			}
@@ -156,12 +144,12 @@ func TestIdentityHashKeyUnavailable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			sm := startSecrets(t, tc.secrets)
+			sm := mototest.NewSecrets(t, tc.secrets)
 			tc.env["RATE_LIMIT_ANONYMOUS"] = "3/1m"
 			if arn, ok := tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"]; ok {
-				tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"] = sm.arn(arn)
+				tc.env["RATE_LIMIT_HASH_KEY_SECRET_ARN"] = sm.ARN(arn)
 			}
-			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), instance.Options{SecretsManager: sm.client(), Metrics: io.Discard})
+			rt, logs := idRuntime(t, ipv6Env(srv.URL(), tc.env), instance.Options{SecretsManager: sm.Client(), Metrics: io.Discard})
 			if err := rt.WaitLoaded(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -205,28 +193,28 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 	const ip = "198.51.100.78"
 	id := identity.KindIP + ip
 	srv := redistest.StartServer(t)
-	sm := startSecrets(t, map[string]string{hkARN: hkKeyA})
-	sm.throttle()
-	env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.arn(hkARN)})
+	sm := mototest.NewSecrets(t, map[string]string{hkARN: hkKeyA})
+	sm.Throttle()
+	env := ipv6Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.ARN(hkARN)})
 	ctx := context.Background()
 
 	t.Run("within the retry interval: not asked again", func(t *testing.T) {
-		rt, _ := idRuntime(t, env, instance.Options{SecretsManager: sm.client(), SecretRetryInterval: time.Hour, Metrics: io.Discard})
+		rt, _ := idRuntime(t, env, instance.Options{SecretsManager: sm.Client(), SecretRetryInterval: time.Hour, Metrics: io.Discard})
 		if err := rt.WaitLoaded(ctx); err != nil {
 			t.Fatal(err)
 		}
-		asked := sm.requests()
+		asked := sm.GetSecretValueCalls()
 		for range 20 {
 			if out, err := rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip}); err != nil || !out.Result.Degraded {
 				t.Fatalf("want degraded, got %+v %v", out.Result, err)
 			}
 		}
-		if n := sm.requests(); n != asked {
+		if n := sm.GetSecretValueCalls(); n != asked {
 			t.Errorf("Secrets Manager asked %d more times within the retry interval, want none", n-asked)
 		}
 	})
 
-	rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client(), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
+	rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.Client(), SecretRetryInterval: 20 * time.Millisecond, Metrics: io.Discard})
 	if err := rt.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +222,7 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 	if err != nil || !out.Result.Degraded {
 		t.Fatalf("before Secrets Manager answers: degraded=%v err=%v; want degraded", out.Result.Degraded, err)
 	}
-	sm.answer()
+	sm.Answer()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		out, err = rt.Decide(ctx, apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: ip})
 		if err == nil && !out.Result.Degraded {
@@ -244,7 +232,7 @@ func TestIdentityHashKeyReadAgain(t *testing.T) {
 			t.Fatalf("decisions still degraded once Secrets Manager answers: %+v %v\n%s", out.Result, err, logs)
 		}
 	}
-	if want := "anonymous:" + hex.EncodeToString(hkDigest(hkKeyA, id)); apigw.PrincipalID(out) != want {
+	if want := "anonymous:" + hex.EncodeToString(testkit.IdentityDigest(hkKeyA, id)); apigw.PrincipalID(out) != want {
 		t.Errorf("principalId %q, want %q", apigw.PrincipalID(out), want)
 	}
 	if keys := hkRedisKeys(t, srv); !slices.Equal(keys, []string{hkRedisKey(hkKeyA, id)}) {

@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"context"
@@ -67,3 +67,10 @@ func idRuntime(t testing.TB, env map[string]string, opts instance.Options) (*ins
 	t.Cleanup(func() { _ = rt.Close() })
 	return rt, logs
 }
+
+// The issuer and audience of the tokens of the identity tests (those of
+// the test events in events/).
+const (
+	idIssuer   = "https://auth.example.com/"
+	idAudience = "slidegate-example"
+)

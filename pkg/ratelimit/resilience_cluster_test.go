@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"
@@ -324,8 +324,8 @@ func TestClusterColdStartWithSeedsUnreachable(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			var seeds []string
 			for range 3 {
-				p := startProxy(t, server.Addr())
-				setMode(t, p, mode)
+				p := faultproxy.StartTest(t, server.Addr())
+				p.SetModeTest(t, mode)
 				seeds = append(seeds, p.Addr())
 			}
 			client := productionClient(t, clusterURL(seeds), true)

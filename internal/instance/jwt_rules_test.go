@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func TestJWTLoopholesClosed(t *testing.T) {
 	now := time.Now()
 	sign := func(m jwt.SigningMethod, secret any, claims jwt.MapClaims) string {
 		t.Helper()
-		base := jwt.MapClaims{"iss": azIssuer, "aud": azAudience, "sub": "mallory", "exp": now.Add(time.Hour).Unix()}
+		base := jwt.MapClaims{"iss": idIssuer, "aud": idAudience, "sub": "mallory", "exp": now.Add(time.Hour).Unix()}
 		for k, v := range claims {
 			base[k] = v
 		}
@@ -127,7 +127,7 @@ func TestJWTPlainHTTPJWKSRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": azIssuer, "aud": azAudience, "sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(key)
+	tok, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": idIssuer, "aud": idAudience, "sub": "alice", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(key)
 	if err != nil {
 		t.Fatal(err)
 	}

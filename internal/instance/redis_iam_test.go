@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/slidegate/slidegate/internal/iamauth"
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
@@ -197,7 +198,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 	server := startIAMServer(t)
 	iamCfg := iamauth.Config{UserID: iamUser, CacheName: iamCache, Region: iamRegion}
-	sm := startSecrets(t, map[string]string{smRedisARN: "unused-auth-token"})
+	sm := mototest.NewSecrets(t, map[string]string{smRedisARN: "unused-auth-token"})
 
 	cases := []struct {
 		name         string
@@ -209,7 +210,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 			name: "IAM on",
 			env: map[string]string{
 				"REDIS_IAM_USER": iamUser, "REDIS_CACHE_NAME": iamCache,
-				"REDIS_AUTH_SECRET_ARN": sm.arn(smRedisARN),
+				"REDIS_AUTH_SECRET_ARN": sm.ARN(smRedisARN),
 			},
 			wantLog: []string{"redis connections authenticate with IAM", "REDIS_IAM_USER and REDIS_AUTH_SECRET_ARN are both set", `"auth":"iam"`},
 		},
@@ -232,7 +233,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 
 			env := connEnv(server.url, tc.env)
 			env["REDIS_TLS_CA_FILE"] = server.ca.CertFile()
-			rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.client()})
+			rt, logs := idRuntime(t, env, instance.Options{SecretsManager: sm.Client()})
 			out, err := rt.Decide(context.Background(), apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "192.0.2.45"})
 			if err != nil {
 				t.Fatalf("decide: %v", err)
@@ -252,7 +253,7 @@ func TestRedisIAMFromEnvironment(t *testing.T) {
 			}
 		})
 	}
-	if n := sm.requests(); n != 0 {
+	if n := sm.GetSecretValueCalls(); n != 0 {
 		t.Errorf("Secrets Manager was asked %d times, want never: IAM replaces the AUTH secret", n)
 	}
 }

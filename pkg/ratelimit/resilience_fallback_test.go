@@ -1,4 +1,4 @@
-package tests
+package ratelimit_test
 
 import (
 	"context"

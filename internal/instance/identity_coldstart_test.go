@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -18,9 +19,9 @@ import (
 // key's tier once it arrives, not as anonymous.
 func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
 	jwks := startIDJWKS(t)
-	releaseGateway, releaseJWKS := gw.gate.Hold(), jwks.gate.Hold()
+	releaseGateway, releaseJWKS := gw.Gate.Hold(), jwks.gate.Hold()
 	defer releaseGateway()
 	defer releaseJWKS()
 
@@ -30,7 +31,7 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	built := make(chan *instance.Runtime, 1)
 	go func() {
 		rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{
-			APIGateway:      gw.client(),
+			APIGateway:      gw.Client(),
 			ColdStartBudget: budget,
 		})
 		built <- rt
@@ -41,7 +42,7 @@ func TestIdentityLoadsOnFirstUse(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("NewRuntime waited for the API key listing and the JWKS, which only requests with credentials need")
 	}
-	gw.gate.Entered()
+	gw.Gate.Entered()
 	jwks.gate.Entered()
 	if o := idDecide(t, rt, nil); o.Caller.Tier != identity.TierAnonymous || !o.Result.Allowed {
 		t.Errorf("request without credentials while the keys load: %+v, want an anonymous Allow", o)

@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"context"

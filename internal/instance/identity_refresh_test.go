@@ -1,4 +1,4 @@
-package tests
+package instance_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -21,8 +22,8 @@ import (
 // plans it is attached to, and only there; disabled keys and keys of no
 // plan are unauthorized everywhere.
 func TestIdentityKeysOfThisAPIOnly(t *testing.T) {
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
-	keys := identity.NewGatewayKeys(gw.client(), time.Minute, nil, nil)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
+	keys := identity.NewGatewayKeys(gw.Client(), time.Minute, nil, nil)
 	if err := keys.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +71,8 @@ func idEnv(redisURL, jwksURL string) map[string]string {
 		"RATE_LIMIT_ANONYMOUS": "1000/1m",
 		"RATE_LIMIT_USER":      "1000/1m",
 		"RATE_LIMIT_ORG":       "1000/1m",
-		"JWT_ISSUER":           azIssuer,
-		"JWT_AUDIENCE":         azAudience,
+		"JWT_ISSUER":           idIssuer,
+		"JWT_AUDIENCE":         idAudience,
 		"JWT_JWKS_URL":         jwksURL,
 		"API_KEYS_REFRESH":     "1m",
 	}
@@ -80,7 +81,7 @@ func idEnv(redisURL, jwksURL string) map[string]string {
 func idToken(t testing.TB, j *idJWKS, sub string) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{
-		"iss": azIssuer, "aud": azAudience, "sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
+		"iss": idIssuer, "aud": idAudience, "sub": sub, "exp": time.Now().Add(time.Hour).Unix(),
 	})
 	tok.Header["kid"] = j.kid
 	s, err := tok.SignedString(j.key)
@@ -106,17 +107,17 @@ func idDecide(t testing.TB, rt *instance.Runtime, headers map[string]string) api
 // budget finish in the background.
 func TestIdentityColdStartBudget(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
 	jwks := startIDJWKS(t)
-	releaseGateway, releaseJWKS := gw.gate.Hold(), jwks.gate.Hold()
+	releaseGateway, releaseJWKS := gw.Gate.Hold(), jwks.gate.Hold()
 	defer releaseGateway()
 	defer releaseJWKS()
 
 	rt, logs := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{
-		APIGateway:      gw.client(),
+		APIGateway:      gw.Client(),
 		ColdStartBudget: 50 * time.Millisecond,
 	})
-	gw.gate.Entered()
+	gw.Gate.Entered()
 	jwks.gate.Entered()
 
 	key := map[string]string{"x-api-key": "gw-key-page-1-a-padded"}
@@ -127,8 +128,8 @@ func TestIdentityColdStartBudget(t *testing.T) {
 	if o := idDecide(t, rt, bearer); o.Caller.Tier != identity.TierAnonymous || !o.Unauthorized() {
 		t.Errorf("token while the JWKS loads: %+v, want unauthorized", o)
 	}
-	if gw.gate.Held() != 1 || jwks.gate.Held() != 1 {
-		t.Fatalf("held: API Gateway %d, JWKS %d; want 1 each: NewRuntime or a decision waited for them", gw.gate.Held(), jwks.gate.Held())
+	if gw.Gate.Held() != 1 || jwks.gate.Held() != 1 {
+		t.Fatalf("held: API Gateway %d, JWKS %d; want 1 each: NewRuntime or a decision waited for them", gw.Gate.Held(), jwks.gate.Held())
 	}
 	if !strings.Contains(logs.String(), "cold-start budget spent") {
 		t.Errorf("the spent budget is not logged:\n%s", logs.String())
@@ -153,33 +154,33 @@ func TestIdentityColdStartBudget(t *testing.T) {
 // created since is refused), and once it ends the new key is org.
 func TestIdentityKeyRefreshInBackground(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
 	jwks := startIDJWKS(t)
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
-	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{APIGateway: gw.client(), Now: clock.Now})
+	rt, _ := idRuntime(t, idEnv(srv.URL(), jwks.url), instance.Options{APIGateway: gw.Client(), Now: clock.Now})
 	known := map[string]string{"x-api-key": "gw-key-page-1-a-padded"}
 	created := map[string]string{"x-api-key": "gw-key-created-later-padded"}
 	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Fatalf("known key after cold start: %+v", o)
 	}
 
-	gw.addKey(fakeAPIKey{ID: "k8", Name: "eight", Value: "gw-key-created-later-padded", Enabled: true}, 1)
-	release := gw.gate.Hold()
+	gw.AddKey(mototest.APIKey{ID: "k8", Name: "eight", Value: "gw-key-created-later-padded", Enabled: true}, 1)
+	release := gw.Gate.Hold()
 	defer release()
 	clock.Advance(time.Minute + 7*time.Second) // API_KEYS_REFRESH and its jitter (up to a tenth): the list is stale
 
 	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("known key on a stale list: %+v, want org", o)
 	}
-	gw.gate.Entered()
+	gw.Gate.Entered()
 	if o := idDecide(t, rt, created); !o.Unauthorized() {
 		t.Errorf("key created since the last listing, while the next hangs: %+v, want unauthorized", o)
 	}
 	if o := idDecide(t, rt, known); o.Caller.Tier != identity.TierOrg {
 		t.Errorf("known key while a listing hangs: %+v, want org", o)
 	}
-	if gw.gate.Held() != 1 {
-		t.Fatalf("%d API Gateway requests held, want 1: a decision waited, or a second listing started", gw.gate.Held())
+	if gw.Gate.Held() != 1 {
+		t.Fatalf("%d API Gateway requests held, want 1: a decision waited, or a second listing started", gw.Gate.Held())
 	}
 
 	release()
@@ -199,12 +200,12 @@ func TestIdentityKeyRefreshInBackground(t *testing.T) {
 // listing.
 func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
 	jwks := startIDJWKS(t)
 	clock := testkit.NewClock(time.Unix(1_800_000_000, 0))
 	env := idEnv(srv.URL(), jwks.url)
 	env["RATE_LIMIT_ANONYMOUS"] = "100000/1m"
-	rt, _ := idRuntime(t, env, instance.Options{APIGateway: gw.client(), Now: clock.Now})
+	rt, _ := idRuntime(t, env, instance.Options{APIGateway: gw.Client(), Now: clock.Now})
 	if err := rt.WaitLoaded(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	}
 	listings := func() int {
 		n := 0
-		for _, r := range gw.requestsTo("/apikeys") {
+		for _, r := range gw.RequestsTo("/apikeys") {
 			if r.URL.Query().Get("position") == "" {
 				n++
 			}
@@ -232,7 +233,7 @@ func TestIdentityUnknownKeysListAtMostOncePerInterval(t *testing.T) {
 	const span, requests = 5 * time.Minute, 3000
 	for i := range requests {
 		if i == requests/2 {
-			gw.addKey(fakeAPIKey{ID: "k10", Name: "ten", Value: "gw-key-created-later-padded", Enabled: true}, 1)
+			gw.AddKey(mototest.APIKey{ID: "k10", Name: "ten", Value: "gw-key-created-later-padded", Enabled: true}, 1)
 		}
 		if o := decide(fmt.Sprintf("spray-%d", i)); !o.Unauthorized() {
 			t.Fatalf("unknown key %d: %+v, want unauthorized", i, o)
