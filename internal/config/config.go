@@ -510,20 +510,7 @@ func algorithmNamed(s string) (ratelimit.Algorithm, error) {
 // parseQuotaLimit parses RATE_LIMIT_QUOTA's "<count>/<window>[:<algorithm>]",
 // falling back to DefaultQuota.
 func parseQuotaLimit(v string, alg ratelimit.Algorithm) (OwnedLimit, error) {
-	var err error
-	if v != "" {
-		l, perr := makeOwnedLimit(QuotaLimitName, v, alg)
-		if perr == nil {
-			return l, nil
-		}
-		err = fmt.Errorf("RATE_LIMIT_QUOTA=%q: %w; using %s", truncate.Text(v, truncate.QuotedLen), perr, DefaultQuota)
-	}
-	l, derr := makeOwnedLimit(QuotaLimitName, DefaultQuota, alg)
-	if derr != nil {
-		// DefaultQuota is a constant.
-		panic(fmt.Sprintf("config: default RATE_LIMIT_QUOTA=%q: %v", DefaultQuota, derr))
-	}
-	return l, err
+	return orDefault("RATE_LIMIT_QUOTA", v, DefaultQuota, DefaultQuota, func(s string) (OwnedLimit, error) { return makeOwnedLimit(QuotaLimitName, s, alg) })
 }
 
 // makeOwnedLimit is makeLimitSpec's limit, owned by name.

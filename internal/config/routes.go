@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/truncate"
@@ -271,36 +272,14 @@ func ParseFailClosed(s string) ([]PathGlob, error) {
 // half-applied list would silently drop a limit the operator asked for) and
 // the default used.
 func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
-	if v == "" {
-		v = DefaultRoutes
-	}
-	routes, err := ParseRoutes(v, alg)
-	if err != nil && routes != nil {
+	if routes, err := ParseRoutes(v, alg); err != nil && routes != nil {
 		// Duplicates only: each limit kept once (see ParseRoutes).
 		return routes, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; each limit is kept once", truncate.Text(v, truncate.QuotedLen), err)
 	}
-	if err != nil {
-		def, derr := ParseRoutes(DefaultRoutes, alg)
-		if derr != nil {
-			panic(fmt.Sprintf("config: default RATE_LIMIT_ROUTES: %v", derr))
-		}
-		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultRoutes)
-	}
-	return routes, nil
+	return orDefault("RATE_LIMIT_ROUTES", v, DefaultRoutes, strconv.Quote(DefaultRoutes), func(s string) ([]RouteLimit, error) { return ParseRoutes(s, alg) })
 }
 
 // parseFailClosedVar is parseRoutesVar for RATE_LIMIT_FAIL_CLOSED.
 func parseFailClosedVar(v string) ([]PathGlob, error) {
-	if v == "" {
-		v = DefaultFailClosed
-	}
-	globs, err := ParseFailClosed(v)
-	if err != nil {
-		def, derr := ParseFailClosed(DefaultFailClosed)
-		if derr != nil {
-			panic(fmt.Sprintf("config: default RATE_LIMIT_FAIL_CLOSED: %v", derr))
-		}
-		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultFailClosed)
-	}
-	return globs, nil
+	return orDefault("RATE_LIMIT_FAIL_CLOSED", v, DefaultFailClosed, strconv.Quote(DefaultFailClosed), ParseFailClosed)
 }
