@@ -235,7 +235,7 @@ func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 // itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
 // context carries it.
 func withPolicy(out apigw.Outcome, err error) (apigw.Outcome, error) {
-	out.Policy = out.Result.PolicyHeader()
+	out.Policy = httplimit.PolicyHeader(out.Result)
 	return out, err
 }
 

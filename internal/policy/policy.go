@@ -53,7 +53,7 @@ type Stage struct {
 	// networks and fail-closed globs.
 	Limits *config.Limits
 	// NetworkControls are the live network controls in force, as the
-	// process last read them (ratelimit.NetworkControlCache); nil for
+	// process last read them (controls.NetworkControlCache); nil for
 	// none. They join Limits.Networks in the network verdict
 	// (ReadNetwork).
 	NetworkControls []controls.Network
