@@ -25,7 +25,7 @@ func planLimits(t *testing.T, env map[string]string, tier, plan, method, path st
 	if err != nil {
 		t.Fatalf("configuration %v: %v", env, err)
 	}
-	stage := policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(nil))
+	stage := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
 	return stage.Resolve(policy.Request{Method: method, Path: policy.ParsePath(path)}, identity.Caller{Tier: tier, Plan: plan})
 }
 

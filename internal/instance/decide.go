@@ -81,7 +81,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 	if r.who.InvalidSource {
 		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
-	stage := policy.StageOf(rt.cfg, r.limits)
+	stage := policy.Stage{Limits: r.limits}
 	r.gate = rt.currentGate(ctx)
 	stage.NetworkControls, r.redisDeadline = rt.liveNetworks(ctx, r.gate)
 	r.rules = stage.Resolve(policy.Read(req), r.who.Caller)
@@ -177,7 +177,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	ctx, cancel := r.redisBudget(ctx)
 	defer cancel()
-	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
+	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota.Limit}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)
