@@ -310,7 +310,8 @@ func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules p
 	var out []slotState
 	for _, e := range pol.EveryInFlight(rules) {
 		// The lease is not part of the key: any valid one reads the set.
-		p, err := op.Limiter.PeekSlots(ctx, id, ratelimit.ConcurrencyLimit{Name: e.Name, Max: e.Max, Lease: time.Minute})
+		e.Lease = time.Minute
+		p, err := op.Limiter.PeekSlots(ctx, id, e)
 		if err != nil {
 			return nil, fmt.Errorf("peek in-flight slots: %w", err)
 		}

@@ -62,14 +62,14 @@ func (r *Resolution) Acquire(ctx context.Context) (httplimit.Admission, error) {
 	acquireCtx, cancel := r.redisBudget(ctx)
 	defer cancel()
 	held := make([]ratelimit.Slot, 0, len(limits))
-	for _, l := range limits {
-		limit := ratelimit.ConcurrencyLimit{Name: l.Name, Max: l.Max, Lease: lease}
+	for _, limit := range limits {
+		limit.Lease = lease
 		slot, err := gate.Acquire(acquireCtx, onFailure, r.who.Caller.Identity, limit)
 		if err != nil || !slot.Acquired {
 			rt.releaseSlots(ctx, gate, held)
 		}
 		if err != nil {
-			return httplimit.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", l.Name, r.who.Caller.Tier, apigw.RouteName(r.req), err)
+			return httplimit.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", limit.Name, r.who.Caller.Tier, apigw.RouteName(r.req), err)
 		}
 		if !slot.Acquired {
 			rt.observer.ConcurrencyDenied(ctx, r.req, r.who.Caller.Tier, r.gate.hashOf(r.who.Caller.Identity), slot)

@@ -587,6 +587,9 @@ func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexe
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(indexes))
 	}
 	now := vals[1].(int64)
+	// A denied request spent nothing: a limit that admitted it on its own
+	// reports what it has left, as a peek would.
+	spend = spend && vals[0].(int64) == 1
 	for i, ci := range indexes {
 		c := checks[ci]
 		out[ci] = counterDecision(scaledLimit(c.Limit, milli), vals[2+i].(int64), now, cost, spend)

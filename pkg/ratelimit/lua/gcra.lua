@@ -79,7 +79,6 @@ for i = 1, n do
   if next_backlog <= tolerance then
     writes[i] = next_backlog
     reply[4 * i - 1] = 1
-    if spend then after = next_backlog end
   else
     retry = math.ceil((next_backlog - tolerance) / count)
     reply[4 * i - 1] = 0
@@ -95,13 +94,17 @@ for i = 1, n do
   reply[4 * i + 2] = retry
 end
 
+-- The replies above are a peek's: a denied request spends nothing. An
+-- admitted one spends on every limit that admits it on its own, which then
+-- reports what it has left after the spend.
 if spend and reply[1] == 1 then
   for i = 1, n do
     local backlog = writes[i]
     if backlog then
-      local count = ARGV[3 * i - 1] + 0
+      local count, window, burst = ARGV[3 * i - 1] + 0, ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
       if count < 0 then count = -count end
-      local whole = (backlog - backlog % count) / count
+      local whole, room = (backlog - backlog % count) / count, burst * window - backlog
+      reply[4 * i], reply[4 * i + 1] = (room - room % window) / window, math.ceil(backlog / count)
       redis.call('SET', KEYS[i], string.format('%d:%d', now, backlog), 'PX', math.ceil((whole + 1) / 1000))
     end
   end

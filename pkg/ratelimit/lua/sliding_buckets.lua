@@ -158,11 +158,7 @@ for i = 1, #KEYS do
     end
   end
 
-  if ok and spend then
-    counts[1] = counts[1] + cost
-    sum_a = sum_a + cost
-    sum_b = sum_b + cost
-  end
+  -- The reply is a peek's: a denied request spends nothing (see below).
   local remaining = math.min(limit - sum_b - math.ceil(counts[K + 1] * left / len), cap_a - sum_a)
   if remaining < 0 then remaining = 0 end
 
@@ -183,15 +179,19 @@ for i = 1, #KEYS do
   result[#result + 1] = remaining
   result[#result + 1] = reset
   result[#result + 1] = retry
-  pending[i] = ok and { b, counts, last, reset }
+  pending[i] = ok and { b, counts, math.max(last, 1), edge(wi, sub, window, K + 1) - now }
 end
 
 if not all_ok then
   result[1] = 0
 elseif spend then
+  -- Admitted: each limit that admits the cost on its own spends it in
+  -- bucket b, which then leaves (A) last, and reports what it has left.
   for i = 1, #KEYS do
     local p = pending[i]
     if p then
+      p[2][1] = p[2][1] + cost
+      result[4 * i], result[4 * i + 1] = result[4 * i] - cost, p[4]
       local parts = {}
       for d = 1, p[3] do parts[d] = string.format('%d', p[2][d]) end
       local ttl_ms = math.ceil(p[4] / 1000)

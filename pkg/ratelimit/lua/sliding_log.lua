@@ -87,6 +87,14 @@ end
 
 if not all_ok then
   result[1] = 0
+  -- Nothing is spent: a limit that admitted the cost on its own reports
+  -- what a peek would (its live units are count, so remaining gains cost).
+  for i = 1, spend and #KEYS or 0 do
+    if oks[i] then
+      local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2] or 0
+      result[4 * i], result[4 * i + 1] = result[4 * i] + cost, math.max(newest + ARGV[2 * i + 1] - now, 0)
+    end
+  end
 elseif spend then
   for i = 1, #KEYS do
     if oks[i] then
