@@ -346,8 +346,8 @@ func TestAPIFunctionInFlightWhenRedisFails(t *testing.T) {
 			return srv.URL(), srv.Stop
 		}},
 		{"black-holed", func(t *testing.T, srv *redistest.Server) (string, func()) {
-			proxy := startProxy(t, srv.Addr())
-			return proxy.URL(), func() { setMode(t, proxy, faultproxy.BlackHole) }
+			proxy := faultproxy.StartTest(t, srv.Addr())
+			return proxy.URL(), func() { proxy.SetModeTest(t, faultproxy.BlackHole) }
 		}},
 	}
 	for _, c := range cases {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/slidegate/slidegate/internal/observe"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
@@ -582,8 +583,8 @@ func TestAPIWithRedisStopped(t *testing.T) {
 			took := time.Since(start)
 			tt.check(t, resp)
 			t.Logf("answered in %v", took.Round(time.Microsecond))
-			if took > redisTimeout+budgetSlack {
-				t.Fatalf("answered in %v, budget is REDIS_TIMEOUT %v + %v", took, redisTimeout, budgetSlack)
+			if took > redisTimeout+testkit.BudgetSlack {
+				t.Fatalf("answered in %v, budget is REDIS_TIMEOUT %v + %v", took, redisTimeout, testkit.BudgetSlack)
 			}
 		})
 	}

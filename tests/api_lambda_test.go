@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
@@ -143,8 +144,8 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 			} else {
 				checkAPIRateLimitHeaders(t, resp)
 			}
-			if took > redisTimeout+budgetSlack {
-				t.Fatalf("%s answered in %v; budget REDIS_TIMEOUT %v + %v", tt.event, took, redisTimeout, budgetSlack)
+			if took > redisTimeout+testkit.BudgetSlack {
+				t.Fatalf("%s answered in %v; budget REDIS_TIMEOUT %v + %v", tt.event, took, redisTimeout, testkit.BudgetSlack)
 			}
 		}
 	})

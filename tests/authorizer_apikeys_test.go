@@ -2,134 +2,12 @@ package tests
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/apigateway"
-
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
-)
-
-// fakeAPIGateway is the API Gateway of an empty account on the shared
-// moto_server, filled through the SDK with the keys and usage plans of a
-// test, and the proxy in front of it that the code under test calls: it
-// cuts moto's one-page listings into pages of two items, so that the SDK's
-// paginators have to follow positions; holds requests while its gate is
-// held; and records the requests.
-type fakeAPIGateway struct {
-	*mototest.Proxy
-	gate    *holdGate
-	t       testing.TB
-	account *mototest.Account
-	// keyIDs maps a test's key id to moto's; planIDs a test's plan id to
-	// moto's, and plans lists moto's in the test's order.
-	keyIDs, planIDs map[string]string
-	plans           []string
-}
-
-type fakeAPIKey struct {
-	ID      string
-	Name    string
-	Value   string // at least 20 characters, as API Gateway requires
-	Enabled bool
-}
-
-// fakeUsagePlan is a usage plan with the API stages of Stages ("apiId" for
-// the stage prod of that API, or "apiId/stage") and the keys of KeyIDs
-// attached.
-type fakeUsagePlan struct {
-	ID     string
-	Stages []string
-	KeyIDs []string
-}
-
-// newFakeAPIGateway fills a new account and returns it with the proxy's URL.
-func newFakeAPIGateway(t testing.TB, keys []fakeAPIKey, plans []fakeUsagePlan) (*fakeAPIGateway, string) {
-	t.Helper()
-	moto := mototest.Shared(t)
-	account := moto.Account(t)
-	proxy := moto.Proxy(t, account)
-	proxy.SetPageSize(2)
-	gw := &fakeAPIGateway{Proxy: proxy, gate: proxy.Gate, t: t, account: account,
-		keyIDs: map[string]string{}, planIDs: map[string]string{}}
-	for _, k := range keys {
-		gw.keyIDs[k.ID] = account.CreateAPIKey(t, k.Value, k.Enabled)
-	}
-	for _, p := range plans {
-		var stages []mototest.Stage
-		for _, st := range p.Stages {
-			api, stage, ok := strings.Cut(st, "/")
-			if !ok {
-				stage = "prod"
-			}
-			stages = append(stages, mototest.Stage{APIID: api, Stage: stage})
-		}
-		id := account.CreateUsagePlan(t, "plan "+p.ID, nil, stages...)
-		gw.planIDs[p.ID] = id
-		gw.plans = append(gw.plans, id)
-		for _, k := range p.KeyIDs {
-			account.AttachAPIKey(t, id, gw.keyIDs[k])
-		}
-	}
-	return gw, proxy.Account.Endpoint
-}
-
-// addKey creates an enabled key and attaches it to the plan-th usage plan.
-func (f *fakeAPIGateway) addKey(k fakeAPIKey, plan int) {
-	f.keyIDs[k.ID] = f.account.CreateAPIKey(f.t, k.Value, true)
-	f.account.AttachAPIKey(f.t, f.plans[plan], f.keyIDs[k.ID])
-}
-
-// client is the real SDK client of the account, through the proxy.
-func (f *fakeAPIGateway) client() *apigateway.Client {
-	return apigateway.NewFromConfig(f.Account.Config)
-}
-
-// env points a process's SDK at the account, through the proxy.
-func (f *fakeAPIGateway) env() map[string]string {
-	env := f.Account.Env()
-	delete(env, "AWS_ENDPOINT_URL")
-	env["AWS_ENDPOINT_URL_API_GATEWAY"] = f.Account.Endpoint
-	return env
-}
-
-// requestsTo returns the requests seen so far for path (exact, or a prefix
-// when it ends with "*"), in which a test's usage plan id stands for moto's.
-func (f *fakeAPIGateway) requestsTo(path string) []*http.Request {
-	for test, moto := range f.planIDs {
-		path = strings.Replace(path, "/usageplans/"+test+"/", "/usageplans/"+moto+"/", 1)
-	}
-	var out []*http.Request
-	for _, r := range f.Requests() {
-		if r.URL.Path == path || (strings.HasSuffix(path, "*") && strings.HasPrefix(r.URL.Path, strings.TrimSuffix(path, "*"))) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// azGatewayKeys are the account's keys in the authorizer tests: the API
-// of the test events (a1b2c3d4e5) has two usage plans on its stage prod
-// and one on its stage dev, another API has one.
-var (
-	azGatewayKeys = []fakeAPIKey{
-		{ID: "k1", Name: "one", Value: "gw-key-page-1-a-padded", Enabled: true},
-		{ID: "k2", Name: "two", Value: "gw-key-page-1-b-padded", Enabled: true},
-		{ID: "k3", Name: "three", Value: "gw-key-disabled-padded", Enabled: false},
-		{ID: "k4", Name: "four", Value: "gw-key-page-2-padded", Enabled: true},
-		{ID: "k5", Name: "five", Value: "gw-key-page-3-padded", Enabled: true},
-		{ID: "k6", Name: "six", Value: "gw-key-of-another-api-padded", Enabled: true},
-		{ID: "k7", Name: "seven", Value: "gw-key-in-no-plan-padded", Enabled: true},
-		{ID: "k9", Name: "nine", Value: "gw-key-dev-only-padded", Enabled: true},
-	}
-	azUsagePlans = []fakeUsagePlan{
-		{ID: "p-other", Stages: []string{"zzzzzzzzzz"}, KeyIDs: []string{"k6"}},
-		{ID: "p-gold", Stages: []string{"a1b2c3d4e5"}, KeyIDs: []string{"k1", "k2", "k3"}},
-		{ID: "p-silver", Stages: []string{"zzzzzzzzzz", "a1b2c3d4e5"}, KeyIDs: []string{"k4", "k5"}},
-		{ID: "p-dev", Stages: []string{"a1b2c3d4e5/dev"}, KeyIDs: []string{"k9"}},
-	}
 )
 
 // TestAuthorizerAPIGatewayKeys: with API_KEY_HASHES unset, the bootstrap
@@ -141,9 +19,9 @@ var (
 // of another API's plans, of another stage's plans, or of no plan.
 func TestAuthorizerAPIGatewayKeys(t *testing.T) {
 	srv := redistest.StartServer(t)
-	gw, _ := newFakeAPIGateway(t, azGatewayKeys, azUsagePlans)
+	gw, _ := mototest.NewGateway(t, mototest.ExampleKeys(), mototest.ExampleUsagePlans())
 
-	env := azEnv(srv.URL(), azSecret(t), gw.env())
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), gw.Env())
 	delete(env, "API_KEY_HASHES")
 	rie := azStart(t, env)
 
@@ -186,7 +64,7 @@ func TestAuthorizerAPIGatewayKeys(t *testing.T) {
 		})
 	}
 
-	listings := gw.requestsTo("/apikeys")
+	listings := gw.RequestsTo("/apikeys")
 	if len(listings) < 4 { // 8 keys, two a page
 		t.Fatalf("GetApiKeys: %d requests, want at least the 4 pages", len(listings))
 	}
@@ -195,15 +73,15 @@ func TestAuthorizerAPIGatewayKeys(t *testing.T) {
 			t.Errorf("request %s without includeValues=true", r.URL)
 		}
 	}
-	if got := len(gw.requestsTo("/usageplans")); got < 2 {
+	if got := len(gw.RequestsTo("/usageplans")); got < 2 {
 		t.Errorf("GetUsagePlans: %d requests, want at least the 2 pages", got)
 	}
 	for _, plan := range []string{"p-gold", "p-silver", "p-other"} {
-		if got := len(gw.requestsTo("/usageplans/" + plan + "/keys")); got < 1 {
+		if got := len(gw.RequestsTo("/usageplans/" + plan + "/keys")); got < 1 {
 			t.Errorf("GetUsagePlanKeys of %s: never asked", plan)
 		}
 	}
-	if got := len(gw.requestsTo("/usageplans/p-gold/keys")); got < 2 {
+	if got := len(gw.RequestsTo("/usageplans/p-gold/keys")); got < 2 {
 		t.Errorf("GetUsagePlanKeys of p-gold: %d requests, want at least the 2 pages", got)
 	}
 	// Keys are listed at most once per API_KEYS_REFRESH (5m), whatever

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
@@ -30,7 +31,7 @@ import (
 // and nothing a caller adds to the request moves them to another bucket.
 func TestAuthorizerTierLimits(t *testing.T) {
 	srv := redistest.StartServer(t)
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	rie := azStart(t, azEnv(srv.URL(), secret, nil))
 
 	cases := []struct {
@@ -115,15 +116,15 @@ func TestAuthorizerTierLimits(t *testing.T) {
 // denied; another address is untouched.
 func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	const limit = 5
 	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1h", limit)}))
 	const sprayer = "203.0.113.66"
 	unauthorized, denied := 0, 0
 	for i := 0; i < 1000; i++ {
-		headers := map[string]string{"x-api-key": azSecret(t)}
+		headers := map[string]string{"x-api-key": testkit.RandomSecret(t)}
 		if i%2 == 1 {
-			headers = map[string]string{"Authorization": "Bearer " + azToken(t, azSecret(t), "victim")}
+			headers = map[string]string{"Authorization": "Bearer " + azToken(t, testkit.RandomSecret(t), "victim")}
 		}
 		a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: sprayer, headers: headers}))
 		switch {
@@ -165,7 +166,7 @@ func TestAuthorizerSprayIsHeldAtTheAnonymousLimit(t *testing.T) {
 // the function, reading the authorizer's context.
 func TestAuthorizerHTTPAPI(t *testing.T) {
 	srv := redistest.StartServer(t)
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	rie := azStart(t, azEnv(srv.URL(), secret, map[string]string{"HTTP_API_DENIALS": "forward"})) // anonymous 3/1m, POST /auth/*=2/1m
 	// The API function behind it, on a Redis of its own: any decision it
 	// made itself would leave a key there.
@@ -183,7 +184,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 
 	t.Run("made-up keys: not authorized within the anonymous limit, then 429 from the function", func(t *testing.T) {
 		for i := range 10 {
-			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.70", stage: "prod", headers: map[string]string{"X-API-Key": azSecret(t)}}))
+			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.70", stage: "prod", headers: map[string]string{"X-API-Key": testkit.RandomSecret(t)}}))
 			if i < 3 {
 				if resp.IsAuthorized {
 					t.Fatalf("request %d within the limit: authorized %+v, want isAuthorized false (403)", i+1, resp)
@@ -209,7 +210,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 	t.Run("Redis stopped: the login route is a 503 from the function, not a 500", func(t *testing.T) {
 		srv.Stop()
 		before := apiRedisKeyCount(t, fnRedis)
-		for _, headers := range []map[string]string{nil, {"x-api-key": azSecret(t)}} {
+		for _, headers := range []map[string]string{nil, {"x-api-key": testkit.RandomSecret(t)}} {
 			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.71", method: "POST", path: "/auth/login", headers: headers}))
 			if !resp.IsAuthorized || resp.Context["unavailable"] != true {
 				t.Fatalf("login with Redis stopped (headers %v): %+v, want authorized with unavailable true", headers, resp)
@@ -239,7 +240,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 // fail-closed route with Redis stopped, with no context at all.
 func TestAuthorizerHTTPAPIRefusesByDefault(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rie := azStart(t, azEnv(srv.URL(), azSecret(t), nil)) // anonymous 3/1m
+	rie := azStart(t, azEnv(srv.URL(), testkit.RandomSecret(t), nil)) // anonymous 3/1m
 	for i := range 4 {
 		resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.80", stage: "prod"}))
 		if i < 3 {
@@ -272,7 +273,7 @@ func TestAuthorizerInstancesShareOneLimit(t *testing.T) {
 		each      = 25
 		limit     = 40
 	)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1h", limit),
 		"RATE_LIMIT_ALGORITHM": "sliding-log", // exact in any window
 		"REDIS_TIMEOUT":        "2s",          // this test is about counting, not latency
@@ -325,7 +326,7 @@ func TestAuthorizerInstancesShareOneLimit(t *testing.T) {
 // both within REDIS_TIMEOUT plus a margin.
 func TestAuthorizerWithRedisStopped(t *testing.T) {
 	srv := redistest.StartServer(t)
-	rie := azStart(t, azEnv(srv.URL(), azSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
+	rie := azStart(t, azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
 	if a := azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.50"})); !a.allowed() {
 		t.Fatalf("warm-up with Redis up: %+v", a)
 	}
@@ -474,7 +475,7 @@ func TestAuthorizerWithRedisHanging(t *testing.T) {
 	}()
 	t.Cleanup(func() { blackhole.Close() })
 
-	rie := azStart(t, azEnv("redis://"+blackhole.Addr().String(), azSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
+	rie := azStart(t, azEnv("redis://"+blackhole.Addr().String(), testkit.RandomSecret(t), map[string]string{"REDIS_TIMEOUT": "100ms"}))
 	// The cold start (script preload against a silent server) is not what
 	// is measured here.
 	azInvoke(t, rie, azRESTEvent(t, azRequest{ip: "192.0.2.90", path: "/warm-up"}))

@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -52,15 +50,6 @@ func azEnv(redisURL, jwtSecret string, overrides map[string]string) map[string]s
 func azStart(t testing.TB, env map[string]string) *lambdatest.RIE {
 	t.Helper()
 	return lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/authorizer"), env)
-}
-
-func azSecret(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
 
 // azToken signs an HS256 JWT for sub with the given secret, valid for an

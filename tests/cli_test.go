@@ -23,7 +23,9 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
+	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -466,7 +468,7 @@ func containsFields(s string, fields ...string) bool {
 // cannot read is one clear error.
 func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 	const redisARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cli-redis-auth-AbCdEf"
-	password := azSecret(t)
+	password := testkit.RandomSecret(t)
 	srv := redistest.StartServer(t)
 	if err := srv.Client(t).ConfigSet(context.Background(), "requirepass", password).Err(); err != nil {
 		t.Fatal(err)
@@ -476,7 +478,7 @@ func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 		defer c.Close()
 		_ = c.ConfigSet(context.Background(), "requirepass", "").Err()
 	})
-	sm := startSecrets(t, map[string]string{redisARN: password, hkARN: hkKeyA})
+	sm := mototest.NewSecrets(t, map[string]string{redisARN: password, hkARN: hkKeyA})
 
 	fn := startDevFunction(t, map[string]string{
 		"REDIS_URL":           "redis://:" + password + "@" + srv.Addr(),
@@ -488,10 +490,10 @@ func TestSlidegateSecretsFromSecretsManager(t *testing.T) {
 			t.Fatal("denied")
 		}
 	}
-	env := withEnv(sm.env(), map[string]string{
+	env := withEnv(sm.Env(), map[string]string{
 		"REDIS_URL":                      srv.URL(),
-		"REDIS_AUTH_SECRET_ARN":          sm.arn(redisARN),
-		"RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.arn(hkARN),
+		"REDIS_AUTH_SECRET_ARN":          sm.ARN(redisARN),
+		"RATE_LIMIT_HASH_KEY_SECRET_ARN": sm.ARN(hkARN),
 	})
 	if got := inspectJSON(t, env, "--ip", "192.0.2.44").used()["anonymous"]; got != 4 {
 		t.Errorf("inspect with the secrets: %d used, want 4", got)

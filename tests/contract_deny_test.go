@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/authorizer"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -85,17 +86,17 @@ func denyInvoke(t *testing.T, h *authorizer.Handler, name string, r azRequest) d
 // unknown key within its limit.
 func denyCases(t *testing.T) []denyCase {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "198.51.100.0/24=blocked"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "198.51.100.0/24=blocked"})
 	h := denyHandler(t, env)
 	op := controlLimiter(t, srv.Client(t))
 	ctx := context.Background()
-	if err := op.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"),
+	if err := op.Controls().SetNetwork(ctx, netip.MustParsePrefix("192.0.2.0/24"),
 		controls.Control{Kind: controls.Block, Until: time.Now().Add(10 * time.Minute), Reason: "deny contexts"}); err != nil {
 		t.Fatal(err)
 	}
 	setControl(t, op, "ip:203.0.113.77", controls.Block, 0, 20*time.Minute)
 
-	down := azEnv("redis://127.0.0.1:1", azSecret(t), map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "1"})
+	down := azEnv("redis://127.0.0.1:1", testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_FALLBACK_INSTANCES": "1"})
 	hDown := denyHandler(t, down)
 	return []denyCase{
 		denyInvoke(t, h, "over the anonymous limit", azRequest{ip: "203.0.113.10"}),

@@ -32,6 +32,7 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command")
 	}
+	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
 	redisEnv := map[string]string{"REDIS_URL": srv.URL(), "RATE_LIMIT_HASH_KEY": cliHashKey}
 	spec, err := deployconfig.Load("../template.yaml", "../samconfig.toml", "dev")

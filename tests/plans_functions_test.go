@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -205,7 +206,7 @@ func TestPlansThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	for _, topo := range planTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			rie := azStart(t, planEnv(topo, secret, nil))
@@ -295,7 +296,7 @@ func TestShadowThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	for _, topo := range planTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			rie := azStart(t, planEnv(topo, secret, map[string]string{
@@ -346,7 +347,7 @@ func TestNetworksThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	for _, topo := range planTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			rie := azStart(t, planEnv(topo, secret, map[string]string{
@@ -419,7 +420,7 @@ func TestPlanHeadersAgree(t *testing.T) {
 		t.Skip("builds the bootstrap and the emulator")
 	}
 	srv := redistest.StartServer(t)
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	env := planEnv(planTopology{env: map[string]string{"REDIS_URL": srv.URL()}}, secret, map[string]string{
 		"RATE_LIMIT_PLANS": "pro=5/1s,100/1m,10000/1d",
 	})
@@ -607,7 +608,7 @@ func TestRouteCostThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	for _, topo := range planTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			// Every tier and plan holds at least 10: a cost no caller

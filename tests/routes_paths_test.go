@@ -215,7 +215,7 @@ func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 	srv := redistest.StartServer(t)
 	// The HTTP API authorizer forwards denials (as the template's own API
 	// does) so that the test reads which limit decided from the context.
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "HTTP_API_DENIALS": "forward"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 
@@ -296,7 +296,7 @@ func TestParameterResourceLoginLimit(t *testing.T) {
 // "POST /auth/*") and fails it closed with Redis down.
 func TestBasePathLoginLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
-	env := azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
+	env := azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m"})
 	delete(env, "RATE_LIMIT_ROUTES") // the default
 	rie := azStart(t, env)
 	shape := loginShape{name: "REST /{proxy+} under /v2", resource: "/{proxy+}"}
@@ -349,7 +349,7 @@ func TestHeadCountsOnGetRouteLimit(t *testing.T) {
 		t.Errorf("4th request (HEAD): %d, policy %q: want 429 by the GET /v1/items limit", r.StatusCode, r.Header.Get("RateLimit-Policy"))
 	}
 
-	rie := azStart(t, azEnv(srv.URL(), azSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
+	rie := azStart(t, azEnv(srv.URL(), testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
 	for i := range 4 {
 		a := azInvoke(t, rie, azRESTEvent(t, azRequest{method: "HEAD", path: "/v1/items", ip: "198.18.1.2"}))
 		if want := i < 3; a.allowed() != want || a.resp.Context["name"] != "GET /v1/items" {

@@ -3,6 +3,8 @@ package tests
 import (
 	"strings"
 	"testing"
+
+	"github.com/slidegate/slidegate/internal/testkit"
 )
 
 // The holes of issue 37 ("the strictest reading, round four") that the
@@ -12,7 +14,7 @@ func TestStrictestRoundFourThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	single := planTopologies(t)[0]
 	rie := azStart(t, planEnv(single, secret, map[string]string{
 		"RATE_LIMIT_ANONYMOUS":   "30/1h",

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -44,7 +45,7 @@ func TestStrictestReadingThroughTheAuthorizer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the bootstrap and the emulator")
 	}
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	for _, topo := range planTopologies(t) {
 		t.Run(topo.name, func(t *testing.T) {
 			rie := azStart(t, strictEnv(topo, secret))
@@ -142,7 +143,7 @@ func TestHostBitsRefused(t *testing.T) {
 	srv := redistest.StartServer(t)
 	url := srv.URL()
 	srv.Stop()
-	rie := azStart(t, azEnv(url, azSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "10.0.0.0/0=unlimited"}))
+	rie := azStart(t, azEnv(url, testkit.RandomSecret(t), map[string]string{"RATE_LIMIT_NETWORKS": "10.0.0.0/0=unlimited"}))
 	allowed := 0
 	for i := range 20 {
 		if a := azInvoke(t, rie, azRESTEvent(t, azRequest{method: "POST", path: "/auth/login", ip: fmt.Sprintf("10.1.2.%d", i)})); a.allowed() {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -92,7 +93,7 @@ func TestMakeBuildTracer(t *testing.T) {
 // API Gateway changes nothing.
 func TestNoXRayAuthorizerUnderEmulator(t *testing.T) {
 	srv := redistest.StartServer(t)
-	secret := azSecret(t)
+	secret := testkit.RandomSecret(t)
 	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrapTags(t, "./functions/authorizer", "noxray"), azEnv(srv.URL(), secret, nil))
 	trace := map[string]string{"X-Amzn-Trace-Id": "Root=1-67891233-abcdef012345678912345678;Sampled=1"}
 	cases := []struct {

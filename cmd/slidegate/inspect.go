@@ -317,8 +317,8 @@ func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules p
 		}
 		st := slotState{Name: e.Name, Max: e.Max, Held: p.Held}
 		if p.Held > 0 {
-			st.EarliestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
-			st.LatestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
+			st.EarliestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
+			st.LatestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
 		}
 		out = append(out, st)
 	}
@@ -345,11 +345,11 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  d.ResetSeconds(),
+			ResetSeconds:  httplimit.ResetSeconds(d),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = httplimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The caller's own limits decide every request, route limits only
 		// those of their routes: only its own denial denies it everywhere.

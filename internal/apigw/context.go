@@ -45,7 +45,7 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 	return map[string]any{
 		CtxTier:        o.Caller.Tier,
 		CtxUnavailable: true,
-		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
+		CtxRetryAfter:  httplimit.RetryAfterSeconds(retryAfter),
 	}
 }
 
@@ -80,21 +80,21 @@ func AuthorizerContext(o Outcome) map[string]any {
 		if !o.Result.Allowed {
 			refused, wait = true, o.Result.RetryAfter()
 		}
-		reset := d.ResetSeconds()
+		reset := httplimit.ResetSeconds(d)
 		ctx[CtxLimit] = d.Limit.Count
 		ctx[CtxRemaining] = d.Remaining
 		ctx[CtxReset] = reset
-		ctx[CtxPolicy] = o.Result.PolicyHeader()
-		ctx[CtxRateLimit] = d.RateLimitHeader()
+		ctx[CtxPolicy] = httplimit.PolicyHeader(o.Result)
+		ctx[CtxRateLimit] = httplimit.RateLimitHeader(d)
 		ctx[CtxName] = d.Limit.Name
-		ctx[CtxWindow] = d.Limit.WindowSeconds()
+		ctx[CtxWindow] = httplimit.WindowSeconds(d.Limit)
 		ctx[CtxResetAt] = unixCeil(d.At) + reset
 		if o.Result.Degraded {
 			ctx[CtxDegraded] = true
 		}
 	}
 	if refused {
-		retry := ratelimit.RetryAfterSeconds(wait)
+		retry := httplimit.RetryAfterSeconds(wait)
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
 	}
@@ -127,7 +127,7 @@ func DenyContext(o Outcome) map[string]any {
 	ctx := AuthorizerContext(o)
 	retry, ok := ctx[CtxRetryAfter].(int64) // as AuthorizerContext writes it
 	if !ok || retry < 1 {
-		retry = ratelimit.RetryAfterSeconds(BlockedRetryAfter)
+		retry = httplimit.RetryAfterSeconds(BlockedRetryAfter)
 		ctx[CtxRetryAfter] = retry
 	}
 	fill := func(key string, v any) {
@@ -142,8 +142,8 @@ func DenyContext(o Outcome) map[string]any {
 	fill(CtxRemaining, int64(0))
 	fill(CtxReset, retry)
 	fill(CtxResetAt, unixCeil(time.Now())+retry)
-	fill(CtxPolicy, ratelimit.Result{Decisions: []ratelimit.Decision{zero}}.PolicyHeader())
-	fill(CtxRateLimit, zero.RateLimitHeader())
+	fill(CtxPolicy, httplimit.PolicyHeader(ratelimit.Result{Decisions: []ratelimit.Decision{zero}}))
+	fill(CtxRateLimit, httplimit.RateLimitHeader(zero))
 	return ctx
 }
 

@@ -55,7 +55,7 @@ type Stage struct {
 	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
 	FailClosed []config.PathGlob
 	// NetworkControls are the live network controls in force, as the
-	// process last read them (ratelimit.NetworkControlCache); nil for
+	// process last read them (controls.NetworkControlCache); nil for
 	// none. They join Networks in the network verdict (ReadNetwork).
 	NetworkControls []controls.Network
 }

@@ -13,8 +13,13 @@ package testkit
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -85,3 +90,35 @@ func MaxInRollingWindow(times []time.Time, window time.Duration) int {
 	}
 	return best
 }
+
+// IdentityDigest is the 128 bits of an identity's HMAC-SHA-256 with key, or
+// of its SHA-256 with no key: the hash that names a caller in Redis keys
+// and logs, computed here independently of the code that computes it.
+func IdentityDigest(key, id string) []byte {
+	if key == "" {
+		sum := sha256.Sum256([]byte(id))
+		return sum[:16]
+	}
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(id))
+	return mac.Sum(nil)[:16]
+}
+
+// RandomSecret is 48 random hex digits: a secret (an HS256 key, a Redis
+// password) that no other test shares.
+func RandomSecret(t testing.TB) string {
+	t.Helper()
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// BudgetSlack is how far past its Redis budget a decision may run before a
+// test fails. The contract (docs/contract.md) promises the budget plus the
+// time to notice it has passed; tests allow far more so that a noisy shared
+// machine does not make them flaky (357 ms was seen at a load average of
+// 14 on 2 cores), and log the measured worst case instead: what they pin
+// down is that a hanging Redis never holds a decision for long.
+const BudgetSlack = 400 * time.Millisecond
