@@ -30,6 +30,7 @@ var released embed.FS
 // Limiter alone admits for another caller at the same instants.
 func TestRollingDeployKeepsCountsExact(t *testing.T) {
 	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
+
 	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) // a multiple of the window
 	algs := []struct {
 		alg        ratelimit.Algorithm
