@@ -85,8 +85,9 @@ staticcheck: $(STATICCHECK)
 	$(STATICCHECK) -tags otel ./internal/tracing/
 
 ## fuzz: each fuzzer on FUZZTIME inputs (20000x by default; the few whose
-## coverage saturates sooner get 5000x, listed in scripts/fuzz.sh); fuzz-long:
-## 2,000,000 each.
+## coverage saturates sooner get 5000x, and the Redis-backed ones, whose
+## inputs cost most, 10000x: listed with the figures in scripts/fuzz.sh);
+## fuzz-long: 2,000,000 each.
 ## Counts, not durations: a duration can end in a spurious "context deadline
 ## exceeded" from the Go fuzzer when a loaded machine stretches its shutdown.
 fuzz:
