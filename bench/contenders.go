@@ -127,13 +127,20 @@ func isAllowedReply(v any) bool {
 // go through Limiter and Gate; only the accuracy replay and the memory fill,
 // which need many decisions at explicit instants on one pipeline, run the
 // script by EVALSHA with the Limiter's KEYS and ARGV.
-var slidegateScripts = map[ratelimit.Algorithm]struct{ code, file string }{
-	ratelimit.SlidingWindow:  {"sw", "sliding_window.lua"},
-	ratelimit.SlidingLog:     {"sl", "sliding_log.lua"},
-	ratelimit.TokenBucket:    {"tb", "gcra.lua"},
-	ratelimit.LeakyBucket:    {"lb", "gcra.lua"},
-	ratelimit.FixedWindow:    {"fw", "fixed_window.lua"},
-	ratelimit.SlidingBuckets: {"sb", "sliding_buckets.lua"},
+//
+// The fixed window has no script of its own: sliding_window.lua decides it
+// when told fixed (its first vararg), as the mixed script runs it; the
+// replay wraps the file in a function called so.
+var slidegateScripts = map[ratelimit.Algorithm]struct {
+	code, file string
+	fixed      bool
+}{
+	ratelimit.SlidingWindow:  {"sw", "sliding_window.lua", false},
+	ratelimit.SlidingLog:     {"sl", "sliding_log.lua", false},
+	ratelimit.TokenBucket:    {"tb", "gcra.lua", false},
+	ratelimit.LeakyBucket:    {"lb", "gcra.lua", false},
+	ratelimit.FixedWindow:    {"fw", "sliding_window.lua", true},
+	ratelimit.SlidingBuckets: {"sb", "sliding_buckets.lua", false},
 }
 
 // loadContenders builds every contender on client: one per algorithm in
@@ -150,6 +157,9 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 		src, err := os.ReadFile(filepath.Join(luaDir, s.file))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", s.file, err)
+		}
+		if s.fixed {
+			src = []byte("return (function(...)\n" + string(src) + "\nend)(true)\n")
 		}
 		sc := redis.NewScript(string(src))
 		if err := sc.Load(ctx, client).Err(); err != nil {

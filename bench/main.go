@@ -307,6 +307,9 @@ func run(ctx context.Context, cfg config, out, luaDir, serverBin string) error {
 	if err != nil {
 		return err
 	}
+	if err := runPlanMemory(ctx, b, res.Plans, cfg.identities); err != nil {
+		return err
+	}
 	if cfg.lambda {
 		res.Lambda = runLambda(ctx, b, cfg.root, srv.addr, p)
 	} else {

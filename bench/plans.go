@@ -33,6 +33,53 @@ type plansInfo struct {
 	// rest of the report.
 	MeasuredAlone bool       `json:"measured_alone,omitempty"`
 	Cases         []planCase `json:"cases"`
+	// MemoryOne and MemoryThree are used_memory per identity after one
+	// decision of the one-limit and the three-limit plan for each of
+	// MemoryIdentities identities (runPlanMemory).
+	MemoryOne        float64 `json:"memory_one_limit_bytes,omitempty"`
+	MemoryThree      float64 `json:"memory_three_limits_bytes,omitempty"`
+	MemoryIdentities int     `json:"memory_identities,omitempty"`
+}
+
+// runPlanMemory measures what one identity's state costs Redis for the
+// one-limit and the three-limit plan: used_memory before and after one
+// decision of the plan for each of n identities, on an emptied Redis.
+func runPlanMemory(ctx context.Context, b *bench, info *plansInfo, n int) error {
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{})
+	if err != nil {
+		return fmt.Errorf("plan memory: %w", err)
+	}
+	shapes := planShapes()
+	for _, s := range []struct {
+		shape planShape
+		out   *float64
+	}{{shapes[0], &info.MemoryOne}, {shapes[1], &info.MemoryThree}} {
+		if err := b.stats.FlushAll(ctx).Err(); err != nil {
+			return fmt.Errorf("plan memory: flushall: %w", err)
+		}
+		before, err := infoField(ctx, b.stats, "memory", "used_memory")
+		if err != nil {
+			return err
+		}
+		err = parallel(64, n, func(lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				if _, err := lim.Decide(ctx, 1, s.shape.checks(memoryIdentity(i))...); err != nil {
+					return fmt.Errorf("plan memory: %s: %w", s.shape.name, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		after, err := infoField(ctx, b.stats, "memory", "used_memory")
+		if err != nil {
+			return err
+		}
+		*s.out = float64(after-before) / float64(n)
+	}
+	info.MemoryIdentities = n
+	return b.stats.FlushAll(ctx).Err()
 }
 
 // planCase is one shape of decision and its figures.
@@ -92,9 +139,9 @@ func planShapes() []planShape {
 	}
 	route := ratelimit.Limit{Name: "login", Count: 300, Window: time.Minute, Algorithm: ratelimit.SlidingLog}
 	return []planShape{
-		{name: "one limit", script: "sliding_window.lua, lone-limit fast path",
+		{name: "one limit", script: "sliding_window.lua, one limit",
 			limits: []ratelimit.Limit{plan(600, time.Minute)}},
-		{name: "three limits", script: "sliding_window.lua, general path",
+		{name: "three limits", script: "sliding_window.lua, several limits",
 			limits: []ratelimit.Limit{plan(20, time.Second), plan(600, time.Minute), plan(10_000, 24*time.Hour)}},
 		{name: "sliding-log route alone", script: "sliding_log.lua",
 			limits: []ratelimit.Limit{route}},
@@ -323,8 +370,8 @@ func plansSection(p *plansInfo) string {
 			t.Cost.CommandsPerDecision/o.Cost.CommandsPerDecision, t.Cost.CommandsPerDecision, o.Cost.CommandsPerDecision,
 			three.Allocs/one.Allocs, three.Allocs, one.Allocs, t.PerSecond/o.PerSecond)
 		w("Why: `sliding_window.lua` keeps one integer key per limit and spends with one `INCRBY` per limit, after one `TIME` for the whole call. ")
-		w("A lone limit takes the script's fast path, where that `INCRBY` is the whole write when the key already holds the current window: `EVALSHA`, `TIME`, `INCRBY`. ")
-		w("Three limits of one identity are decided by the same script's general path, sent each limit's count and window: `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired. ")
+		w("Each limit is decided by the same function of the script (`decide`), whose `INCRBY` is the whole write when the key already holds the current window: one limit is `EVALSHA`, `TIME`, `INCRBY`; ")
+		w("three limits are `TIME` and three `INCRBY`s, then a `SET ... PX` for every limit whose key holds an older window or had expired. ")
 		w("Here an identity is decided %.2f times per round of one kind on average, and the kinds take turns, so it usually comes back more than a second later: ",
 			float64(three.Decisions)/float64(max(1, p.Rounds))/float64(max(1, p.Identities)))
 		w("its 1-second burst key has expired or holds an older second, and that key's rewrite is the %.2f `SET`s per decision above (the minute and the day roll over rarely). ",
@@ -335,16 +382,16 @@ func plansSection(p *plansInfo) string {
 		} else {
 			w("Redis time grows more slowly than the commands: the call's fixed part (the `EVALSHA`, reading the arguments, the reply) is paid once. ")
 		}
-		w("On the client, a decision builds one key per limit (the identity is hashed once), looks its plan's script up and decodes one more reply value per limit into its own `Decision`.\n")
+		w("On the client, a decision builds one key per limit (the identity is hashed once) and decodes one more reply value per limit into its own `Decision`.\n")
 	}
 	if log != nil && mixed != nil && one != nil {
 		lm, mm, om := log.Throughput.Median, mixed.Throughput.Median, one.Throughput.Median
 		w("\nThe mixed pair costs %.2f us of Redis time and %.2f commands, against %.2f + %.2f us and %.2f + %.2f commands for its two limits decided alone: ",
 			mm.Cost.UsecPerDecision, mm.Cost.CommandsPerDecision, om.Cost.UsecPerDecision, lm.Cost.UsecPerDecision,
 			om.Cost.CommandsPerDecision, lm.Cost.CommandsPerDecision)
-		w("The plan's mixed script counts the tier first (its `INCRBY`, the tier's count and window written in), then spends the log; the tier's other writes (a window change's `SET`) wait for the log's answer, and should the log deny, the tier's `INCRBY` is put back (`DECRBY`, or `DEL` of a key it made), so that a denial by one algorithm spends nothing on the other, with no journal. ")
+		w("`lua/mixed.lua` decides every group before it writes: the tier is peeked (a `GET`), the route spends only if that admits, and the tier spends (its `INCRBY`) only if the route admitted, so a denial by one algorithm spends nothing on the other, with no journal and no undo; every algorithm's script is in it once, as a function. ")
 		w("It reads `TIME` once and costs one round trip where deciding the two separately would cost two and would not be atomic. ")
-		w("It sends 6 arguments after its SHA-1 (the key count, two keys, the cost, the route's count and window), four fewer than the two calls together, and Redis spends about a thousand machine instructions on each; `lua/mixed.lua`'s pair form, which it replaces for this shape, made a journal per call (about 7k instructions, callgrind) and sent 9. ")
+		w("It sends 9 arguments after its SHA-1 (the key count, two keys, the cost, the pair's shape, the two limits' counts and windows). ")
 		w("The server-side section above measures the same pair without a Go client.\n")
 	}
 	w("\n")

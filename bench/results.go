@@ -225,6 +225,18 @@ func checkTargets(res *results) []target {
 	// once the Redis clock's cost measured in the same run is taken off,
 	// and at most 1.6x the plain INCR+PEXPIRE fixed window.
 	out = append(out, serverTargets(res.ServerSide)...)
+	if p := res.Plans; p != nil && p.MemoryOne > 0 {
+		r := p.MemoryThree / p.MemoryOne
+		t := target{Name: "memory: a three-limit plan's state against one limit's",
+			Want: "at most 150 B per identity for one limit, a three-limit plan at most 2.5x one limit (issue 38)",
+			Measured: fmt.Sprintf("one limit %.0f B per identity, three limits %.0f B = %.2fx (used_memory over %d identities, one decision each)",
+				p.MemoryOne, p.MemoryThree, r, p.MemoryIdentities),
+			Met: p.MemoryOne <= 150 && r <= 2.5}
+		if !t.Met {
+			t.Why = fmt.Sprintf("%.0f B, %.2fx", p.MemoryOne, r)
+		}
+		out = append(out, t)
+	}
 
 	// Decisions per second and client CPU at the highest concurrency,
 	// against ulule/limiter.

@@ -87,6 +87,10 @@ func runServerSide(ctx context.Context, b *bench, contenders []*contender, bench
 		info.Note = "skipped: " + err.Error()
 		return info
 	}
+	if err := fillScaleRecords(ctx, b, cases, cmds, info.Keyspace); err != nil {
+		info.Note = "skipped: " + err.Error()
+		return info
+	}
 	host, port, _ := strings.Cut(addr, ":")
 	send := func(c int, n int) (cmdStat, int64, float64, error) {
 		if err := b.stats.ConfigResetStat(ctx).Err(); err != nil {
@@ -331,6 +335,7 @@ func captureInFlightCases(ctx context.Context, b *bench, capture func(name, grou
 const (
 	nameControlsDefault = "live controls on: caller without a control (the default path)"
 	nameControlsWatched = "live controls on: watched caller, no record"
+	nameControlsScaled  = "live controls on: caller under a scale control (x0.5)"
 )
 
 // captureControlCases captures the one-limit plan decided by a Limiter that
@@ -350,17 +355,17 @@ func captureControlCases(ctx context.Context, b *bench, capture func(name, group
 	if err := capture(nameControlsDefault, "controls", decide); err != nil {
 		return err
 	}
-	now, err := lim.Time(ctx)
+	now, err := lim.Controls().Time(ctx)
 	if err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
 	ctl := controls.Control{Kind: controls.Exempt, Until: now.Add(10 * time.Minute), Reason: "make bench: a watched caller"}
-	if err := lim.SetControl(ctx, serverSideCapture, ctl); err != nil {
+	if err := lim.Controls().Set(ctx, serverSideCapture, ctl); err != nil {
 		return fmt.Errorf("controls: %w", err)
 	}
 	// The bench's own Redis, thrown away after the run: a failed lift
 	// changes no figure.
-	defer func() { _, _, _ = lim.LiftControl(context.WithoutCancel(ctx), serverSideCapture) }()
+	defer func() { _, _, _ = lim.Controls().Lift(context.WithoutCancel(ctx), serverSideCapture) }()
 	// The watch re-reads the controls at most once per controls.Propagation.
 	time.Sleep(controls.Propagation + 100*time.Millisecond)
 	if err := capture(nameControlsWatched, "controls", decide); err != nil {
@@ -370,6 +375,37 @@ func captureControlCases(ctx context.Context, b *bench, capture func(name, group
 	// captured call was the controlled script.
 	if res, err := lim.Decide(ctx, 1, checks...); err != nil || res.Control.Kind != controls.Exempt {
 		return fmt.Errorf("controls: no exemption applied after %s (%+v, %v)", controls.Propagation, res.Control, err)
+	}
+	// The same command again, sent to callers whose control keys hold a
+	// scale record (fillScaleRecords): a caller under a control.
+	return capture(nameControlsScaled, "controls", decide)
+}
+
+// fillScaleRecords writes, for the case of a caller under a control, a
+// scale record (x0.5, an hour long) at the control key of every identity
+// redis-benchmark draws: the command's last key, __rand_int__ as the
+// 12-digit number it sends.
+func fillScaleRecords(ctx context.Context, b *bench, cases []serverCase, cmds [][]string, keyspace int) error {
+	for i := range cases {
+		if cases[i].Name != nameControlsScaled {
+			continue
+		}
+		n, err := strconv.Atoi(cmds[i][2])
+		if err != nil || n < 1 {
+			return fmt.Errorf("%s: key count %q", cases[i].Name, cmds[i][2])
+		}
+		now, err := b.client.Time(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("%s: %w", cases[i].Name, err)
+		}
+		record := fmt.Sprintf("v1 s %d 500 {}", now.Add(time.Hour).UnixMicro())
+		pipe := b.client.Pipeline()
+		for id := range keyspace {
+			pipe.Set(ctx, strings.ReplaceAll(cmds[i][2+n], "__rand_int__", fmt.Sprintf("%012d", id)), record, time.Hour)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("%s: %w", cases[i].Name, err)
+		}
 	}
 	return nil
 }
@@ -474,7 +510,7 @@ func pairedRatios(num *serverCase, dens ...*serverCase) (lo, mid, hi float64, ok
 // Names of the plan targets read from this section.
 const (
 	threeLimitsTargetName = "a plan with three limits, redis-benchmark"
-	loginTargetName       = "the login path (sliding-window tier + sliding-log route, one call of the plan's mixed script), redis-benchmark"
+	loginTargetName       = "the login path (sliding-window tier + sliding-log route, one call of the mixed script), redis-benchmark"
 )
 
 // clockCost is what reading Redis TIME adds to a script in this section:
@@ -598,15 +634,15 @@ func serverTargets(s *serverSideInfo) []target {
 		d, u, i := def.median(), ul.median(), incr.median()
 		t := target{
 			Name: "Redis time per decision (default algorithm), redis-benchmark",
-			Want: "at most ulule/limiter's, or at most ulule/limiter's once the Redis clock's cost (TIME-only less return 1, same run) is taken off; and at most 1.6x a plain INCR+PEXPIRE fixed window (medians over rounds)",
+			Want: "at most 1.6x a plain INCR+PEXPIRE fixed window and at most 1.35x ulule/limiter's script (medians over rounds; issue 38)",
 			Measured: fmt.Sprintf("%s = %.2fx ulule/limiter %s, %.2fx INCR+PEXPIRE %s; the clock costs %.2f us, so %.2f us = %.2fx ulule/limiter without it",
 				spread(def), d/u, spread(ul), d/i, spread(incr), clock, d-clock, (d-clock)/u),
-			Met: (d <= u || d-clock <= u) && d <= 1.6*i,
+			Met: d <= 1.35*u && d <= 1.6*i,
 		}
 		if !t.Met {
 			var why []string
-			if d > u && d-clock > u {
-				why = append(why, fmt.Sprintf("%.0f%% above ulule/limiter without the clock", ((d-clock)/u-1)*100))
+			if d > 1.35*u {
+				why = append(why, fmt.Sprintf("%.2fx ulule/limiter", d/u))
 			}
 			if d > 1.6*i {
 				why = append(why, fmt.Sprintf("%.2fx INCR+PEXPIRE", d/i))
@@ -618,10 +654,10 @@ func serverTargets(s *serverSideInfo) []target {
 	one, three := s.find(serverPlanPrefix+"one limit"), s.find(serverPlanPrefix+"three limits")
 	if one != nil && three != nil && len(one.Usec) > 0 {
 		r := three.median() / one.median()
-		t := target{Name: threeLimitsTargetName, Want: "at most 1.5x one limit's Redis time (medians)",
+		t := target{Name: threeLimitsTargetName, Want: "at most 2.0x one limit's Redis time (medians; issue 38)",
 			Measured: fmt.Sprintf("%.2fx: three limits %s, %.2f commands; one limit %s, %.2f commands",
 				r, spread(three), median(three.Commands), spread(one), median(one.Commands)),
-			Met: r <= 1.5}
+			Met: r <= 2.0}
 		f1, f3 := s.find(nameFloorOne), s.find(nameFloorThree)
 		if f1 != nil && f3 != nil && len(f1.Usec) > 0 && len(f3.Usec) > 0 {
 			t.Measured += fmt.Sprintf("; the layout's floor (TIME, one INCRBY per key and the reply, nothing else) %s = %.2fx one limit, %.2fx its own one-key floor %s",
@@ -636,10 +672,10 @@ func serverTargets(s *serverSideInfo) []target {
 	if one != nil && log != nil && mixed != nil && len(mixed.Usec) > 0 {
 		sum := one.median() + log.median()
 		t := target{Name: loginTargetName,
-			Want: "at most the sum of its parts decided alone (medians), in one round trip",
+			Want: "at most 1.2x the sum of its parts decided alone (medians; issue 38), in one round trip",
 			Measured: fmt.Sprintf("%s = %.2fx the sum %.2f us (tier %.2f + route %.2f); %.2f commands against %.2f + %.2f",
 				spread(mixed), mixed.median()/sum, sum, one.median(), log.median(), median(mixed.Commands), median(one.Commands), median(log.Commands)),
-			Met: mixed.median() <= sum}
+			Met: mixed.median() <= 1.2*sum}
 		if lo, mid, hi, ok := pairedRatios(mixed, one, log); ok {
 			t.Measured += fmt.Sprintf("; round by round (the three cases of a round run within seconds of each other) %.2fx, %.2f..%.2f", mid, lo, hi)
 		}
@@ -648,16 +684,16 @@ func serverTargets(s *serverSideInfo) []target {
 		}
 		out = append(out, t)
 	}
-	def1, watched := s.find(nameControlsDefault), s.find(nameControlsWatched)
-	if one != nil && def1 != nil && watched != nil && len(def1.Usec) > 0 {
-		r := def1.median() / one.median()
-		t := target{Name: "live controls: Redis time with no control set, redis-benchmark",
-			Want: "at most 1.1x the same decision without controls (one limit, medians)",
-			Measured: fmt.Sprintf("%.2fx: %s, %.2f commands, against %s; a caller the watch lists (a control in force, none read for it here) %s = %.2fx",
-				r, spread(def1), median(def1.Commands), spread(one), spread(watched), watched.median()/one.median()),
-			Met: r <= 1.1}
+	def1, watched, scaled := s.find(nameControlsDefault), s.find(nameControlsWatched), s.find(nameControlsScaled)
+	if one != nil && def1 != nil && watched != nil && scaled != nil && len(def1.Usec) > 0 && len(scaled.Usec) > 0 {
+		r, rs := def1.median()/one.median(), scaled.median()/one.median()
+		t := target{Name: "live controls, redis-benchmark",
+			Want: "with no control anywhere at most 1.05x the same decision without controls; a caller under a control at most 1.5x (one limit, medians; issue 38)",
+			Measured: fmt.Sprintf("no control %.2fx: %s, %.2f commands, against %s; under a scale control %.2fx: %s, %.2f commands; a caller the watch lists with no record %s = %.2fx",
+				r, spread(def1), median(def1.Commands), spread(one), rs, spread(scaled), median(scaled.Commands), spread(watched), watched.median()/one.median()),
+			Met: r <= 1.05 && rs <= 1.5}
 		if !t.Met {
-			t.Why = fmt.Sprintf("%.2fx", r)
+			t.Why = fmt.Sprintf("%.2fx with no control, %.2fx under one", r, rs)
 		}
 		out = append(out, t)
 	}

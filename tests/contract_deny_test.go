@@ -90,7 +90,7 @@ func denyCases(t *testing.T) []denyCase {
 	h := denyHandler(t, env)
 	op := controlLimiter(t, srv.Client(t))
 	ctx := context.Background()
-	if err := op.SetNetworkControl(ctx, netip.MustParsePrefix("192.0.2.0/24"),
+	if err := op.Controls().SetNetwork(ctx, netip.MustParsePrefix("192.0.2.0/24"),
 		controls.Control{Kind: controls.Block, Until: time.Now().Add(10 * time.Minute), Reason: "deny contexts"}); err != nil {
 		t.Fatal(err)
 	}

@@ -361,7 +361,7 @@ func TestContractPageMatchesCode(t *testing.T) {
 	}
 	// Every header the library writes on a denial, as the functions send it.
 	written := http.Header{}
-	ratelimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
+	httplimit.SetHeaders(written, ratelimit.Result{Decisions: []ratelimit.Decision{{
 		Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: 18 * time.Second, ResetAfter: 18 * time.Second,
 	}}})
 	names := []string{"Cache-Control"}

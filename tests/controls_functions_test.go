@@ -59,7 +59,7 @@ func controlLimiter(t testing.TB, client redis.UniversalClient) *ratelimit.Limit
 func setControl(t testing.TB, l *ratelimit.Limiter, identity string, kind controls.Kind, factor float64, d time.Duration) {
 	t.Helper()
 	c := controls.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "controls test", SetBy: "tests"}
-	if err := l.SetControl(context.Background(), identity, c); err != nil {
+	if err := l.Controls().Set(context.Background(), identity, c); err != nil {
 		t.Fatalf("set %s on %s: %v", kind, identity, err)
 	}
 }
@@ -67,7 +67,7 @@ func setControl(t testing.TB, l *ratelimit.Limiter, identity string, kind contro
 // liftControl lifts identity's control, which must be there.
 func liftControl(t testing.TB, l *ratelimit.Limiter, identity string) {
 	t.Helper()
-	if _, ok, err := l.LiftControl(context.Background(), identity); err != nil || !ok {
+	if _, ok, err := l.Controls().Lift(context.Background(), identity); err != nil || !ok {
 		t.Fatalf("lift %s: %v %v", identity, ok, err)
 	}
 }
@@ -253,11 +253,11 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				if a := azInvoke(t, rie, azRESTEvent(t, r)); !a.allowed() {
 					t.Fatalf("before the block: %+v", a)
 				}
-				err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"})
+				err := op.Controls().SetNetwork(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"})
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { _, _, _ = op.LiftNetworkControl(ctx, network) })
+				t.Cleanup(func() { _, _, _ = op.Controls().LiftNetwork(ctx, network) })
 				blocked := func(a azAnswer) bool { b, _ := a.resp.Context["blocked"].(bool); return a.denied() && b }
 				a, took, ok := untilAnswer(t, rie, r, propagationBound, blocked)
 				if !ok {
@@ -277,7 +277,7 @@ func TestControlsThroughTheAuthorizer(t *testing.T) {
 				if a := azInvoke(t, rie, azRESTEvent(t, fresh)); !blocked(a) {
 					t.Fatalf("blocked network, another address: %+v", a)
 				}
-				if _, _, err := op.LiftNetworkControl(ctx, network); err != nil {
+				if _, _, err := op.Controls().LiftNetwork(ctx, network); err != nil {
 					t.Fatal(err)
 				}
 				if a, took, ok := untilAnswer(t, rie, fresh, propagationBound, azAnswer.allowed); !ok {
@@ -428,7 +428,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 
 	network := netip.MustParsePrefix("198.51.100.0/24")
-	if err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"}); err != nil {
+	if err := op.Controls().SetNetwork(ctx, network, controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(propagationBound)
@@ -475,7 +475,7 @@ func TestNetworkControlsWhileRedisHangs(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
 	op := controlLimiter(t, srv.Client(t))
-	err = op.SetNetworkControl(context.Background(), netip.MustParsePrefix("192.0.2.0/24"),
+	err = op.Controls().SetNetwork(context.Background(), netip.MustParsePrefix("192.0.2.0/24"),
 		controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "controls test"})
 	if err != nil {
 		t.Fatal(err)

@@ -144,7 +144,7 @@ func dashRealRun(t *testing.T) dashRun {
 		t.Fatal(err)
 	}
 	for network, kind := range map[string]controls.Kind{"198.18.0.0/24": controls.Block, "198.18.1.0/24": controls.Exempt} {
-		if err := op.SetNetworkControl(context.Background(), netip.MustParsePrefix(network), controls.Control{Kind: kind, Until: time.Now().Add(time.Hour), Reason: "dashboard test"}); err != nil {
+		if err := op.Controls().SetNetwork(context.Background(), netip.MustParsePrefix(network), controls.Control{Kind: kind, Until: time.Now().Add(time.Hour), Reason: "dashboard test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,7 +259,7 @@ func dashControlKey(t *testing.T, client *redis.Client, identity string) string 
 		if err := client.Set(context.Background(), k, "probe", redis.KeepTTL).Err(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := op.GetControl(context.Background(), identity)
+		_, _, err := op.Controls().Get(context.Background(), identity)
 		if err2 := client.Set(context.Background(), k, before, redis.KeepTTL).Err(); err2 != nil {
 			t.Fatal(err2)
 		}

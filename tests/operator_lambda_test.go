@@ -76,7 +76,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "Block ip:203.0.113.7 (anonymous) through function for 1h? [y/N]") || !strings.Contains(r.stderr, "not confirmed") {
 		t.Fatalf("unconfirmed block: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if _, ok, _ := limiter.GetControl(ctx, caller); ok {
+	if _, ok, _ := limiter.Controls().Get(ctx, caller); ok {
 		t.Fatal("an unconfirmed block was set")
 	}
 
@@ -84,7 +84,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "blocked ip:203.0.113.7 (anonymous) until ") {
 		t.Fatalf("block: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	c, ok, err := limiter.GetControl(ctx, caller)
+	c, ok, err := limiter.Controls().Get(ctx, caller)
 	if err != nil || !ok || c.Kind != controls.Block || c.Reason != "credential stuffing" {
 		t.Fatalf("the block in Redis: %+v, %v, %v", c, ok, err)
 	}
@@ -142,7 +142,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || r.code != 0 {
 		t.Fatalf("controls --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	if len(list.Controls) != 2 || list.Controls[0].Kind != "block" || list.Controls[0].Tag != limiter.Tag(caller) ||
+	if len(list.Controls) != 2 || list.Controls[0].Kind != "block" || list.Controls[0].Tag != limiter.Controls().Tag(caller) ||
 		list.Controls[1].Kind != "scale" || list.Controls[1].Factor != 10 || len(list.Networks) != 1 || list.Networks[0].Network != "198.51.100.0/24" {
 		t.Fatalf("controls --json = %+v", list)
 	}
@@ -151,7 +151,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "lifted the block of ip:203.0.113.7") {
 		t.Fatalf("lift: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if _, ok, _ := limiter.GetControl(ctx, caller); ok {
+	if _, ok, _ := limiter.Controls().Get(ctx, caller); ok {
 		t.Fatal("the block outlived its lift")
 	}
 	if res := decide(caller); !res.Allowed || res.Control.Kind != controls.None || res.Decisions[0].Remaining != 2 {
@@ -207,7 +207,7 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 			t.Errorf("%s: %s, %v", filepath.Base(f), out, err)
 		}
 	}
-	if n, _ := srv.Client(t).Exists(ctx, "rl:{"+limiter.Tag("ip:192.0.2.1")+"}:ctl").Result(); n != 0 {
+	if n, _ := srv.Client(t).Exists(ctx, "rl:{"+limiter.Controls().Tag("ip:192.0.2.1")+"}:ctl").Result(); n != 0 {
 		t.Error("a refused request wrote a control")
 	}
 	logs := rie.Logs()

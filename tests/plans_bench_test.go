@@ -48,7 +48,7 @@ func BenchmarkPlanLimits(b *testing.B) {
 		}
 		req := policy.Rules{CallerRules: policy.CallerRules{Plan: "pro"}, Cost: 1}
 		for _, l := range list {
-			req.Limits = append(req.Limits, policy.Limit{Limit: l.Limit, Owner: "pro"})
+			req.Limits = append(req.Limits, config.OwnedLimit{Limit: l.Limit, Owner: "pro"})
 		}
 		checks := make([][]ratelimit.Check, len(ids))
 		for i, id := range ids {

@@ -136,7 +136,7 @@ func TestReadmeTour(t *testing.T) {
 		set := func(kind controls.Kind, factor float64, d time.Duration) {
 			t.Helper()
 			c := controls.Control{Kind: kind, Factor: factor, Until: time.Now().Add(d), Reason: "README tour"}
-			if err := op.SetControl(ctx, "ip:127.0.0.1", c); err != nil {
+			if err := op.Controls().Set(ctx, "ip:127.0.0.1", c); err != nil {
 				t.Fatalf("%s: %v", kind, err)
 			}
 		}
@@ -158,7 +158,7 @@ func TestReadmeTour(t *testing.T) {
 		if retry, _ := strconv.Atoi(r.header.Get("Retry-After")); r.status != http.StatusTooManyRequests || retry < 58 || retry > 60 {
 			t.Fatalf("blocked: %d, Retry-After %q; the README says 429 with Retry-After 60", r.status, r.header.Get("Retry-After"))
 		}
-		if _, _, err := op.LiftControl(ctx, "ip:127.0.0.1"); err != nil {
+		if _, _, err := op.Controls().Lift(ctx, "ip:127.0.0.1"); err != nil {
 			t.Fatal(err)
 		}
 		if r := api.do(t, "GET", "/v1/items", nil); r.status != http.StatusTooManyRequests {

@@ -144,24 +144,24 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		now, err := l.Time(ctx)
+		now, err := l.Controls().Time(ctx)
 		if err != nil {
 			t.Fatalf("TIME through the operator's user: %v", err)
 		}
 		c := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "acl test"}
-		if err := l.SetControl(ctx, "ip:203.0.113.7", c); err != nil {
+		if err := l.Controls().Set(ctx, "ip:203.0.113.7", c); err != nil {
 			t.Fatalf("SetControl through the operator's user: %v", err)
 		}
-		if list, err := l.ListControls(ctx); err != nil || len(list) != 1 {
+		if list, err := l.Controls().List(ctx); err != nil || len(list) != 1 {
 			t.Fatalf("ListControls through the operator's user: %+v, %v", list, err)
 		}
-		if _, ok, err := l.LiftControl(ctx, "ip:203.0.113.7"); err != nil || !ok {
+		if _, ok, err := l.Controls().Lift(ctx, "ip:203.0.113.7"); err != nil || !ok {
 			t.Fatalf("LiftControl through the operator's user: %v, %v", ok, err)
 		}
-		if err := l.SetNetworkControl(ctx, netip.MustParsePrefix("203.0.113.0/24"), c); err != nil {
+		if err := l.Controls().SetNetwork(ctx, netip.MustParsePrefix("203.0.113.0/24"), c); err != nil {
 			t.Fatalf("SetNetworkControl through the operator's user: %v", err)
 		}
-		if nets, err := l.NetworkControls(ctx); err != nil || len(nets) != 1 {
+		if nets, err := l.Controls().Networks(ctx); err != nil || len(nets) != 1 {
 			t.Fatalf("NetworkControls through the operator's user: %+v, %v", nets, err)
 		}
 		if _, err := l.Decide(ctx, 1, ratelimit.Check{Identity: "ip:203.0.113.7", Limit: ratelimit.Limit{Name: "acl", Count: 2, Window: time.Minute}}); err == nil || !strings.Contains(err.Error(), "NOPERM") {

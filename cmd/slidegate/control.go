@@ -370,7 +370,7 @@ func callerControls(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, i
 	if err != nil {
 		return reply.Control, nil, nil
 	}
-	nets, err := l.NetworkControls(ctx)
+	nets, err := l.Controls().Networks(ctx)
 	if err != nil && !errors.Is(err, controls.ErrMalformed) && !errors.Is(err, controls.ErrTooMany) {
 		return nil, nil, err
 	}

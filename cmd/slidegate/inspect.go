@@ -310,14 +310,15 @@ func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules p
 	var out []slotState
 	for _, e := range pol.EveryInFlight(rules) {
 		// The lease is not part of the key: any valid one reads the set.
-		p, err := op.Limiter.PeekSlots(ctx, id, ratelimit.ConcurrencyLimit{Name: e.Name, Max: e.Max, Lease: time.Minute})
+		e.Lease = time.Minute
+		p, err := op.Limiter.PeekSlots(ctx, id, e)
 		if err != nil {
 			return nil, fmt.Errorf("peek in-flight slots: %w", err)
 		}
 		st := slotState{Name: e.Name, Max: e.Max, Held: p.Held}
 		if p.Held > 0 {
-			st.EarliestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
-			st.LatestLeaseEndSeconds = ratelimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
+			st.EarliestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.EarliestEnd.Sub(p.At))
+			st.LatestLeaseEndSeconds = httplimit.RetryAfterSeconds(p.LatestEnd.Sub(p.At))
 		}
 		out = append(out, st)
 	}
@@ -344,11 +345,11 @@ func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller 
 			Algorithm:     algorithmName(l.Algorithm),
 			Used:          l.Count - d.Remaining,
 			Remaining:     d.Remaining,
-			ResetSeconds:  d.ResetSeconds(),
+			ResetSeconds:  httplimit.ResetSeconds(d),
 			Allowed:       d.Allowed,
 		}
 		if !d.Allowed {
-			st.RetryAfterSeconds = ratelimit.RetryAfterSeconds(d.RetryAfter)
+			st.RetryAfterSeconds = httplimit.RetryAfterSeconds(d.RetryAfter)
 		}
 		// The caller's own limits decide every request, route limits only
 		// those of their routes: only its own denial denies it everywhere.

@@ -45,7 +45,7 @@ func AuthorizerUnavailableContext(o Outcome, retryAfter time.Duration) map[strin
 	return map[string]any{
 		CtxTier:        o.Caller.Tier,
 		CtxUnavailable: true,
-		CtxRetryAfter:  ratelimit.RetryAfterSeconds(retryAfter),
+		CtxRetryAfter:  httplimit.RetryAfterSeconds(retryAfter),
 	}
 }
 
@@ -64,40 +64,39 @@ func AuthorizerContext(o Outcome) map[string]any {
 			ctx[CtxControlFactor] = o.Result.Control.Factor
 		}
 	}
+	// refused: the outcome asks the caller to wait, for wait.
+	refused, wait := false, time.Duration(0)
 	switch {
 	case o.Kind == Blocked:
-		retry := ratelimit.RetryAfterSeconds(BlockedRetryAfter)
-		if o.Result.Control.Kind == controls.Block {
-			retry = ratelimit.RetryAfterSeconds(time.Until(o.Result.Control.Until))
-		}
 		ctx[CtxBlocked] = true
-		ctx[CtxRetryAfter] = retry
-		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
-		return ctx
+		refused, wait = true, BlockedRetryAfter
+		if o.Result.Control.Kind == controls.Block {
+			wait = time.Until(o.Result.Control.Until)
+		}
 	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
-		return ctx
+	case len(o.Result.Decisions) > 0:
+		d := o.Result.Closest()
+		if !o.Result.Allowed {
+			refused, wait = true, o.Result.RetryAfter()
+		}
+		reset := httplimit.ResetSeconds(d)
+		ctx[CtxLimit] = d.Limit.Count
+		ctx[CtxRemaining] = d.Remaining
+		ctx[CtxReset] = reset
+		ctx[CtxPolicy] = httplimit.PolicyHeader(o.Result)
+		ctx[CtxRateLimit] = httplimit.RateLimitHeader(d)
+		ctx[CtxName] = d.Limit.Name
+		ctx[CtxWindow] = httplimit.WindowSeconds(d.Limit)
+		ctx[CtxResetAt] = unixCeil(d.At) + reset
+		if o.Result.Degraded {
+			ctx[CtxDegraded] = true
+		}
 	}
-	if len(o.Result.Decisions) == 0 {
-		return ctx
-	}
-	d := o.Result.Closest()
-	reset := d.ResetSeconds()
-	ctx[CtxLimit] = d.Limit.Count
-	ctx[CtxRemaining] = d.Remaining
-	ctx[CtxReset] = reset
-	ctx[CtxPolicy] = o.Result.PolicyHeader()
-	ctx[CtxRateLimit] = d.RateLimitHeader()
-	ctx[CtxName] = d.Limit.Name
-	ctx[CtxWindow] = d.Limit.WindowSeconds()
-	ctx[CtxResetAt] = unixCeil(d.At) + reset
-	if !o.Result.Allowed {
-		retry := ratelimit.RetryAfterSeconds(o.Result.RetryAfter())
+	if refused {
+		retry := httplimit.RetryAfterSeconds(wait)
 		ctx[CtxRetryAfter] = retry
 		ctx[CtxRetryIn] = contract.RetryPhrase(retry)
-	}
-	if o.Result.Degraded {
-		ctx[CtxDegraded] = true
 	}
 	return ctx
 }
@@ -128,7 +127,7 @@ func DenyContext(o Outcome) map[string]any {
 	ctx := AuthorizerContext(o)
 	retry, ok := ctx[CtxRetryAfter].(int64) // as AuthorizerContext writes it
 	if !ok || retry < 1 {
-		retry = ratelimit.RetryAfterSeconds(BlockedRetryAfter)
+		retry = httplimit.RetryAfterSeconds(BlockedRetryAfter)
 		ctx[CtxRetryAfter] = retry
 	}
 	fill := func(key string, v any) {
@@ -143,8 +142,8 @@ func DenyContext(o Outcome) map[string]any {
 	fill(CtxRemaining, int64(0))
 	fill(CtxReset, retry)
 	fill(CtxResetAt, unixCeil(time.Now())+retry)
-	fill(CtxPolicy, ratelimit.Result{Decisions: []ratelimit.Decision{zero}}.PolicyHeader())
-	fill(CtxRateLimit, zero.RateLimitHeader())
+	fill(CtxPolicy, httplimit.PolicyHeader(ratelimit.Result{Decisions: []ratelimit.Decision{zero}}))
+	fill(CtxRateLimit, httplimit.RateLimitHeader(zero))
 	return ctx
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
@@ -155,7 +156,7 @@ func TestAuthorizerContextCarriesTheControl(t *testing.T) {
 		t.Errorf("an unknown control: %+v %v, want Blocked with no control", out, ok)
 	}
 	// A static block keeps its hour.
-	if ctx := AuthorizerContext(Outcome{Kind: Blocked, Caller: caller}); ctx[CtxRetryAfter] != ratelimit.RetryAfterSeconds(BlockedRetryAfter) || ctx[CtxControl] != nil {
+	if ctx := AuthorizerContext(Outcome{Kind: Blocked, Caller: caller}); ctx[CtxRetryAfter] != httplimit.RetryAfterSeconds(BlockedRetryAfter) || ctx[CtxControl] != nil {
 		t.Errorf("static block: %v", ctx)
 	}
 }

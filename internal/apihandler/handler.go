@@ -155,21 +155,25 @@ type carried struct {
 	// res is the request's resolution: its caller and rules, resolved on
 	// the first answer that needs them, once.
 	res *instance.Resolution
-	// authorizer is requestContext.authorizer (REST) or
-	// requestContext.authorizer.lambda (HTTP API); nil without an
-	// authorizer.
-	authorizer map[string]any
+	// authorized is the slidegate authorizer's outcome for the request,
+	// read back from its context (apigw.FromAuthorizerContext); nil when
+	// no slidegate authorizer ran before the function.
+	authorized *apigw.Outcome
 }
 
 type carriedKey struct{}
 
-// read reads each request once (readRequest), begins its resolution
-// (instance.Runtime.Resolve), and serves it with both in its context. It goes
-// inside stripStage: the path read is the one the routes match.
+// read reads each request once (readRequest), with the authorizer's
+// outcome when its context carries one, begins its resolution
+// (instance.Runtime.Resolve), and serves it with both in its context. It
+// goes inside stripStage: the path read is the one the routes match.
 func (d deciders) read(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, authorizer := readRequest(r)
-		c := &carried{res: d.rt.Resolve(r.Context(), req), authorizer: authorizer}
+		c := &carried{res: d.rt.Resolve(r.Context(), req)}
+		if out, ok := apigw.FromAuthorizerContext(authorizer); ok {
+			c.authorized = &out
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), carriedKey{}, c)))
 	})
 }
@@ -185,17 +189,17 @@ func carriedFrom(r *http.Request) *carried {
 }
 
 // spend reuses the authorizer's outcome when the event carries one
-// (apigw.FromAuthorizerContext), and otherwise counts the request through
+// (read), and otherwise counts the request through
 // its resolution. An authorizer that could not decide a fail-closed route
 // is believed: 503, without asking Redis again.
 func (d deciders) spend(r *http.Request) (apigw.Outcome, error) {
 	c := carriedFrom(r)
-	if out, ok := apigw.FromAuthorizerContext(c.authorizer); ok {
+	if out := c.authorized; out != nil {
 		if out.Kind == apigw.Unavailable {
-			return out, httplimit.ErrAuthorizerUnavailable
+			return *out, httplimit.ErrAuthorizerUnavailable
 		}
 		// Counted by the authorizer: nothing is counted twice.
-		return out, nil
+		return *out, nil
 	}
 	// The error is not wrapped again: the Runtime's error already names
 	// the route (apigw.RouteName, clipped), and the middleware's line names
@@ -213,8 +217,8 @@ func (d deciders) spend(r *http.Request) (apigw.Outcome, error) {
 // answers it by its apigw.Kind.
 func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 	c := carriedFrom(r)
-	if out, ok := apigw.FromAuthorizerContext(c.authorizer); ok && out.Kind == apigw.Unavailable {
-		return out, httplimit.ErrAuthorizerUnavailable
+	if out := c.authorized; out != nil && out.Kind == apigw.Unavailable {
+		return *out, httplimit.ErrAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
 	return withPolicy(c.res.Quota(r.Context()))
@@ -223,7 +227,7 @@ func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 // acquire takes the request's in-flight slots, whether its rate limits were
 // decided here or by the authorizer: the authorizer never learns when a
 // request ends, so the in-flight limits are the API function's alone.
-func (d deciders) acquire(r *http.Request) (apigw.Admission, error) {
+func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 	return carriedFrom(r).res.Acquire(r.Context())
 }
 
@@ -231,7 +235,7 @@ func (d deciders) acquire(r *http.Request) (apigw.Admission, error) {
 // itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
 // context carries it.
 func withPolicy(out apigw.Outcome, err error) (apigw.Outcome, error) {
-	out.Policy = out.Result.PolicyHeader()
+	out.Policy = httplimit.PolicyHeader(out.Result)
 	return out, err
 }
 

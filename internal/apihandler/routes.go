@@ -71,15 +71,15 @@ func serveQuota(w http.ResponseWriter, r *http.Request) {
 	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
 	if name := out.Control(); name != "" {
 		c := out.Result.Control
-		q.Control = &QuotaControl{Kind: name, Factor: c.Factor, EndSeconds: ratelimit.RetryAfterSeconds(time.Until(c.Until))}
+		q.Control = &QuotaControl{Kind: name, Factor: c.Factor, EndSeconds: httplimit.RetryAfterSeconds(time.Until(c.Until))}
 	}
 	add := func(d ratelimit.Decision) {
 		q.Limits = append(q.Limits, QuotaLimit{
 			Name:          d.Limit.Name,
 			Limit:         d.Limit.Count,
-			WindowSeconds: d.Limit.WindowSeconds(),
+			WindowSeconds: httplimit.WindowSeconds(d.Limit),
 			Remaining:     d.Remaining,
-			ResetSeconds:  d.ResetSeconds(),
+			ResetSeconds:  httplimit.ResetSeconds(d),
 			Shadow:        d.Shadow,
 		})
 	}

@@ -40,25 +40,11 @@ type Concurrency struct {
 	Routes []ConcurrencyRoute
 }
 
-// ConcurrencyRoute is an in-flight limit on the requests of one route.
+// ConcurrencyRoute is an in-flight limit on the requests of one route,
+// named after it (Route.Name: its policy name and part of its Redis key).
 type ConcurrencyRoute struct {
-	// Method is the HTTP method in upper case, or "*".
-	Method string
-	// Path is the path glob (see PathGlob).
-	Path PathGlob
+	Route
 	// Max is how many of a caller's requests of the route may run at once.
-	Max int64
-}
-
-// Name is the route's name, "METHOD /glob": the limit's policy name.
-func (r ConcurrencyRoute) Name() string { return r.Method + " " + r.Path.Text }
-
-// ConcurrencyLimit is one in-flight limit that applies to a request.
-type ConcurrencyLimit struct {
-	// Name is the tier, plan or route it belongs to: its policy name and
-	// part of its Redis key.
-	Name string
-	// Max is how many requests of the caller it lets run at once.
 	Max int64
 }
 
@@ -99,16 +85,12 @@ func ParseConcurrency(s string) (Concurrency, error) {
 			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", truncate.Text(entry, truncate.QuotedLen), MaxConcurrency)
 		}
 		owner = strings.TrimSpace(owner)
-		if method, path, ok := strings.Cut(owner, ":/"); ok && !strings.Contains(method, " ") {
-			// A stage variable's value allows no spaces: "GET:/v1/slow".
-			owner = method + " /" + path
-		}
-		if strings.Contains(owner, " ") {
-			method, glob, err := parseRouteName(owner)
+		if strings.Contains(owner, " ") || strings.Contains(owner, ":/") {
+			route, err := parseRoute(owner)
 			if err != nil {
 				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 			}
-			r := ConcurrencyRoute{Method: method, Path: glob, Max: n}
+			r := ConcurrencyRoute{Route: route, Max: n}
 			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
 				// One name is one Redis key: two entries would take two
 				// slots of it per request, halving either limit.

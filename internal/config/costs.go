@@ -14,14 +14,10 @@ import (
 // MaxCosts bounds RATE_LIMIT_COSTS.
 const MaxCosts = 64
 
-// RouteCost is how many units a request of one method and path glob
-// spends (RATE_LIMIT_COSTS).
+// RouteCost is how many units a request of one route spends
+// (RATE_LIMIT_COSTS).
 type RouteCost struct {
-	// Method is the HTTP method in upper case, or "*" for every method; a
-	// cost on GET also holds HEAD, as for route limits.
-	Method string
-	// Path is the path glob.
-	Path PathGlob
+	Route
 	// Cost is the units such a request spends, from 1 to
 	// ratelimit.MaxCount.
 	Cost int64
@@ -46,7 +42,7 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		if entry == "" {
 			continue
 		}
-		method, glob, value, err := parseRouteEntry(entry)
+		route, value, err := parseRouteEntry(entry)
 		if err != nil {
 			return nil, fmt.Errorf("cost %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
@@ -54,7 +50,7 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		if err != nil || n < 1 || n > ratelimit.MaxCount {
 			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", truncate.Text(entry, truncate.QuotedLen), ratelimit.MaxCount)
 		}
-		c := RouteCost{Method: method, Path: glob, Cost: n}
+		c := RouteCost{Route: route, Cost: n}
 		for _, o := range costs {
 			if o.Method == c.Method && o.Path.Same(c.Path) {
 				dups = append(dups, fmt.Errorf("cost %q: %w: %s %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, c.Method, c.Path.Text))

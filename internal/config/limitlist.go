@@ -15,9 +15,17 @@ import (
 // more key the decision's script reads and writes.
 const MaxListLimits = 8
 
-// ListedLimit is one limit of a LimitList.
-type ListedLimit struct {
+// OwnedLimit is one limit of a LimitList, as its owner brings it to a
+// request (internal/policy's rules hold these).
+type OwnedLimit struct {
 	ratelimit.Limit
+	// Owner is the tier, plan or route ("POST /auth/*") whose list it is,
+	// or the quota (QuotaLimitName).
+	Owner string
+	// Shadow is true when the limit is evaluated and reported but not
+	// enforced (RATE_LIMIT_SHADOW): set by policy, which reads the
+	// stage's Shadow.
+	Shadow bool
 	// OwnAlgorithm is true when the limit named its algorithm
 	// ("20/1s:token-bucket"): RATE_LIMIT_ALGORITHM and a stage's
 	// rateLimitAlgorithm do not replace it.
@@ -34,7 +42,7 @@ type ListedLimit struct {
 // list are named owner-window ("pro-1s", "pro-1m", "pro-1d"), so two
 // limits of one list may not share a window. The name is the policy name
 // of the RateLimit headers and part of the Redis key.
-type LimitList []ListedLimit
+type LimitList []OwnedLimit
 
 // Limits returns the list's limits, in order, as a new slice.
 func (l LimitList) Limits() []ratelimit.Limit {
@@ -108,7 +116,7 @@ func ParseLimitList(owner, spec string, alg ratelimit.Algorithm) (LimitList, err
 			return nil, fmt.Errorf("two limits per %s (each limit of a list needs its own window)", w)
 		}
 		seen[w] = true
-		list = append(list, ListedLimit{Limit: l, OwnAlgorithm: own})
+		list = append(list, OwnedLimit{Limit: l, Owner: owner, OwnAlgorithm: own})
 	}
 	if len(list) > 1 {
 		for i := range list {

@@ -104,25 +104,31 @@ func splitPath(p string) []string {
 	return out
 }
 
-// RouteLimit is an extra limit list on the requests of one method and
-// path glob, counted per caller (the same identity as the caller's tier or
-// plan). Limits of a request that share an algorithm are decided by one
-// script call.
-type RouteLimit struct {
+// Route is the requests of one method and path glob: what a route
+// limit, a cost and a route's in-flight limit apply to.
+type Route struct {
 	// Method is the HTTP method in upper case, or "*" (also written ANY)
-	// for every method.
+	// for every method; a route on GET also holds HEAD (MethodMatches).
 	Method string
 	// Path is the path glob.
 	Path PathGlob
+}
+
+// Name is the route's name, "METHOD /glob", as RATE_LIMIT_SHADOW names it:
+// the policy name of its limits.
+func (r Route) Name() string { return r.Method + " " + r.Path.Text }
+
+// RouteLimit is an extra limit list on the requests of one route, counted
+// per caller (the same identity as the caller's tier or plan). Limits of
+// a request that share an algorithm are decided by one script call.
+type RouteLimit struct {
+	Route
 	// Limits are the budgets. A list of one limit is named "METHOD /glob",
 	// e.g. "POST /auth/*", the policy name of the RateLimit headers; the
 	// limits of a longer list are named "POST /auth/*-1m" and so on (see
 	// LimitList).
 	Limits LimitList
 }
-
-// Name is the route's name, "METHOD /glob", as RATE_LIMIT_SHADOW names it.
-func (r RouteLimit) Name() string { return r.Method + " " + r.Path.Text }
 
 // MethodMatches reports whether a route's method (upper case, or "*")
 // holds a request's (compared as written: callers upper-case it once). A
@@ -155,13 +161,13 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	var routes []RouteLimit
 	var dups []error
 	for _, entry := range splitEntries(s, "") {
-		r, err := parseRoute(entry, alg)
+		r, err := parseRouteLimit(entry, alg)
 		if err != nil {
 			return nil, err
 		}
 		if i := slices.IndexFunc(routes, func(o RouteLimit) bool { return o.Method == r.Method && o.Path.Same(r.Path) }); i >= 0 {
 			dups = append(dups, fmt.Errorf("route limit %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name()))
-			r.Limits = slices.DeleteFunc(r.Limits, func(l ListedLimit) bool { return routes[i].Limits.has(l.Limit) })
+			r.Limits = slices.DeleteFunc(r.Limits, func(l OwnedLimit) bool { return routes[i].Limits.has(l.Limit) })
 			if len(r.Limits) == 0 {
 				continue
 			}
@@ -189,47 +195,53 @@ func (l LimitList) has(x ratelimit.Limit) bool {
 	return false
 }
 
-func parseRoute(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
-	method, glob, spec, err := parseRouteEntry(entry)
+func parseRouteLimit(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
+	route, spec, err := parseRouteEntry(entry)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
-	limits, err := ParseLimitList(method+" "+glob.Text, spec, alg)
+	limits, err := ParseLimitList(route.Name(), spec, alg)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
-	return RouteLimit{Method: method, Path: glob, Limits: limits}, nil
+	return RouteLimit{Route: route, Limits: limits}, nil
 }
 
-// parseRouteEntry splits "METHOD /path-glob=value" into its method (upper
-// case, "*" for ANY), glob and value.
-func parseRouteEntry(entry string) (method string, glob PathGlob, value string, err error) {
-	route, value, ok := strings.Cut(entry, "=")
+// parseRouteEntry splits "METHOD /path-glob=value" into its route and
+// value.
+func parseRouteEntry(entry string) (Route, string, error) {
+	name, value, ok := strings.Cut(entry, "=")
 	if !ok {
-		return "", PathGlob{}, "", errors.New("want METHOD /path-glob=value")
+		return Route{}, "", errors.New("want METHOD /path-glob=value")
 	}
-	method, glob, err = parseRouteName(route)
-	return method, glob, value, err
+	route, err := parseRoute(name)
+	return route, value, err
 }
 
-// parseRouteName parses "METHOD /path-glob".
-func parseRouteName(route string) (string, PathGlob, error) {
-	method, path, ok := strings.Cut(strings.TrimSpace(route), " ")
+// parseRoute parses "METHOD /path-glob" (the method upper-cased, "*" for
+// ANY), or "METHOD:/path-glob" where a stage variable's value allows no
+// spaces.
+func parseRoute(name string) (Route, error) {
+	name = strings.TrimSpace(name)
+	if method, path, ok := strings.Cut(name, ":/"); ok && !strings.Contains(method, " ") {
+		name = method + " /" + path
+	}
+	method, path, ok := strings.Cut(name, " ")
 	if !ok {
-		return "", PathGlob{}, errors.New("want METHOD /path-glob")
+		return Route{}, errors.New("want METHOD /path-glob")
 	}
 	method = strings.ToUpper(strings.TrimSpace(method))
 	if method == "ANY" {
 		method = "*"
 	}
 	if method != "*" && !isToken(method) {
-		return "", PathGlob{}, fmt.Errorf("method %q is not an HTTP method", truncate.Text(method, truncate.QuotedLen))
+		return Route{}, fmt.Errorf("method %q is not an HTTP method", truncate.Text(method, truncate.QuotedLen))
 	}
 	glob, err := ParsePathGlob(strings.TrimSpace(path))
 	if err != nil {
-		return "", PathGlob{}, err
+		return Route{}, err
 	}
-	return method, glob, nil
+	return Route{Method: method, Path: glob}, nil
 }
 
 func isToken(s string) bool {

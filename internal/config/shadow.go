@@ -59,15 +59,12 @@ func ParseShadow(s string) (Shadow, error) {
 
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
-	if method, path, ok := strings.Cut(item, ":/"); ok && !strings.Contains(method, " ") {
-		item = method + " /" + path
-	}
-	if strings.Contains(item, " ") {
-		method, glob, err := parseRouteName(item)
+	if strings.Contains(item, " ") || strings.Contains(item, ":/") {
+		route, err := parseRoute(item)
 		if err != nil {
 			return "", fmt.Errorf("route %q: %w", truncate.Text(item, truncate.QuotedLen), err)
 		}
-		return method + " " + glob.Text, nil
+		return route.Name(), nil
 	}
 	// A single limit of a list: owner-window, e.g. pro-1d.
 	owner, window, isLimit := strings.Cut(item, "-")

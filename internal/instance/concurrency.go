@@ -8,6 +8,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/tracing"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -42,15 +43,15 @@ const (
 // wrapping ratelimit.ErrUnavailable. With no in-flight limit on the stage,
 // Acquire resolves nothing and calls nothing; after Decide on the same
 // Resolution, it counts the caller Decide resolved.
-func (r *Resolution) Acquire(ctx context.Context) (apigw.Admission, error) {
+func (r *Resolution) Acquire(ctx context.Context) (httplimit.Admission, error) {
 	if r.limits.Concurrency.Empty() {
-		return apigw.Admission{}, nil
+		return httplimit.Admission{}, nil
 	}
 	r.resolveCaller(ctx)
 	rt := r.rt
 	limits := r.rules.InFlight
 	if len(limits) == 0 {
-		return apigw.Admission{}, nil
+		return httplimit.Admission{}, nil
 	}
 	onFailure := failurePolicy(r.rules.FailClosed)
 	lease := rt.concurrencyLease(ctx)
@@ -61,23 +62,23 @@ func (r *Resolution) Acquire(ctx context.Context) (apigw.Admission, error) {
 	acquireCtx, cancel := r.redisBudget(ctx)
 	defer cancel()
 	held := make([]ratelimit.Slot, 0, len(limits))
-	for _, l := range limits {
-		limit := ratelimit.ConcurrencyLimit{Name: l.Name, Max: l.Max, Lease: lease}
+	for _, limit := range limits {
+		limit.Lease = lease
 		slot, err := gate.Acquire(acquireCtx, onFailure, r.who.Caller.Identity, limit)
 		if err != nil || !slot.Acquired {
 			rt.releaseSlots(ctx, gate, held)
 		}
 		if err != nil {
-			return apigw.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", l.Name, r.who.Caller.Tier, apigw.RouteName(r.req), err)
+			return httplimit.Admission{}, fmt.Errorf("acquire in-flight slot %s for %s on %s: %w", limit.Name, r.who.Caller.Tier, apigw.RouteName(r.req), err)
 		}
 		if !slot.Acquired {
 			rt.observer.ConcurrencyDenied(ctx, r.req, r.who.Caller.Tier, r.gate.hashOf(r.who.Caller.Identity), slot)
-			return apigw.Admission{Denied: true, Slot: slot}, nil
+			return httplimit.Admission{Denied: true, Slot: slot}, nil
 		}
 		held = append(held, slot)
 	}
 	rt.observer.InFlight(r.who.Caller.Tier, held)
-	return apigw.Admission{Release: func(ctx context.Context) { rt.releaseSlots(ctx, gate, held) }}, nil
+	return httplimit.Admission{Release: func(ctx context.Context) { rt.releaseSlots(ctx, gate, held) }}, nil
 }
 
 // concurrencyLease is the lease of a request's slots (see Acquire), in

@@ -212,7 +212,7 @@ func (r *Resolution) redisBudget(ctx context.Context) (context.Context, context.
 
 // controlsCache is the network-controls cache decisions under gate read:
 // the gate's own once it has one, the runtime's while the key is pending.
-func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCache {
+func (rt *Runtime) controlsCache(gate *hashedGate) *controls.NetworkControlCache {
 	if gate.controls != nil {
 		return gate.controls
 	}
@@ -220,7 +220,7 @@ func (rt *Runtime) controlsCache(gate *hashedGate) *ratelimit.NetworkControlCach
 }
 
 // liveNetworks are the live network controls in force, as this process
-// read them last (ratelimit.NetworkControlCache: at most one HGETALL per
+// read them last (controls.NetworkControlCache: at most one HGETALL per
 // controls.Propagation, on the request that finds the list older;
 // the other requests read memory): gate's, whose read also serves its
 // decisions' identity controls, or, while gate is not ready, the
@@ -306,7 +306,7 @@ type hashedGate struct {
 	// and the identity controls the decisions watch (the Limiter's control
 	// watch), instead of one read each. Nil for a gate that is not ready,
 	// whose Limiter has no Redis: Runtime.networkControls serves then.
-	controls *ratelimit.NetworkControlCache
+	controls *controls.NetworkControlCache
 }
 
 // hashOf is the identity's hash for logs and principal ids, or

@@ -67,7 +67,7 @@ func (rt *Runtime) readyGate(hasher identity.Hasher) (*hashedGate, error) {
 		return nil, err
 	}
 	return &hashedGate{gate: gate, hasher: hasher, ready: true,
-		controls: ratelimit.NewNetworkControlCache(limiter, controls.Propagation)}, nil
+		controls: controls.NewNetworkControlCache(limiter.Controls(), controls.Propagation)}, nil
 }
 
 // installKey makes decisions use key, on the runtime's Redis client.

@@ -35,12 +35,12 @@ func BenchmarkLiveNetworks(b *testing.B) {
 		for i := range n {
 			p := netip.PrefixFrom(netip.AddrFrom4([4]byte{100, byte(i >> 8), byte(i), 0}), 24)
 			c := controls.Control{Kind: controls.Block, Until: time.Now().Add(time.Hour), Reason: "bench"}
-			if err := limiter.SetNetworkControl(ctx, p, c); err != nil {
+			if err := limiter.Controls().SetNetwork(ctx, p, c); err != nil {
 				b.Fatal(err)
 			}
 		}
 		// An interval no run reaches: every Get answers from memory.
-		cache := ratelimit.NewNetworkControlCache(limiter, time.Hour)
+		cache := controls.NewNetworkControlCache(limiter.Controls(), time.Hour)
 		if list, err := cache.Get(ctx); err != nil || len(list) != n {
 			b.Fatalf("%d controls read, %v; want %d", len(list), err, n)
 		}

@@ -116,7 +116,7 @@ type Runtime struct {
 	// read), read on the request path at most once per
 	// controls.Propagation (liveNetworks); a ready gate's own
 	// (hashedGate.controls) serves once it is installed.
-	networkControls *ratelimit.NetworkControlCache
+	networkControls *controls.NetworkControlCache
 	logger          *slog.Logger
 	observer        *observe.Observer
 	// unknownPlans logs each unconfigured plan a caller carries, once.
@@ -279,7 +279,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)
 	}
-	rt.networkControls = ratelimit.NewNetworkControlCache(limiter, controls.Propagation)
+	rt.networkControls = controls.NewNetworkControlCache(limiter.Controls(), controls.Propagation)
 	if err := rt.setUpHashKey(ctx, aws, loads); err != nil {
 		rt.Close()
 		return nil, fmt.Errorf("new runtime: %w", err)

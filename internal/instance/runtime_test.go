@@ -17,6 +17,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -168,7 +169,7 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 
 func headersOf(d ratelimit.Decision) map[string]string {
 	h := make(map[string][]string)
-	ratelimit.SetHeaders(h, ratelimit.Result{Allowed: d.Allowed, Decisions: []ratelimit.Decision{d}})
+	httplimit.SetHeaders(h, ratelimit.Result{Allowed: d.Allowed, Decisions: []ratelimit.Decision{d}})
 	out := make(map[string]string)
 	for k, v := range h {
 		out[k] = strings.Join(v, ",")

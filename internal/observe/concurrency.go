@@ -8,6 +8,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/truncate"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -65,7 +66,7 @@ func (o *Observer) ConcurrencyDenied(ctx context.Context, req apigw.Request, tie
 		slog.String("limitName", slot.Limit.Name),
 		slog.Int64("limit", slot.Limit.Max),
 		slog.Int64("inFlight", slot.Held),
-		slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(slot.RetryAfter)),
+		slog.Int64("retryAfter", httplimit.RetryAfterSeconds(slot.RetryAfter)),
 	}
 	if slot.Degraded {
 		attrs = append(attrs, slog.Bool("degraded", true))

@@ -9,7 +9,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/internal/version"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -171,7 +171,7 @@ const MalformedControlMessage = "malformed live control record ignored; the call
 
 // NetworkControlsUnread logs, at Warn and within its own budget, a read
 // of the live network controls that failed or was not whole (err, from
-// ratelimit.NetworkControlCache.Get): the last list read stays in force.
+// controls.NetworkControlCache.Get): the last list read stays in force.
 func (o *Observer) NetworkControlsUnread(ctx context.Context, err error) {
 	ok, suppressed := o.budget.admit("network controls")
 	if !ok {
@@ -273,11 +273,11 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),
-			slog.Int64("window", d.Limit.WindowSeconds()),
+			slog.Int64("window", httplimit.WindowSeconds(d.Limit)),
 			slog.Int64("remaining", d.Remaining),
 		)
 		if !out.Result.Allowed {
-			attrs = append(attrs, slog.Int64("retryAfter", ratelimit.RetryAfterSeconds(out.Result.RetryAfter())))
+			attrs = append(attrs, slog.Int64("retryAfter", httplimit.RetryAfterSeconds(out.Result.RetryAfter())))
 		}
 	}
 	if out.Plan != "" {

@@ -248,7 +248,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		}
 	} else if err := checkIdentity(req.Identity, ipv6Prefix); err != nil {
 		return reply, err
-	} else if h, ok := strings.CutPrefix(req.Identity, identity.KindHash); ok && hashOfTag(l.Tag(req.Identity)) != h {
+	} else if h, ok := strings.CutPrefix(req.Identity, identity.KindHash); ok && hashOfTag(l.Controls().Tag(req.Identity)) != h {
 		// A limiter without ratelimit.Options.HashedIdentities would act
 		// on the hash of the hash: a control acknowledged on nobody.
 		return reply, fmt.Errorf("%s: identity %s: this connection does not read identities given as their hash", req.Action, req.Identity)
@@ -264,16 +264,16 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 		var err error
 		switch {
 		case req.Action == "lift" && req.Network != "":
-			c, reply.Found, err = l.LiftNetworkControl(ctx, network)
+			c, reply.Found, err = l.Controls().LiftNetwork(ctx, network)
 		case req.Action == "lift":
-			c, reply.Found, err = l.LiftControl(ctx, req.Identity)
+			c, reply.Found, err = l.Controls().Lift(ctx, req.Identity)
 		case req.Network != "":
 			return reply, fmt.Errorf("%w: get takes an identity; list shows the networks", errBadRequest)
 		default:
-			c, reply.Found, err = l.GetControl(ctx, req.Identity)
+			c, reply.Found, err = l.Controls().Get(ctx, req.Identity)
 			if errors.Is(err, controls.ErrMalformed) {
 				reply.Found, err = true, nil
-				tag := l.Tag(req.Identity)
+				tag := l.Controls().Tag(req.Identity)
 				reply.Control = &ControlView{Kind: "malformed", Tag: tag, Hash: hashOfTag(tag)}
 				return reply, nil
 			}
@@ -282,7 +282,7 @@ func ApplyControl(ctx context.Context, l *ratelimit.Limiter, ipv6Prefix int, req
 			return reply, fmt.Errorf("%s: %w", req.Action, err)
 		}
 		if reply.Found {
-			v := viewOf(c, l.Tag(req.Identity), network)
+			v := viewOf(c, l.Controls().Tag(req.Identity), network)
 			if req.Network != "" {
 				v.Tag, v.Hash = "", ""
 			}
@@ -308,21 +308,21 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 	if err != nil {
 		return reply, err
 	}
-	now, err := l.Time(ctx)
+	now, err := l.Controls().Time(ctx)
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
 	c := controls.Control{Kind: kind, Factor: req.Factor, Until: now.Add(d), Reason: req.Reason, SetBy: req.By}
 	if req.Network != "" {
-		err = l.SetNetworkControl(ctx, network, c)
+		err = l.Controls().SetNetwork(ctx, network, c)
 	} else {
-		err = l.SetControl(ctx, req.Identity, c)
+		err = l.Controls().Set(ctx, req.Identity, c)
 	}
 	if err != nil {
 		return reply, fmt.Errorf("%s: %w", req.Action, err)
 	}
 	c.SetAt = now.Truncate(time.Millisecond) // as the record keeps it
-	v := viewOf(c, l.Tag(req.Identity), network)
+	v := viewOf(c, l.Controls().Tag(req.Identity), network)
 	if req.Network != "" {
 		v.Tag, v.Hash = "", ""
 	}
@@ -331,7 +331,7 @@ func setControl(ctx context.Context, l *ratelimit.Limiter, req ControlRequest, n
 }
 
 func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply) (ControlReply, error) {
-	entries, err := l.ListControls(ctx)
+	entries, err := l.Controls().List(ctx)
 	if err != nil {
 		return reply, fmt.Errorf("list: %w", err)
 	}
@@ -342,7 +342,7 @@ func listControls(ctx context.Context, l *ratelimit.Limiter, reply ControlReply)
 		}
 		reply.Controls = append(reply.Controls, viewOf(e.Control, e.Tag, netip.Prefix{}))
 	}
-	nets, err := l.NetworkControls(ctx)
+	nets, err := l.Controls().Networks(ctx)
 	if err != nil && nets == nil {
 		return reply, fmt.Errorf("list: %w", err)
 	}

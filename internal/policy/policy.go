@@ -55,7 +55,7 @@ type Stage struct {
 	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
 	FailClosed []config.PathGlob
 	// NetworkControls are the live network controls in force, as the
-	// process last read them (ratelimit.NetworkControlCache); nil for
+	// process last read them (controls.NetworkControlCache); nil for
 	// none. They join Networks in the network verdict (ReadNetwork).
 	NetworkControls []controls.Network
 }
@@ -77,6 +77,12 @@ type Request struct {
 	SourceIP string
 }
 
+// matches reports whether the request is one of route's: its method and
+// any reading of its path.
+func (req Request) matches(route config.Route) bool {
+	return config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path)
+}
+
 // Read reads a normalised request: its path in every spelling a router
 // may serve it as.
 func Read(req apigw.Request) Request {
@@ -85,17 +91,6 @@ func Read(req apigw.Request) Request {
 		path = path.Union(ParsePath(served))
 	}
 	return Request{Method: req.Method, Path: path, SourceIP: req.SourceIP}
-}
-
-// Limit is one limit a request is checked against.
-type Limit struct {
-	// Limit is the budget, with its algorithm.
-	Limit ratelimit.Limit
-	// Owner is the tier, plan or route ("POST /auth/*") that brings it.
-	Owner string
-	// Shadow is true when the limit is evaluated and reported but not
-	// enforced (RATE_LIMIT_SHADOW).
-	Shadow bool
 }
 
 // CallerRules are a caller's rules before any request: what its source
@@ -116,7 +111,7 @@ type CallerRules struct {
 	// Own are the caller's own limits: its plan's, or its tier's; when
 	// every limit of its plan is shadowed, the plan's followed by the
 	// tier's, enforced beneath it.
-	Own []Limit
+	Own []config.OwnedLimit
 	// HeldBy are the plans and tier whose limits hold the caller, in
 	// force: Owner, but the tier beneath a plan wholly in shadow, and
 	// every plan of Network.Plans not wholly in shadow with the tier. Its
@@ -133,13 +128,13 @@ type Rules struct {
 	Cost int64
 	// Limits are the caller's own followed by those of every route limit
 	// any reading matches, each key once.
-	Limits []Limit
+	Limits []config.OwnedLimit
 	// FailClosed is true when any reading matches a fail-closed glob.
 	FailClosed bool
 	// InFlight are the request's in-flight limits (RATE_LIMIT_CONCURRENCY,
 	// see Stage.EveryInFlight and Resolve): the caller's own entry, then every route entry
 	// any reading matches.
-	InFlight []config.ConcurrencyLimit
+	InFlight []ratelimit.ConcurrencyLimit
 }
 
 // Checks returns the limits as checks for identity, in order, the shadow
@@ -159,30 +154,28 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 	r := Rules{CallerRules: s.CallerRules(caller, req.SourceIP), Cost: 1}
 	r.FailClosed = s.failClosed(req.Path)
 	for _, c := range s.Limits.Costs {
-		if c.Cost > r.Cost && config.MethodMatches(c.Method, req.Method) && req.Path.Matches(c.Path) {
+		if c.Cost > r.Cost && req.matches(c.Route) {
 			r.Cost = c.Cost
 		}
 	}
-	r.Limits = make([]Limit, 0, len(r.Own)+2)
+	r.Limits = make([]config.OwnedLimit, 0, len(r.Own)+2)
 	for _, l := range r.Own {
 		r.Limits = add(r.Limits, l)
 	}
 	for _, route := range s.Limits.Routes {
-		if config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path) {
-			r.Limits = s.addList(r.Limits, route.Name(), route.Limits)
+		if req.matches(route.Route) {
+			r.Limits = s.addList(r.Limits, route.Limits)
 		}
 	}
-	r.InFlight = s.inFlight(r.CallerRules, func(method string, glob config.PathGlob) bool {
-		return config.MethodMatches(method, req.Method) && req.Path.Matches(glob)
-	})
+	r.InFlight = s.inFlight(r.CallerRules, req.matches)
 	return r
 }
 
 // EveryInFlight is every in-flight limit that counts a caller whatever
 // its requests: its own entry and every route entry. It is what slidegate
 // inspect shows.
-func (s Stage) EveryInFlight(c CallerRules) []config.ConcurrencyLimit {
-	return s.inFlight(c, func(string, config.PathGlob) bool { return true })
+func (s Stage) EveryInFlight(c CallerRules) []ratelimit.ConcurrencyLimit {
+	return s.inFlight(c, func(config.Route) bool { return true })
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
@@ -190,14 +183,15 @@ func (s Stage) EveryInFlight(c CallerRules) []config.ConcurrencyLimit {
 // plan, or its tier beneath a plan wholly in shadow), the tier's entry
 // for a plan that has none (a plan never lifts its tier's in-flight limit
 // by saying nothing), each once, then every accepted route entry, in
-// order. Each counts the caller's requests on its own. A blocked or
-// unlimited network's caller has none: no limit applies to it.
-func (s Stage) inFlight(c CallerRules, routeMatches func(method string, glob config.PathGlob) bool) []config.ConcurrencyLimit {
+// order. Each counts the caller's requests on its own (its Lease is the
+// instance's to set). A blocked or unlimited network's caller has none:
+// no limit applies to it.
+func (s Stage) inFlight(c CallerRules, routeMatches func(config.Route) bool) []ratelimit.ConcurrencyLimit {
 	if c.Network.Verdict != httplimit.NetworkLimits {
 		return nil
 	}
 	conc := s.Limits.Concurrency
-	var out []config.ConcurrencyLimit
+	var out []ratelimit.ConcurrencyLimit
 	for _, owner := range c.HeldBy {
 		n, ok := conc.Owners[owner]
 		if !ok {
@@ -206,13 +200,13 @@ func (s Stage) inFlight(c CallerRules, routeMatches func(method string, glob con
 				continue
 			}
 		}
-		if !slices.ContainsFunc(out, func(l config.ConcurrencyLimit) bool { return l.Name == owner }) {
-			out = append(out, config.ConcurrencyLimit{Name: owner, Max: n})
+		if !slices.ContainsFunc(out, func(l ratelimit.ConcurrencyLimit) bool { return l.Name == owner }) {
+			out = append(out, ratelimit.ConcurrencyLimit{Name: owner, Max: n})
 		}
 	}
 	for _, r := range conc.Routes {
-		if routeMatches(r.Method, r.Path) {
-			out = append(out, config.ConcurrencyLimit{Name: r.Name(), Max: r.Max})
+		if routeMatches(r.Route) {
+			out = append(out, ratelimit.ConcurrencyLimit{Name: r.Name(), Max: r.Max})
 		}
 	}
 	return out
@@ -263,13 +257,13 @@ func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
 	if plan != "" {
 		if list, ok := s.Limits.Plans[plan]; ok {
 			out.Plan, out.Owner = plan, plan
-			out.Own = s.addList(nil, plan, list)
+			out.Own = s.addList(nil, list)
 			out.HeldBy = []string{plan}
 			if allShadow(out.Own) {
 				// A plan tried in shadow: its callers keep the limits
 				// they had, their tier's, enforced beneath it, the
 				// in-flight limit included.
-				out.Own = s.addList(out.Own, tier, s.Limits.Tiers.ForTier(tier))
+				out.Own = s.addList(out.Own, s.Limits.Tiers.ForTier(tier))
 				out.HeldBy = []string{tier}
 			}
 			return out
@@ -277,7 +271,7 @@ func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
 		out.UnknownPlan = plan
 	}
 	out.Owner, out.HeldBy = tier, []string{tier}
-	out.Own = s.addList(nil, tier, s.Limits.Tiers.ForTier(tier))
+	out.Own = s.addList(nil, s.Limits.Tiers.ForTier(tier))
 	return out
 }
 
@@ -296,7 +290,7 @@ func (s Stage) everyReading(out CallerRules) CallerRules {
 			}
 			continue
 		}
-		own := s.addList(nil, p, list)
+		own := s.addList(nil, list)
 		for _, l := range own {
 			out.Own = add(out.Own, l)
 		}
@@ -304,7 +298,7 @@ func (s Stage) everyReading(out CallerRules) CallerRules {
 			out.HeldBy = append(out.HeldBy, p)
 		}
 	}
-	out.Own = s.addList(out.Own, out.Tier, s.Limits.Tiers.ForTier(out.Tier))
+	out.Own = s.addList(out.Own, s.Limits.Tiers.ForTier(out.Tier))
 	out.Owner, out.HeldBy = out.Tier, append(out.HeldBy, out.Tier)
 	return out
 }
@@ -313,25 +307,26 @@ func (s Stage) everyReading(out CallerRules) CallerRules {
 // its own, every route limit's (a request counts against those its route
 // matches) and the quota route's, each key once; none is marked shadow.
 // It is what slidegate inspect shows and reset clears.
-func (s Stage) EveryLimit(c CallerRules) []Limit {
-	out := append([]Limit(nil), c.Own...)
+func (s Stage) EveryLimit(c CallerRules) []config.OwnedLimit {
+	out := append([]config.OwnedLimit(nil), c.Own...)
 	for _, route := range s.Limits.Routes {
-		out = s.addList(out, route.Name(), route.Limits)
+		out = s.addList(out, route.Limits)
 	}
-	return add(out, Limit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
+	return add(out, config.OwnedLimit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
 }
 
-// addList adds the limits of owner's list with their shadow flags.
-func (s Stage) addList(out []Limit, owner string, list config.LimitList) []Limit {
+// addList adds the limits of a list with their shadow flags.
+func (s Stage) addList(out []config.OwnedLimit, list config.LimitList) []config.OwnedLimit {
 	for _, x := range list {
-		out = add(out, Limit{Limit: x.Limit, Owner: owner, Shadow: s.Limits.Shadow.Has(owner, x.Name)})
+		x.Shadow = s.Limits.Shadow.Has(x.Owner, x.Name)
+		out = add(out, x)
 	}
 	return out
 }
 
 // add adds l to out, or, when out holds the same limit already (the same
 // key for one identity), keeps that one, enforced unless both say shadow.
-func add(out []Limit, l Limit) []Limit {
+func add(out []config.OwnedLimit, l config.OwnedLimit) []config.OwnedLimit {
 	for i := range out {
 		if out[i].Limit == l.Limit {
 			out[i].Shadow = out[i].Shadow && l.Shadow
@@ -341,7 +336,7 @@ func add(out []Limit, l Limit) []Limit {
 	return append(out, l)
 }
 
-func allShadow(limits []Limit) bool {
+func allShadow(limits []config.OwnedLimit) bool {
 	for _, l := range limits {
 		if !l.Shadow {
 			return false

@@ -10,6 +10,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // FuzzStrictestReading draws configurations (plans stricter and looser
@@ -116,7 +117,7 @@ func FuzzStrictestReading(f *testing.F) {
 				if l.Shadow {
 					continue
 				}
-				if !slices.ContainsFunc(strict.Limits, func(m policy.Limit) bool { return m.Limit == l.Limit && !m.Shadow }) {
+				if !slices.ContainsFunc(strict.Limits, func(m config.OwnedLimit) bool { return m.Limit == l.Limit && !m.Shadow }) {
 					t.Fatalf("%s: limit %s enforced under the reading of plan %q, not under every reading (network %q)", ip, l.Limit.Name, plan, got)
 				}
 			}
@@ -126,7 +127,7 @@ func FuzzStrictestReading(f *testing.F) {
 }
 
 // holdsInFlight fails t unless every in-flight limit of one is in every.
-func holdsInFlight(t *testing.T, one, every []config.ConcurrencyLimit, what string) {
+func holdsInFlight(t *testing.T, one, every []ratelimit.ConcurrencyLimit, what string) {
 	t.Helper()
 	for _, l := range one {
 		if !slices.Contains(every, l) {

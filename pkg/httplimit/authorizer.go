@@ -26,7 +26,7 @@ import (
 // (contract.CtxBlocked), Unlimited (contract.CtxUnlimited; Result.Allowed, no decisions), or
 // the Kind of the closest decision the context describes (Allowed, Denied
 // or Degraded), which is then the Result's only decision: it gives
-// ratelimit.SetHeaders the headers the authorizer's own decision would,
+// SetHeaders the headers the authorizer's own decision would,
 // and Policy is the context's RateLimit-Policy value (contract.CtxPolicy) when it is
 // printable ASCII, which a header can carry. It reports false when the
 // context says none of these, or describes a malformed decision: the

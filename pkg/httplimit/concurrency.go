@@ -36,7 +36,7 @@ func Concurrency(acquire func(*http.Request) (Admission, error), opts Options) f
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			adm, err := acquire(r)
@@ -51,7 +51,7 @@ func Concurrency(acquire func(*http.Request) (Admission, error), opts Options) f
 				writeJSON(w, http.StatusInternalServerError, contract.InternalErrorBody())
 				return
 			case adm.Denied:
-				retry := ratelimit.RetryAfterSeconds(adm.Slot.RetryAfter)
+				retry := RetryAfterSeconds(adm.Slot.RetryAfter)
 				w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 				writeJSON(w, http.StatusTooManyRequests, contract.TooManyInFlightBody(retry))
 				return

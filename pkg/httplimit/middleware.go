@@ -1,5 +1,5 @@
 // Package httplimit is net/http middleware for pkg/ratelimit's decisions:
-// the rate-limit headers of a decision (ratelimit.SetHeaders) on every
+// the rate-limit headers of a decision (SetHeaders) on every
 // limited response, and the 429, 503, 401, 403 and 500 answers of
 // docs/contract.md (their bodies: package contract) when a request does not get
 // through.
@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Options configure a Middleware. The zero value is ready for
@@ -63,12 +62,6 @@ type Options struct {
 // probe interval, short enough that a blip is not felt for long.
 const DefaultUnavailableRetryAfter = time.Second
 
-// The headers the middleware writes itself.
-const (
-	headerRetryAfter      = "Retry-After"
-	headerRateLimitPolicy = "RateLimit-Policy"
-)
-
 // Middleware returns net/http middleware that rate-limits every request
 // through decide, which is called once per request and is expected to spend
 // the request's cost (or, with ReportOnly, to peek). The middleware knows
@@ -95,7 +88,7 @@ const (
 //   - an outcome with no decisions of any other Kind (Unlimited, or no
 //     limit applies): the handler is called, no headers added.
 //   - Denied, or Degraded and denied: 429 with the rate-limit headers of
-//     the closest decision (ratelimit.SetHeaders; RateLimit-Policy is the
+//     the closest decision (SetHeaders; RateLimit-Policy is the
 //     outcome's Policy when set), Retry-After and
 //     contract.TooManyRequestsBody; the handler is not called. With ReportOnly
 //     the handler is called instead, with the headers but no Retry-After,
@@ -122,7 +115,7 @@ func Middleware[O Answerer](decide func(*http.Request) (O, error), opts Options)
 	if unavailableRetry <= 0 {
 		unavailableRetry = DefaultUnavailableRetryAfter
 	}
-	unavailableSeconds := ratelimit.RetryAfterSeconds(unavailableRetry)
+	unavailableSeconds := RetryAfterSeconds(unavailableRetry)
 	logger := opts.Logger
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -184,7 +177,7 @@ func setHeaders(w http.ResponseWriter, out Outcome) {
 	if len(out.Result.Decisions) == 0 {
 		return
 	}
-	ratelimit.SetHeaders(w.Header(), out.Result)
+	SetHeaders(w.Header(), out.Result)
 	if out.Policy != "" {
 		w.Header().Set(headerRateLimitPolicy, out.Policy)
 	}
@@ -196,7 +189,7 @@ func setHeaders(w http.ResponseWriter, out Outcome) {
 // tooManyRequests answers 429 with Retry-After: the closest decision's
 // wait, which Closest picks as the denial with the longest wait.
 func tooManyRequests(w http.ResponseWriter, out Outcome) {
-	retry := ratelimit.RetryAfterSeconds(out.Result.RetryAfter())
+	retry := RetryAfterSeconds(out.Result.RetryAfter())
 	w.Header().Set(headerRetryAfter, strconv.FormatInt(retry, 10))
 	writeJSON(w, http.StatusTooManyRequests, contract.TooManyRequestsBody(retry))
 }

@@ -33,7 +33,7 @@ func newScriptHook(l *Limiter) *scriptHook {
 	if sc := l.scripts.controlled; sc != nil {
 		h.controlled[sc.sha()] = true
 	}
-	for _, sc := range []*script{l.scripts.slidingWindow, l.scripts.slidingLog, l.scripts.gcra, l.scripts.fixedWindow, l.scripts.slidingBuckets, l.scripts.mixed} {
+	for _, sc := range []*script{l.scripts.slidingWindow, l.scripts.slidingLog, l.scripts.gcra, l.scripts.slidingBuckets, l.scripts.mixed} {
 		h.plain[sc.sha()] = true
 	}
 	return h
@@ -123,7 +123,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 				t.Fatalf("first decision: %+v", res)
 			}
 			f.expect(t, "the first decision", 0, 1, 1)
-			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
+			if err := f.l.Controls().Set(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
 			f.clock.Advance(controls.Propagation - time.Microsecond)
@@ -140,7 +140,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 				t.Fatalf("watch state %+v", st)
 			}
 			// Lifted: the key is still read, and says no control.
-			if _, ok, err := f.l.LiftControl(f.ctx, "A"); !ok || err != nil {
+			if _, ok, err := f.l.Controls().Lift(f.ctx, "A"); !ok || err != nil {
 				t.Fatalf("lift: %v, %v", ok, err)
 			}
 			if res := f.decide(t, "A"); !res.Allowed || res.Control.Kind != controls.None {
@@ -170,7 +170,7 @@ func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
 			client := topo.NewClient(t)
 			f := newWatchFixture(t, client, "watch-only")
 			end := f.clock.Now().Add(time.Second)
-			if err := f.l.SetControl(f.ctx, "A", block(end)); err != nil {
+			if err := f.l.Controls().Set(f.ctx, "A", block(end)); err != nil {
 				t.Fatal(err)
 			}
 			if topo.Name == "single" {
@@ -260,7 +260,7 @@ func TestControlWatchOverflow(t *testing.T) {
 	if err := client.HSet(f.ctx, hash, fields...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	cache := NewNetworkControlCache(f.l, 0)
+	cache := controls.NewNetworkControlCache(f.l.Controls(), 0)
 	nets, err := cache.Get(f.ctx)
 	if !errors.Is(err, controls.ErrTooMany) || len(nets) != 0 {
 		t.Fatalf("cache past the bound: %+v, %v; want no networks and controls.ErrTooMany", nets, err)
@@ -272,7 +272,7 @@ func TestControlWatchOverflow(t *testing.T) {
 	f.decide(t, "C")
 	f.expect(t, "decisions in overflow", 2, 0, 1)
 	// The admin read of the networks says nothing of the identities.
-	if nets, err := f.l.NetworkControls(f.ctx); err != nil || len(nets) != 0 {
+	if nets, err := f.l.Controls().Networks(f.ctx); err != nil || len(nets) != 0 {
 		t.Fatalf("NetworkControls in overflow: %+v, %v", nets, err)
 	}
 	f.hook.counts()
@@ -285,7 +285,7 @@ func TestControlWatchOverflow(t *testing.T) {
 	if st := f.l.watchReport(); st.Overflow || st.Identities != maxWatchedControls {
 		t.Fatalf("watch state %+v, want %d tags", st, maxWatchedControls)
 	}
-	if n := len(f.l.watch.last.tags); n != maxWatchedControls {
+	if n := f.l.watchReport().Kept; n != maxWatchedControls {
 		t.Fatalf("%d tags kept, want %d", n, maxWatchedControls)
 	}
 }
@@ -300,7 +300,7 @@ func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
 			f := newWatchFixture(t, client, "watch-fail")
-			if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
+			if err := f.l.Controls().Set(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 				t.Fatal(err)
 			}
 			if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
@@ -360,13 +360,13 @@ func TestControlWatchSharedWithTheCache(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	f := newWatchFixture(t, client, "watch-shared")
 	n := netip.MustParsePrefix("198.51.100.0/24")
-	if err := f.l.SetNetworkControl(f.ctx, n, block(f.clock.Now().Add(time.Hour))); err != nil {
+	if err := f.l.Controls().SetNetwork(f.ctx, n, block(f.clock.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.l.SetControl(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
+	if err := f.l.Controls().Set(f.ctx, "A", block(f.clock.Now().Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	cache := NewNetworkControlCache(f.l, 0)
+	cache := controls.NewNetworkControlCache(f.l.Controls(), 0)
 	for round := range 3 {
 		if res := f.decide(t, "A"); res.Control.Kind != controls.Block {
 			t.Fatalf("round %d: A %+v", round, res)
@@ -392,7 +392,7 @@ func TestControlWatchRealClock(t *testing.T) {
 		t.Fatalf("warm-up: %+v, %v", res, err)
 	}
 	set := time.Now()
-	if err := l.SetControl(ctx, "A", controls.Control{Kind: controls.Block, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
+	if err := l.Controls().Set(ctx, "A", controls.Control{Kind: controls.Block, Until: set.Add(time.Minute), Reason: "abuse"}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -417,7 +417,7 @@ func TestControlWatchRealClock(t *testing.T) {
 func TestControlWatchConcurrentDecisions(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	f := newWatchFixture(t, client, "watch-conc")
-	if err := f.l.SetControl(f.ctx, "A", controls.Control{Kind: controls.Exempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
+	if err := f.l.Controls().Set(f.ctx, "A", controls.Control{Kind: controls.Exempt, Until: f.clock.Now().Add(time.Hour), Reason: "monitor"}); err != nil {
 		t.Fatal(err)
 	}
 	f.decide(t, "A")
@@ -463,7 +463,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 			t0 := f.clock.Now()
 			set := func(id string, end time.Time) {
 				t.Helper()
-				if err := f.l.SetControl(f.ctx, id, block(end)); err != nil {
+				if err := f.l.Controls().Set(f.ctx, id, block(end)); err != nil {
 					t.Fatalf("set %s: %v", id, err)
 				}
 			}
@@ -505,7 +505,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 				t.Fatalf("overflow field %s, want the latest end %s", v, us(overflowEnd))
 			}
 			for i := range 50 {
-				if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag(fmt.Sprintf("over-%02d", i)))).Result(); ok {
+				if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Controls().Tag(fmt.Sprintf("over-%02d", i)))).Result(); ok {
 					t.Fatalf("over-%02d has a field of its own", i)
 				}
 			}
@@ -540,7 +540,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 
 			// Lifting never shortens the overflow field: over-late's end
 			// stays in it.
-			if _, ok, err := f.l.LiftControl(f.ctx, "over-late"); !ok || err != nil {
+			if _, ok, err := f.l.Controls().Lift(f.ctx, "over-late"); !ok || err != nil {
 				t.Fatalf("lift over-late: %v, %v", ok, err)
 			}
 			if v := overflowValue(); v != us(overflowEnd) {
@@ -548,13 +548,13 @@ func TestControlWatchOverflowField(t *testing.T) {
 			}
 			// A lifted tagged control frees a place: a new control takes
 			// it by tag, the overflow field unchanged.
-			if _, ok, err := f.l.LiftControl(f.ctx, "tagged-0999"); !ok || err != nil {
+			if _, ok, err := f.l.Controls().Lift(f.ctx, "tagged-0999"); !ok || err != nil {
 				t.Fatalf("lift tagged-0999: %v, %v", ok, err)
 			}
 			hlen(maxWatchedControls)
 			set("late", long)
 			hlen(maxWatchedControls + 1)
-			if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Tag("late"))).Result(); !ok {
+			if ok, _ := client.HExists(f.ctx, hash, identityField(f.l.Controls().Tag("late"))).Result(); !ok {
 				t.Fatal("a control set with a free place has no field of its own")
 			}
 			if v := overflowValue(); v != us(overflowEnd) {
@@ -628,7 +628,7 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs[i] = f.l.SetControl(f.ctx, fmt.Sprintf("conc-%02d", i), block(ends[i]))
+					errs[i] = f.l.Controls().Set(f.ctx, fmt.Sprintf("conc-%02d", i), block(ends[i]))
 				}()
 			}
 			wg.Wait()
@@ -649,7 +649,7 @@ func TestControlWatchOverflowFieldConcurrent(t *testing.T) {
 			tagged, latest := 0, int64(0)
 			for i := range writers {
 				end := ends[i].UnixMicro()
-				if v, ok := all[identityField(f.l.Tag(fmt.Sprintf("conc-%02d", i)))]; ok {
+				if v, ok := all[identityField(f.l.Controls().Tag(fmt.Sprintf("conc-%02d", i)))]; ok {
 					tagged++
 					if v != strconv.FormatInt(end, 10) {
 						t.Fatalf("conc-%02d's field %s, want %d", i, v, end)

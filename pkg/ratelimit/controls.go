@@ -9,7 +9,7 @@ import (
 
 // Live controls inside the decision (Options.Controls). Every script call
 // of an identity's checks also reads that identity's control key (the last
-// of its KEYS) and applies the control in the same call (lua/control.lua):
+// of its KEYS) and applies the control in the same call (lua/mixed.lua):
 //
 //   - block: every check of the identity is denied and nothing is spent;
 //     no algorithm runs. Each Decision has Allowed false, Remaining 0 and
@@ -23,7 +23,7 @@ import (
 //     (scaledLimit), on the same keys, and each Decision's Limit carries
 //     the scaled count, for the headers.
 //
-// A record that cannot be read (what parseControlRecord refuses) is
+// A record that cannot be read (what ctlstore.ParseRecord refuses) is
 // ignored and reported as Malformed; one whose end has passed is ignored.
 // With no record, the reply is exactly the algorithm's.
 
@@ -34,7 +34,7 @@ type controlReply struct {
 	milli int64 // a scale's factor in thousandths
 }
 
-// The codes of controlReply.kind, as lua/control.lua sends them.
+// The codes of controlReply.kind, as lua/mixed.lua sends them.
 const (
 	controlNone      = -1 // no record in force: the reply had no control
 	controlMalformed = 0
@@ -179,12 +179,20 @@ func controlledDecisions(body []any, ctl controlReply, cost int64, spend bool, c
 	return ok, controls.Applied{Malformed: ctl.kind == controlMalformed}, nil
 }
 
+// scaledCount is the count a limit of count applies under a scale of
+// milli thousandths: floor(count x factor), at least 1, at most MaxCount.
+// The scripts compute it the same way, in integers.
+func scaledCount(count, milli int64) int64 {
+	c := count * milli / 1000
+	return min(max(c, 1), MaxCount)
+}
+
 // scaledLimit is l under a scale of milli thousandths (none for 0): its
 // count scaledCount(l.Count, milli), further capped at what keeps count x
 // window exact for its algorithm (checkScale: in milliseconds for the
 // sliding window, in microseconds for the others but the fixed window,
 // which has no bound), the strictest count that still computes exactly.
-// lua/control.lua computes the same.
+// lua/mixed.lua computes the same.
 func scaledLimit(l Limit, milli int64) Limit {
 	if milli == 0 {
 		return l

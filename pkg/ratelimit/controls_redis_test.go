@@ -77,7 +77,7 @@ func watchIdentity(t testing.TB, client redis.UniversalClient, l *Limiter, ident
 	if err := client.HSet(context.Background(), l.keys.networkControlsKey(), field, "9999999999999999").Err(); err != nil {
 		t.Fatal(err)
 	}
-	l.watch.invalidate()
+	l.watch.Invalidate()
 }
 
 func (f *controlFixture) lift(t *testing.T, identity string) {
@@ -734,16 +734,16 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 	l := loadedLimiter(t, client, Options{KeyPrefix: "ctl-admin", Controls: true, Now: clock.Now})
 	ctx := context.Background()
 	check := Check{Identity: "api-key-1", Limit: Limit{Name: "key", Count: 3, Window: time.Minute}}
-	if err := l.SetControl(ctx, check.Identity, controls.Control{Kind: controls.Block, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
+	if err := l.Controls().Set(ctx, check.Identity, controls.Control{Kind: controls.Block, Until: clock.Now().Add(time.Hour), Reason: "abuse", SetBy: "ops"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != controls.Block {
 		t.Fatalf("after SetControl(block): %+v, %v", res, err)
 	}
-	if _, ok, err := l.LiftControl(ctx, check.Identity); err != nil || !ok {
+	if _, ok, err := l.Controls().Lift(ctx, check.Identity); err != nil || !ok {
 		t.Fatalf("LiftControl: %v, %v", ok, err)
 	}
-	if err := l.SetControl(ctx, check.Identity, controls.Control{Kind: controls.Scale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
+	if err := l.Controls().Set(ctx, check.Identity, controls.Control{Kind: controls.Scale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
 		t.Fatal(err)
 	}
 	admitted := 0
@@ -759,7 +759,7 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 	if admitted != 30 {
 		t.Fatalf("SetControl(scale x10) of 3: admitted %d, want 30", admitted)
 	}
-	if _, _, err := l.LiftControl(ctx, check.Identity); err != nil {
+	if _, _, err := l.Controls().Lift(ctx, check.Identity); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != controls.None || res.Decisions[0].Limit.Count != 3 {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestControlledRepliesAreDecodedOrRefused pins down the reply format of
-// the controlled scripts (lua/control.lua): the decision's reply alone,
+// the controlled scripts (lua/mixed.lua): the decision's reply alone,
 // with the control appended, or a block's; anything else is an
 // ErrUnavailable error, never a panic.
 func TestControlledRepliesAreDecodedOrRefused(t *testing.T) {

@@ -2,7 +2,7 @@ package ratelimit
 
 import "time"
 
-// The counter scripts (sliding_window.lua, fixed_window.lua) reply with the
+// The counter scripts (sliding_window.lua, which decides the fixed window too) reply with the
 // request's answer, the Redis time and, per limit, the counts it held before
 // the request: the smallest reply that determines the decision. What a Decision reports
 // besides them (remaining, reset, retry-after) is worked out here, with the
@@ -125,7 +125,7 @@ func counterReply(a Algorithm) bool {
 }
 
 // counterBase is the fixed base both counter layouts pack a count in
-// (sliding_window.lua, fixed_window.lua): 2^21, above twice MaxCount, so
+// (sliding_window.lua, which decides the fixed window too): 2^21, above twice MaxCount, so
 // that a count and the cost added to it by INCRBY before the admission
 // is decided always fit, whatever limit the count was spent under.
 const counterBase = 1 << 21

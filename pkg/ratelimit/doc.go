@@ -11,14 +11,14 @@
 // [Limiter] that decides on a go-redis client (package redisclient beside
 // this one builds one with verified TLS and IAM authentication); a [Check] names an identity and the [Limit] it
 // spends from; [Limiter.Decide] answers a [Result] holding one [Decision]
-// per check; [SetHeaders] writes the result's rate-limit headers. A [Gate]
+// per check; package httplimit writes the result's rate-limit headers
+// (httplimit.SetHeaders), and their values one by one for answers that
+// carry them other than in an http.Header. A [Gate]
 // wraps the Limiter with what to do when Redis cannot answer. Errors wrap
 // [ErrInvalid] (the request can never be decided) or [ErrUnavailable]
 // (Redis could not decide it).
 //
-// Around them: the header values one by one ([Result.PolicyHeader],
-// [Decision.RateLimitHeader], ...) for answers that carry them other than
-// in an http.Header; a RateLimitVerdict method on every script command a
+// Around them: a RateLimitVerdict method on every script command a
 // Limiter sends, for a go-redis hook that traces or counts the decisions
 // it sees (found by a type assertion, as go-redis finds NoRetry:
 // cmd.(interface{ RateLimitVerdict() (allowed, ours bool, err error) }));
@@ -92,19 +92,18 @@
 // [Result.Control] says which applied. Which identities hold one, each
 // process learns from one hash it reads at most once per
 // [controls.Propagation] (the control watch, shared with
-// [NetworkControlCache]): every other decision is the plain script's, at
+// [controls.NetworkControlCache]): every other decision is the plain script's, at
 // its cost, and a new control reaches a warm process within
 // controls.Propagation. A record that cannot be read is ignored (and
 // reported Malformed); a Gate then keeps no denial in its deny cache
 // longer than controls.Propagation. The in-memory fallback knows no
 // controls.
 //
-// The operator's side writes them: [Limiter.SetControl], [Limiter.LiftControl],
-// [Limiter.GetControl] and [Limiter.ListControls] for identities (at most
-// 10,000 in force), [Limiter.SetNetworkControl],
-// [Limiter.LiftNetworkControl] and [Limiter.NetworkControls] for networks
+// The operator's side writes them through the [controls.Store] that
+// [Limiter.Controls] returns: Set, Lift, Get and List for identities (at
+// most 10,000 in force), SetNetwork, LiftNetwork and Networks for networks
 // (at most [controls.MaxNetworks]), which a process reads through one
-// [NetworkControlCache], at most once per [controls.Propagation].
+// [controls.NetworkControlCache], at most once per [controls.Propagation].
 //
 // # When Redis cannot decide
 //

@@ -51,7 +51,7 @@ func testScaleThenLiftKeepsCounts(t *testing.T, client redis.UniversalClient) {
 				t.Fatalf("x0.25 after the whole limit was spent admitted %d, want 0", n)
 			}
 			f.lift(t, id)
-			f.limiter.watch.invalidate()
+			f.limiter.watch.Invalidate()
 			if n := admitted(t, f, check); n != 0 {
 				t.Fatalf("lifted: admitted %d more in the same hour, want 0", n)
 			}

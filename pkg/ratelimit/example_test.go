@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
 )
@@ -44,7 +45,7 @@ func Example() {
 			http.Error(w, "internal error", http.StatusInternalServerError)
 			return
 		}
-		ratelimit.SetHeaders(w.Header(), res)
+		httplimit.SetHeaders(w.Header(), res)
 		if !res.Allowed {
 			http.Error(w, fmt.Sprintf("rate limited, retry in %s", res.RetryAfter().Round(time.Second)), http.StatusTooManyRequests)
 			return

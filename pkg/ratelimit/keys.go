@@ -1,17 +1,16 @@
 package ratelimit
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
-	"fmt"
 	"strings"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit/internal/keys"
 )
 
 // defaultKeyPrefix starts every Redis key unless Options.KeyPrefix says
 // otherwise.
-const defaultKeyPrefix = "rl"
+const defaultKeyPrefix = keys.DefaultPrefix
 
 // keyspace builds Redis keys. A key looks like
 //
@@ -24,7 +23,8 @@ const defaultKeyPrefix = "rl"
 // script's header), and the count is applied when deciding. Changing a
 // limit's count (configuration, plan, a scale control) keeps every
 // caller's counts; changing its window or algorithm names another key and
-// starts its callers afresh.
+// starts its callers afresh. The tag and the controls' keys follow the
+// rules of internal/keys, which package controls shares.
 type keyspace struct {
 	prefix  string
 	hashKey []byte
@@ -32,56 +32,23 @@ type keyspace struct {
 	hashed bool
 }
 
-// hashedIdentityPrefix starts an identity given as its hash
-// (Options.HashedIdentities).
-const hashedIdentityPrefix = "hash:"
-
-// digest is the hash of an identity whose first 16 bytes make its tag:
-// identityDigest, or, under Options.HashedIdentities, the 16 bytes an
-// identity given as its hash spells.
-func (k keyspace) digest(identity string) [sha256.Size]byte {
-	if k.hashed {
-		if h, ok := strings.CutPrefix(identity, hashedIdentityPrefix); ok && len(h) == 32 && strings.ToLower(h) == h {
-			var sum [sha256.Size]byte
-			if _, err := hex.Decode(sum[:16], []byte(h)); err == nil {
-				return sum
-			}
-		}
-	}
-	return identityDigest(k.hashKey, identity)
+// space is k as internal/keys takes it.
+func (k keyspace) space() keys.Space {
+	return keys.Space{Prefix: k.prefix, HashKey: k.hashKey, Hashed: k.hashed}
 }
+
+// digest is keys.Space.Digest.
+func (k keyspace) digest(identity string) [sha256.Size]byte { return k.space().Digest(identity) }
 
 // validatePrefix rejects a prefix that could move the hash tag.
-func validatePrefix(prefix string) error {
-	if prefix == "" {
-		return fmt.Errorf("key prefix is empty")
-	}
-	if strings.ContainsAny(prefix, "{}") || len(prefix) > 64 {
-		return fmt.Errorf("key prefix %q: at most 64 characters, without '{' or '}'", truncate(prefix, 64))
-	}
-	return nil
-}
+func validatePrefix(prefix string) error { return keys.ValidatePrefix(prefix) }
 
-// identityTag is the hash tag of an identity: 128 bits of its SHA-256 (or
-// HMAC-SHA-256), unpadded base64url, 22 characters that never contain a
-// brace. Whatever bytes the identity holds, it cannot choose its slot.
-func (k keyspace) identityTag(identity string) string {
-	sum := k.digest(identity)
-	return base64.RawURLEncoding.EncodeToString(sum[:16])
-}
+// identityTag is the hash tag of an identity (keys.Space.Tag).
+func (k keyspace) identityTag(identity string) string { return k.space().Tag(identity) }
 
-// identityDigest is an identity's HMAC-SHA-256 with hashKey, or its
-// SHA-256 when hashKey is empty.
+// identityDigest is keys.IdentityDigest.
 func identityDigest(hashKey []byte, identity string) [sha256.Size]byte {
-	var sum [sha256.Size]byte
-	if len(hashKey) > 0 {
-		h := hmac.New(sha256.New, hashKey)
-		h.Write([]byte(identity))
-		h.Sum(sum[:0])
-	} else {
-		sum = sha256.Sum256([]byte(identity))
-	}
-	return sum
+	return keys.IdentityDigest(hashKey, identity)
 }
 
 // key returns the Redis key of one limit for an identity's tag.
@@ -90,16 +57,7 @@ func (k keyspace) key(tag string, l Limit) string {
 }
 
 // keyWithSuffix joins the prefix, the tag and a suffix from keySuffix.
-func (k keyspace) keyWithSuffix(tag, suffix string) string {
-	var b strings.Builder
-	b.Grow(len(k.prefix) + len(tag) + len(suffix) + 3)
-	b.WriteString(k.prefix)
-	b.WriteString(":{")
-	b.WriteString(tag)
-	b.WriteByte('}')
-	b.WriteString(suffix)
-	return b.String()
-}
+func (k keyspace) keyWithSuffix(tag, suffix string) string { return k.space().WithSuffix(tag, suffix) }
 
 // keyForIdentity is key for an identity not yet hashed: the tag is encoded
 // straight into the key, with one allocation in all.
@@ -117,8 +75,8 @@ func (k keyspace) keyForIdentity(identity, suffix string) string {
 	return b.String()
 }
 
-// tagLen is the length of an identity's tag: 16 bytes in unpadded base64.
-const tagLen = (16*8 + 5) / 6
+// tagLen is the length of an identity's tag.
+const tagLen = keys.TagLen
 
 // keySuffix is everything after the hash tag: the algorithm, the policy
 // name and the window (see keyspace).
@@ -185,19 +143,9 @@ func isKeySafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }
 
-// controlKey is the key of an identity's live control (control.go), in the
-// identity's hash slot so that its decision script reads it atomically.
-// Limit keys' suffixes start with an algorithm code and never end at
-// ":ctl", so no limit can name it.
-func (k keyspace) controlKey(tag string) string { return k.keyWithSuffix(tag, ":ctl") }
+// controlKey is the key of an identity's live control (keys.Space.ControlKey).
+func (k keyspace) controlKey(tag string) string { return k.space().ControlKey(tag) }
 
-// controlIndexKey is the sorted set listing the tags of identities that
-// hold a control, scored by the control's end in Unix milliseconds: the
-// one place that can list controls spread over every slot. It carries no
-// hash tag; only the command and the operator function touch it.
-func (k keyspace) controlIndexKey() string { return k.prefix + ":controls" }
-
-// networkControlsKey is the hash of network controls: one field per
-// network (its canonical CIDR), each a control record. Every instance
-// reads it, at most once per controls.Propagation.
-func (k keyspace) networkControlsKey() string { return k.prefix + ":netcontrols" }
+// networkControlsKey is the hash of network controls the control watch
+// reads (keys.Space.NetworkControlsKey).
+func (k keyspace) networkControlsKey() string { return k.space().NetworkControlsKey() }

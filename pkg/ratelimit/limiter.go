@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
+	"github.com/slidegate/slidegate/pkg/ratelimit/internal/ctlstore"
 )
 
 // Options configure a Limiter. The zero value is ready for production.
@@ -49,14 +50,14 @@ type Options struct {
 	// it, and the next is an interval later). Only a watched identity's
 	// script call reads its control key; every other is the plain
 	// script, exactly a Limiter's without Controls. So a control set by
-	// SetControl applies from the first decision after the watch's next
+	// Controls().Set applies from the first decision after the watch's next
 	// read, within controls.Propagation (plus one request) on a warm
 	// instance; a lift, or a change of a watched identity's control,
 	// from the next decision. Before the first good read, or when more
 	// than 1,000 identities hold a control (until the latest
-	// control set past them ends: SetControl mirrors those in one overflow
+	// control set past them ends: the Store mirrors those in one overflow
 	// field), every decision reads its identity's control key
-	// (an error of NetworkControlCache.Get says so).
+	// (an error of controls.NetworkControlCache.Get says so).
 	// Without Controls, controls are neither read nor paid for.
 	Controls bool
 	// HashedIdentities makes an identity of the form "hash:" and 32
@@ -64,7 +65,7 @@ type Options struct {
 	// 128 bits of its (keyed) hash that its keys carry as their hash tag,
 	// in hex, as a product's logs may show them. It is for an operator's
 	// tools, which know a caller only by that hash: with it, every method
-	// that takes an identity (SetControl, Peek, Reset...) acts on that
+	// that takes an identity (Controls().Set, Peek, Reset...) acts on that
 	// caller's keys. Any other identity, a "hash:" one of another spelling
 	// included, is hashed as usual. Never set it on a Limiter that decides
 	// requests: an identity taken from a request could then choose its keys.
@@ -98,12 +99,14 @@ type Limiter struct {
 	timeout time.Duration
 	now     func() time.Time
 	// controls: a script call reads its identity's control key when the
-	// watch lists the identity (control_watch.go).
+	// watch lists the identity.
 	controls bool
 	// watch is the process's copy of the network-controls hash, which
-	// lists the identities holding a control; shared with every
-	// NetworkControlCache built on the Limiter.
-	watch controlWatch
+	// lists the identities holding a control; shared with the Limiter's
+	// controls.Store and every controls.NetworkControlCache built on it.
+	watch *ctlstore.Watch
+	// store is what Controls returns.
+	store *controls.Store
 }
 
 // NewLimiter returns a Limiter deciding on client: any go-redis v9 client
@@ -132,9 +135,19 @@ func NewLimiter(client rediser, opts Options) (*Limiter, error) {
 		now:      opts.Now,
 		controls: opts.Controls,
 	}
-	l.watch.l = l
+	l.watch = ctlstore.NewWatch(client, l.keys.networkControlsKey(), opts.Now)
+	l.store = (*controls.Store)(ctlstore.NewHandle(&ctlstore.Config{
+		Client: client, Keys: l.keys.space(), Timeout: opts.Timeout, Now: opts.Now, Watch: l.watch,
+	}))
 	return l, nil
 }
+
+// Controls returns the Store that sets, lifts and lists the live controls
+// of the Limiter's keys, on its client, with its identity hashing, timeout
+// and clock. The decisions of a Limiter with Options.Controls apply them;
+// a controls.NetworkControlCache built on the Store shares the Limiter's
+// control watch.
+func (l *Limiter) Controls() *controls.Store { return l.store }
 
 // LoadScripts loads every script into the script cache of every node: each
 // master and replica of a cluster, or the single server.
@@ -217,8 +230,8 @@ func (l *Limiter) run(ctx context.Context, cost int64, spend bool, checks []Chec
 	res := Result{Allowed: true, Decisions: make([]Decision, len(checks))}
 	var cc callControls
 	if l.controls {
-		cc = callControls{on: true, watch: l.watch.forDecision(ctx)}
-		cc.now = l.watch.clock()
+		cc = callControls{on: true, watch: l.watch.ForDecision(ctx)}
+		cc.now = l.watch.Clock()
 	}
 	if len(checks) == 1 {
 		// One limit: no grouping, and the tag goes straight into the key.
@@ -348,11 +361,14 @@ var singleIndex = []int{0}
 // mixed script, as one group (runMixed): one controlled script for every
 // shape.
 func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, g group, out []Decision) (bool, controls.Applied, error) {
-	if cc.any() {
+	sc := l.scripts.forAlgorithm(g.algorithm)
+	if cc.any() || sc == nil {
 		if g.tag == "" {
 			g.tag = l.keys.identityTag(checks[g.indexes[0]].Identity)
 		}
-		if cc.reads(g.tag) {
+		if sc == nil || cc.reads(g.tag) {
+			// The fixed window, or an identity that may hold a control:
+			// the mixed script, one group.
 			return l.runMixed(ctx, cc, cost, spend, checks, []group{g}, out)
 		}
 	}
@@ -366,7 +382,7 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
 	}
-	vals, err := l.scripts.forAlgorithm(g.algorithm).run(ctx, l.client, cmd)
+	vals, err := sc.run(ctx, l.client, cmd)
 	if err != nil {
 		return false, controls.Applied{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -378,15 +394,15 @@ func (l *Limiter) runGroup(ctx context.Context, cc callControls, cost int64, spe
 // its Limiter reads them, and the watch's list at the decision's start.
 type callControls struct {
 	on    bool
-	watch *watchState
+	watch *ctlstore.State
 	now   time.Time
 }
 
 // any reports whether some identity's control key may need reading.
-func (cc callControls) any() bool { return cc.on && !cc.watch.none() }
+func (cc callControls) any() bool { return cc.on && !cc.watch.None() }
 
 // reads reports whether the call for tag reads its control key.
-func (cc callControls) reads(tag string) bool { return cc.on && cc.watch.controlled(tag, cc.now) }
+func (cc callControls) reads(tag string) bool { return cc.on && cc.watch.Controlled(tag, cc.now) }
 
 // sameTag reports whether every group counts the same identity: one slot.
 func sameTag(groups []group) bool {
@@ -587,6 +603,9 @@ func counterDecisions(vals []any, cost int64, spend bool, checks []Check, indexe
 		return false, fmt.Errorf("%w: script reply has %d values, want %d", ErrUnavailable, len(vals), 2+len(indexes))
 	}
 	now := vals[1].(int64)
+	// A denied request spent nothing: a limit that admitted it on its own
+	// reports what it has left, as a peek would.
+	spend = spend && vals[0].(int64) == 1
 	for i, ci := range indexes {
 		c := checks[ci]
 		out[ci] = counterDecision(scaledLimit(c.Limit, milli), vals[2+i].(int64), now, cost, spend)

@@ -199,6 +199,8 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The fixed window's function of the mixed script, run alone.
+	fixedWindow := lazyScript("fixed window", func() string { return algorithmTable() + "return algorithms['4'](KEYS, ARGV)\n" })
 	type counter struct {
 		code    int
 		sc      *script
@@ -223,8 +225,8 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 				t.Fatal(err)
 			}
 		}}},
-		{"fixed window: a key of this window", counter{4, set.fixedWindow, nil}},
-		{"fixed window: a key of the window before", counter{4, set.fixedWindow, nil}},
+		{"fixed window: a key of this window", counter{4, fixedWindow, nil}},
+		{"fixed window: a key of the window before", counter{4, fixedWindow, nil}},
 	}
 	now := t0 + 20*window
 	for i := range cases {
@@ -277,7 +279,7 @@ func TestMixedScriptPutsTheCountersBackExactly(t *testing.T) {
 		sw, fw, sl := "mx:{undo-3}:sw", "mx:{undo-3}:fw", "mx:{undo-3}:sl:login:1:3600000"
 		full(t, sl)
 		spendAt(set.slidingWindow, now-window)(t, sw, now)
-		spendAt(set.fixedWindow, now-time.Second.Microseconds())(t, fw, now)
+		spendAt(fixedWindow, now-time.Second.Microseconds())(t, fw, now)
 		before := []state{read(t, sw), read(t, fw)}
 		v := run(t, set.mixed, []string{sw, sl, fw}, "1", 3,
 			1, 1, 2, 600, window,

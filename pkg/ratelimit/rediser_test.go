@@ -36,21 +36,21 @@ func TestNewLimiterTakesTheNarrowInterface(t *testing.T) {
 	if _, err := l.Reset(ctx, check); err != nil {
 		t.Fatalf("reset: %v", err)
 	}
-	now, err := l.Time(ctx)
+	now, err := l.Controls().Time(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := controls.Control{Kind: controls.Block, Until: now.Add(time.Minute), Reason: "test"}
-	if err := l.SetControl(ctx, check.Identity, c); err != nil {
+	if err := l.Controls().Set(ctx, check.Identity, c); err != nil {
 		t.Fatalf("set control: %v", err)
 	}
-	if _, ok, err := l.GetControl(ctx, check.Identity); err != nil || !ok {
+	if _, ok, err := l.Controls().Get(ctx, check.Identity); err != nil || !ok {
 		t.Fatalf("get control: %v, %v", ok, err)
 	}
-	if list, err := l.ListControls(ctx); err != nil || len(list) != 1 {
+	if list, err := l.Controls().List(ctx); err != nil || len(list) != 1 {
 		t.Fatalf("list controls: %v, %v", list, err)
 	}
-	if _, ok, err := l.LiftControl(ctx, check.Identity); err != nil || !ok {
+	if _, ok, err := l.Controls().Lift(ctx, check.Identity); err != nil || !ok {
 		t.Fatalf("lift control: %v, %v", ok, err)
 	}
 }

@@ -101,7 +101,7 @@ func body(cmd redis.Cmder) string {
 // is what an EVALSHA or an EVAL carries as its first argument, and whether
 // the script's reply is not four values per limit: the counters' (one value
 // per limit, counters.go), the mixed script's (one reply per group), the
-// controlled script's (lua/control.lua) and the concurrency acquire's (acquired, now, then three values of the limit).
+// controlled script's (lua/mixed.lua) and the concurrency acquire's (acquired, now, then three values of the limit).
 // The scripts are embedded, so the set never changes; it is built on first
 // use.
 var decisionScripts = sync.OnceValue(func() map[string]bool {
@@ -112,8 +112,8 @@ var decisionScripts = sync.OnceValue(func() map[string]bool {
 			continue
 		}
 		// A controlled script's reply may end in the control applied, or
-		// be a block's (lua/control.lua): its length says nothing.
-		short := sc == set.slidingWindow || sc == set.fixedWindow || sc == set.mixed || sc == set.acquire || sc == set.controlled
+		// be a block's (lua/mixed.lua): its length says nothing.
+		short := sc == set.slidingWindow || sc == set.mixed || sc == set.acquire || sc == set.controlled
 		bodies[sc.sha()] = short
 		bodies[sc.src()] = short
 	}

@@ -60,20 +60,22 @@ func (sc *script) sha() string {
 // (concurrency.go).
 //
 // controlled holds, when the Limiter reads live controls, the mixed
-// decision composed with lua/control.lua, which reads the identity's
-// control key (the last of KEYS) in the same call and decides every
-// shape, one group too. Like every script it is composed on first use:
+// decision composed with lua/control_read.lua, which reads the identity's
+// control key (the last of KEYS) in the same call; mixed.lua applies the
+// record and decides every shape, one group too. Like every script it is composed on first use:
 // only a decision for an identity that may hold a control needs it. nil
 // when controls are not read.
 //
 // Each algorithm's file is in each script that runs it once: the plain
 // script is the file itself; the mixed and controlled scripts hold every
-// algorithm's file once, as a function (algorithmTable).
+// algorithm's file once, as a function (algorithmTable). The fixed window
+// has no script of its own: sliding_window.lua decides it, told so by the
+// mixed script (its code 4), which decides a fixed-window group.
 type scriptSet struct {
-	slidingWindow, slidingLog, gcra, fixedWindow, slidingBuckets *script
-	mixed                                                        *script
-	acquire, release                                             *script
-	controlled                                                   *script
+	slidingWindow, slidingLog, gcra, slidingBuckets *script
+	mixed                                           *script
+	acquire, release                                *script
+	controlled                                      *script
 }
 
 // The process's scripts, shared by every Limiter and by decisionReply:
@@ -144,7 +146,6 @@ func newScriptSet(controls bool) scriptSet {
 		slidingWindow:  mustLoadScript("sliding_window.lua"),
 		slidingLog:     mustLoadScript("sliding_log.lua"),
 		gcra:           mustLoadScript("gcra.lua"),
-		fixedWindow:    mustLoadScript("fixed_window.lua"),
 		slidingBuckets: mustLoadScript("sliding_buckets.lua"),
 		acquire:        mustLoadScript("concurrency_acquire.lua"),
 		release:        mustLoadScript("concurrency_release.lua"),
@@ -159,13 +160,12 @@ func newScriptSet(controls bool) scriptSet {
 }
 
 // controlledScript makes the controlled script (scriptSet.controlled),
-// composed on first use: lua/control_read.lua, the algorithms, then
-// lua/control.lua, which changes the decision's inputs as the record
-// says, then lua/mixed.lua, which decides.
+// composed on first use: the algorithms, lua/control_read.lua, which reads
+// the identity's control record, then lua/mixed.lua, which applies it and
+// decides.
 func controlledScript() *script {
-	return lazyScript("mixed.lua+control.lua", func() string {
-		return mustReadScript("control_read.lua") + algorithmTable() +
-			mustReadScript("control.lua") + mustReadScript("mixed.lua")
+	return lazyScript("mixed.lua+control_read.lua", func() string {
+		return algorithmTable() + mustReadScript("control_read.lua") + mustReadScript("mixed.lua")
 	})
 }
 
@@ -174,7 +174,7 @@ var mixedFiles = [...]string{
 	1: "sliding_window.lua",
 	2: "sliding_log.lua",
 	3: "gcra.lua",
-	4: "fixed_window.lua",
+	4: "sliding_window.lua", // told fixed: see algorithmTable
 	5: "sliding_buckets.lua",
 	6: "gcra.lua",
 }
@@ -183,16 +183,18 @@ const maxMixedCode = len(mixedFiles) - 1
 
 // algorithmTable is what lua/mixed.lua runs its groups with: the table
 // algorithms, every algorithm's script once, as a function of its KEYS
-// and ARGV, by its mixedCode as a string; and control, nil until
-// lua/control.lua sets it.
+// and ARGV, by its mixedCode as a string; and record, nil until
+// lua/control_read.lua reads it. The fixed window's function is the sliding
+// window's told fixed (its first extra argument, which the script reads
+// as ...), the leaky bucket's the GCRA's.
 func algorithmTable() string {
 	var b strings.Builder
-	b.WriteString("local algorithms, control = {}, nil\n")
-	for code := 1; code < maxMixedCode; code++ {
-		fmt.Fprintf(&b, "algorithms['%d'] = function(KEYS, ARGV)\n%send\n", code, mustReadScript(mixedFiles[code]))
+	b.WriteString("local algorithms, record = {}, nil\n")
+	for _, code := range []int{1, 2, 3, 5} {
+		fmt.Fprintf(&b, "algorithms['%d'] = function(KEYS, ARGV, ...)\n%send\n", code, mustReadScript(mixedFiles[code]))
 	}
-	// The leaky bucket's code runs the GCRA script too (see mixedCode).
-	fmt.Fprintf(&b, "algorithms['%d'] = algorithms['3']\n", maxMixedCode)
+	b.WriteString("algorithms['4'] = function(KEYS, ARGV) return algorithms['1'](KEYS, ARGV, true) end\n")
+	b.WriteString("algorithms['6'] = algorithms['3']\n")
 	return b.String()
 }
 
@@ -222,7 +224,8 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 	case TokenBucket, LeakyBucket:
 		return s.gcra
 	case FixedWindow:
-		return s.fixedWindow
+		// Decided by the mixed script (algorithmTable).
+		return nil
 	case SlidingBuckets:
 		return s.slidingBuckets
 	default:
@@ -231,7 +234,7 @@ func (s *scriptSet) forAlgorithm(a Algorithm) *script {
 }
 
 func (s *scriptSet) all() []*script {
-	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.fixedWindow, s.slidingBuckets, s.mixed, s.acquire, s.release}
+	all := []*script{s.slidingWindow, s.slidingLog, s.gcra, s.slidingBuckets, s.mixed, s.acquire, s.release}
 	if s.controlled != nil {
 		all = append(all, s.controlled)
 	}

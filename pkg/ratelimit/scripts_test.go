@@ -107,16 +107,28 @@ func TestScriptFirstUseIsSafeConcurrently(t *testing.T) {
 	}
 }
 
-// TestScriptsAsSent: every script a process can load (nine: issue 38) is
-// sent without comment lines, blank lines or indentation.
+// TestScriptsAsSent: every script a process can load (issue 38: at most
+// 12 of them, each at most 12 KB, 12,288 bytes, as sent to Redis) is sent
+// without comment lines, blank lines or indentation, and holds each
+// algorithm's file at most once.
 func TestScriptsAsSent(t *testing.T) {
+	const maxScripts, maxBytes = 12, 12 << 10
 	set := newScriptSet(true)
 	all := set.all()
-	if len(all) > 12 {
-		t.Errorf("%d scripts loadable, want at most 12", len(all))
+	if len(all) > maxScripts {
+		t.Errorf("%d scripts loadable, want at most %d", len(all), maxScripts)
 	}
 	for _, sc := range all {
-		for line := range strings.SplitSeq(sc.src(), "\n") {
+		src := sc.src()
+		if len(src) > maxBytes {
+			t.Errorf("%s is %d bytes as sent, want at most %d", sc.name, len(src), maxBytes)
+		}
+		for _, file := range mixedFiles[1:] {
+			if n := strings.Count(src, mustReadScript(file)); n > 1 {
+				t.Errorf("%s holds %s %d times", sc.name, file, n)
+			}
+		}
+		for line := range strings.SplitSeq(src, "\n") {
 			if strings.HasPrefix(line, "--") || strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") {
 				t.Errorf("%s sends the line %q", sc.name, line)
 				break

@@ -56,7 +56,7 @@ func perWindow(n int64, window time.Duration, unit string) Limit {
 // fallback does, and the Result says Degraded, so an error means a request
 // that can never be decided (ErrInvalid: a limit with no name, a count or
 // window out of range), not an outage. Result.RetryAfter is the wait a
-// denied caller should be told; SetHeaders writes the rate-limit headers.
+// denied caller should be told; httplimit.SetHeaders writes the rate-limit headers.
 func (g *Gate) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
 	res, err := g.Decide(ctx, 1, FailOpen, Check{Identity: key, Limit: limit})
 	if err != nil {

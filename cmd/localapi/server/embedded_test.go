@@ -116,7 +116,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 	set := func(id string, c controls.Control) {
 		t.Helper()
 		c.Until, c.Reason = until, "embedded test"
-		if err := op.SetControl(ctx, id, c); err != nil {
+		if err := op.Controls().Set(ctx, id, c); err != nil {
 			t.Fatalf("set %s control on %s: %v", c.Kind, id, err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 		set("ip:scaled-"+string(alg), controls.Control{Kind: controls.Scale, Factor: 10})
 	}
 	network := netip.MustParsePrefix("192.0.2.0/24")
-	if err := op.SetNetworkControl(ctx, network, controls.Control{Kind: controls.Block, Until: until, Reason: "embedded test"}); err != nil {
+	if err := op.Controls().SetNetwork(ctx, network, controls.Control{Kind: controls.Block, Until: until, Reason: "embedded test"}); err != nil {
 		t.Fatalf("set network control: %v", err)
 	}
 	time.Sleep(controls.Propagation + 500*time.Millisecond)
@@ -165,7 +165,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 			}
 			// Nothing was spent by the block or the exemption.
 			for _, id := range []string{"ip:blocked-", "ip:exempt-"} {
-				if _, _, err := op.LiftControl(ctx, id+string(alg)); err != nil {
+				if _, _, err := op.Controls().Lift(ctx, id+string(alg)); err != nil {
 					t.Fatal(err)
 				}
 				res, err := limiter.Peek(ctx, 1, check(id))
@@ -175,7 +175,7 @@ func TestEmbeddedRedisAppliesControls(t *testing.T) {
 			}
 		})
 	}
-	list, err := ratelimit.NewNetworkControlCache(limiter, 0).Get(ctx)
+	list, err := controls.NewNetworkControlCache(limiter.Controls(), 0).Get(ctx)
 	if err != nil || len(list) != 1 || list[0].Prefix != network || list[0].Control.Kind != controls.Block {
 		t.Fatalf("network controls %+v %v, want the block of %s", list, err, network)
 	}

@@ -3,18 +3,17 @@
 // bounds and its validation, what a decision applied ([Applied]), and how
 // the stored controls read back ([Entry], [Network]).
 //
-// Package ratelimit stores and applies them: a Limiter's SetControl,
-// LiftControl, GetControl and ListControls for identities,
-// SetNetworkControl, LiftNetworkControl and NetworkControls for networks;
-// a Limiter with Options.Controls applies an identity's control inside
-// the decision's one script call and reports it as Result.Control; a
-// NetworkControlCache serves the network controls to the caller, which
-// matches addresses against them. Every change reaches every warm
-// instance within [Propagation].
+// A [Store], which a Limiter's Controls method returns, stores them on the
+// Limiter's keys: [Store.Set], [Store.Lift], [Store.Get] and [Store.List]
+// for identities, [Store.SetNetwork], [Store.LiftNetwork] and
+// [Store.Networks] for networks. A Limiter with Options.Controls applies
+// an identity's control inside the decision's one script call and reports
+// it as Result.Control; a [NetworkControlCache] serves the network controls
+// to the caller, which matches addresses against them. Every change
+// reaches every warm instance within [Propagation].
 package controls
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/netip"
@@ -176,7 +175,7 @@ type Applied struct {
 	Malformed bool
 }
 
-// Entry is one identity control as a Limiter's ListControls reads it.
+// Entry is one identity control as Store.List reads it.
 type Entry struct {
 	// Tag is the identity's hash tag (its keyed hash, as in its keys):
 	// identities are never stored in clear, so the list cannot name them.
@@ -199,13 +198,13 @@ type Network struct {
 // ErrMalformed wraps the error for a control record that cannot be read:
 // not one the command or the operator function wrote. Decisions ignore
 // such a record; the admin calls report it.
-var ErrMalformed = errors.New("malformed control record")
+var ErrMalformed = errs.ErrMalformed
 
 // ErrTooMany wraps a refusal to store a control past 10,000 identity
 // controls in force or MaxNetworks (with ratelimit.ErrInvalid), and a read
 // of more network controls than MaxNetworks (the list returned keeps the
 // strictest).
-var ErrTooMany = errors.New("too many live controls")
+var ErrTooMany = errs.ErrTooMany
 
 // truncate shortens s to n bytes for an error message.
 func truncate(s string, n int) string {

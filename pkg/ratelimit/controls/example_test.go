@@ -1,10 +1,13 @@
 package controls_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -23,8 +26,7 @@ func TestRefusalsWrapRatelimitErrInvalid(t *testing.T) {
 }
 
 // A control as the operator's tools build it: parsed from a name, checked
-// against the clock the Limiter stores it at, then set with
-// Limiter.SetControl.
+// against the clock the Limiter stores it at, then set with Store.Set.
 func ExampleControl_Validate() {
 	kind, err := controls.ParseKind("scale")
 	if err != nil {
@@ -39,4 +41,32 @@ func ExampleControl_Validate() {
 	// Output:
 	// scale <nil>
 	// true
+}
+
+// The operator's side: block a caller for an hour, on the Redis clock the
+// decisions compare its end with, then read the network controls as a
+// serving process does (once per Propagation, shared with the Limiter's
+// decisions).
+func ExampleStore() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	limiter, err := ratelimit.NewLimiter(client, ratelimit.Options{Controls: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	store := limiter.Controls()
+	now, err := store.Time(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	block := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "credential stuffing", SetBy: "ops"}
+	if err := store.Set(ctx, "ip:203.0.113.7", block); err != nil {
+		fmt.Println(err)
+		return
+	}
+	cache := controls.NewNetworkControlCache(store, controls.Propagation)
+	networks, err := cache.Get(ctx)
+	fmt.Println(len(networks), err)
 }

@@ -48,15 +48,12 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
--- A cost of 1, the common case, is recognised without a conversion.
-local cost = 1
-if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
+local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
-local reply = { 1, now }
-local writes = {}
-
+-- writes[i]: the backlog limit i would leave, when it admits the cost.
+local reply, writes = { 1, now }, {}
 for i = 1, n do
   local count, window, burst = ARGV[3 * i - 1] + 0, ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
   local shadow = count < 0
@@ -64,44 +61,33 @@ for i = 1, n do
 
   -- backlog: max(TAT - now, 0) in scaled units
   local backlog = 0
-  local stored = redis.call('GET', KEYS[i])
-  if stored then
-    local st, sb = string.match(stored, '^(%d+):(%d+)$')
-    if st then
-      backlog = sb - (now - st) * count
-      if backlog < 0 then backlog = 0 end
-    end
-  end
+  local st, sb = string.match(redis.call('GET', KEYS[i]) or '', '^(%d+):(%d+)$')
+  if st then backlog = math.max(sb - (now - st) * count, 0) end
 
   local tolerance = burst * window
   local next_backlog = backlog + cost * window
-  local after, retry = backlog, 0
-  if next_backlog <= tolerance then
+  local ok, retry = next_backlog <= tolerance, 0
+  if ok then
     writes[i] = next_backlog
-    reply[4 * i - 1] = 1
-    if spend then after = next_backlog end
   else
     retry = math.ceil((next_backlog - tolerance) / count)
-    reply[4 * i - 1] = 0
     if not shadow then reply[1] = 0 end
   end
-  local room = tolerance - after
-  if room > 0 then
-    reply[4 * i] = (room - room % window) / window
-  else
-    reply[4 * i] = 0
-  end
-  reply[4 * i + 1] = math.ceil(after / count)
-  reply[4 * i + 2] = retry
+  local room = math.max(tolerance - backlog, 0)
+  reply[4 * i - 1], reply[4 * i], reply[4 * i + 1], reply[4 * i + 2] = ok and 1 or 0, (room - room % window) / window, math.ceil(backlog / count), retry
 end
 
+-- The replies above are a peek's: a denied request spends nothing. An
+-- admitted one spends on every limit that admits it on its own, which then
+-- reports what it has left after the spend; its key expires when that
+-- backlog has drained at the count decided with, 1 ms later.
 if spend and reply[1] == 1 then
   for i = 1, n do
     local backlog = writes[i]
     if backlog then
-      local count = ARGV[3 * i - 1] + 0
-      if count < 0 then count = -count end
-      local whole = (backlog - backlog % count) / count
+      local count, window, burst = math.abs(ARGV[3 * i - 1]), ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
+      local whole, room = (backlog - backlog % count) / count, burst * window - backlog
+      reply[4 * i], reply[4 * i + 1] = (room - room % window) / window, math.ceil(backlog / count)
       redis.call('SET', KEYS[i], string.format('%d:%d', now, backlog), 'PX', math.ceil((whole + 1) / 1000))
     end
   end

@@ -60,23 +60,6 @@ local function edge(wi, sub, window, j)
   return (wi + math.floor(s / K)) * window + math.ceil((s % K) * window / K)
 end
 
--- Whether (B) admits cost in a bucket of length len with left microseconds
--- to go, given the units of the K-1 buckets before it and this one (sum) and
--- of the bucket K back (old).
-local function fits_b(sum, old, cost, limit, len, left)
-  return (sum + cost) * len + old * left <= limit * len
-end
-
--- Earliest time, not before from, in the bucket [start, to) at which (B)
--- admits cost, or nil when it does not within that bucket.
-local function earliest_b(sum, old, cost, limit, start, to, from)
-  local room = limit - sum - cost
-  if room < 0 then return nil end
-  if room >= old then return from end
-  -- old * left <= room * len, with left = to - t
-  return math.max(from, to - math.floor(room * (to - start) / old))
-end
-
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
@@ -85,17 +68,14 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
--- A cost of 1, the common case, is recognised without a conversion.
-local cost = 1
-if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
+local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
-local result = { 1, now }
-local pending = {}
-local all_ok = true
-
-for i = 1, #KEYS do
+-- pending[i]: when limit i admits the cost, its bucket b, counts, stored
+-- length and reset after a spend.
+local result, pending = { 1, now }, {}
+for i = 1, n do
   local limit = ARGV[2 * i] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
@@ -107,7 +87,6 @@ for i = 1, #KEYS do
   local wi = math.floor(now / window)
   local sub = math.floor((now - wi * window) * K / window)
   local b = wi * K + sub
-
   local here, next_edge = edge(wi, sub, window, 0), edge(wi, sub, window, 1)
   local len, left = next_edge - here, next_edge - now
 
@@ -118,9 +97,7 @@ for i = 1, #KEYS do
   if stored then
     local si, list = string.match(stored, '^(%d+):([%d,]*)$')
     if si then
-      local shift = b - tonumber(si)
-      if shift < 0 then shift = 0 end
-      local d = shift
+      local d = math.max(b - tonumber(si), 0)
       for c in string.gmatch(list, '%d+') do
         if d > K then break end
         counts[d + 1] = counts[d + 1] + tonumber(c)
@@ -128,75 +105,62 @@ for i = 1, #KEYS do
       end
     end
   end
-
-  local sum_b, sum_a = 0, 0
+  local sum_b = 0
   for d = 1, K do sum_b = sum_b + counts[d] end
-  sum_a = sum_b + counts[K + 1]
+  local sum_a = sum_b + counts[K + 1]
 
-  local ok = sum_a + cost <= cap_a and fits_b(sum_b, counts[K + 1], cost, limit, len, left)
+  -- (A), then (B): the units of buckets b-K+1 .. b and cost, plus those of
+  -- bucket b-K weighted by the left/len of the rolling window it still
+  -- overlaps, within count.
+  local ok = sum_a + cost <= cap_a and (sum_b + cost) * len + counts[K + 1] * left <= limit * len
   local retry = 0
   if not ok then
-    if not shadow then all_ok = false end
+    if not shadow then result[1] = 0 end
     -- In bucket b+j (j >= 0), (A) sees buckets b-K+j .. b of what is
-    -- stored, (B) sees b-K+1+j .. b in full and b-K+j weighted.
+    -- stored (a units), (B) sees b-K+1+j .. b in full (a - old) and b-K+j
+    -- (old) weighted: the first instant in it at which both admit cost.
     for j = 0, K + 1 do
-      local a, bb = 0, 0
-      for d = 0, K - j do
-        a = a + counts[d + 1]
-        if d <= K - 1 - j then bb = bb + counts[d + 1] end
-      end
-      local old = 0
-      if K - j >= 0 then old = counts[K - j + 1] end
-      if a + cost <= cap_a then
+      local a, old = 0, counts[K - j + 1] or 0
+      for d = 1, K - j + 1 do a = a + counts[d] end
+      local room = limit - (a - old) - cost
+      if a + cost <= cap_a and room >= 0 then
         local start, to = edge(wi, sub, window, j), edge(wi, sub, window, j + 1)
-        local t = earliest_b(bb, old, cost, limit, start, to, math.max(start, now))
-        if t then
-          retry = t - now
-          break
-        end
+        local t = math.max(start, now)
+        -- Otherwise (B) admits once old * (to - t) <= room * (to - start).
+        if room < old then t = math.max(t, to - math.floor(room * (to - start) / old)) end
+        retry = t - now
+        break
       end
     end
   end
 
-  if ok and spend then
-    counts[1] = counts[1] + cost
-    sum_a = sum_a + cost
-    sum_b = sum_b + cost
-  end
+  -- The reply is a peek's: a denied request spends nothing (see below).
   local remaining = math.min(limit - sum_b - math.ceil(counts[K + 1] * left / len), cap_a - sum_a)
-  if remaining < 0 then remaining = 0 end
-
-  -- The newest non-empty bucket b-d leaves (A) at the start of b-d+K+1.
-  local reset = 0
-  local last = 0
-  for d = 0, K do
-    if counts[d + 1] > 0 then
-      reset = edge(wi, sub, window, K + 1 - d) - now
-      break
+  -- The newest non-empty bucket b-d leaves (A) at the start of b-d+K+1;
+  -- the stored list ends at the oldest.
+  local newest, last = nil, 0
+  for d = K + 1, 1, -1 do
+    if counts[d] > 0 then
+      newest = d
+      if last == 0 then last = d end
     end
   end
-  for d = K + 1, 1, -1 do
-    if counts[d] > 0 then last = d break end
-  end
-
-  result[#result + 1] = ok and 1 or 0
-  result[#result + 1] = remaining
-  result[#result + 1] = reset
-  result[#result + 1] = retry
-  pending[i] = ok and { b, counts, last, reset }
+  local reset = newest and edge(wi, sub, window, K + 2 - newest) - now or 0
+  result[4 * i - 1], result[4 * i], result[4 * i + 1], result[4 * i + 2] = ok and 1 or 0, math.max(remaining, 0), reset, retry
+  if ok then pending[i] = { b, counts, math.max(last, 1), edge(wi, sub, window, K + 1) - now } end
 end
 
-if not all_ok then
-  result[1] = 0
-elseif spend then
-  for i = 1, #KEYS do
+if spend and result[1] == 1 then
+  -- Admitted: each limit that admits the cost on its own spends it in
+  -- bucket b, which then leaves (A) last, and reports what it has left.
+  for i = 1, n do
     local p = pending[i]
     if p then
-      local parts = {}
-      for d = 1, p[3] do parts[d] = string.format('%d', p[2][d]) end
-      local ttl_ms = math.ceil(p[4] / 1000)
-      if ttl_ms < 1 then ttl_ms = 1 end
-      redis.call('SET', KEYS[i], string.format('%d', p[1]) .. ':' .. table.concat(parts, ','), 'PX', ttl_ms)
+      local counts = p[2]
+      counts[1] = counts[1] + cost
+      result[4 * i], result[4 * i + 1] = result[4 * i] - cost, p[4]
+      for d = 1, p[3] do counts[d] = string.format('%d', counts[d]) end
+      redis.call('SET', KEYS[i], string.format('%d', p[1]) .. ':' .. table.concat(counts, ',', 1, p[3]), 'PX', math.max(math.ceil(p[4] / 1000), 1))
     end
   end
 end

@@ -35,26 +35,19 @@ else
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 end
--- A cost of 1, the common case, is recognised without a conversion.
-local cost = 1
-if ARGV[1] ~= '1' then cost = ARGV[1] + 0 end
+local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
 local result = { 1, now }
-local all_ok = true
-local oks = {}
-
-for i = 1, #KEYS do
-  local limit = ARGV[2 * i] + 0
+for i = 1, n do
+  local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
-  local window = ARGV[2 * i + 1] + 0
   local oldest_live = '(' .. string.format('%d', now - window)
-
   local count = redis.call('ZCOUNT', KEYS[i], oldest_live, '+inf')
   local ok = count + cost <= limit
-  local retry = 0
+  local retry, reset = 0, window
   if not ok then
     -- The k-th oldest live unit must age out for cost units to fit.
     local k = count + cost - limit
@@ -62,51 +55,45 @@ for i = 1, #KEYS do
     -- No such unit: the cost exceeds the count (a scale control's), and
     -- never fits under it.
     retry = hit[2] and tonumber(hit[2]) + window - now or window
-    if not shadow then all_ok = false end
+    if not shadow then result[1] = 0 end
   end
-
-  local after = count
-  if ok and spend then after = count + cost end
-  local remaining = limit - after
-  if remaining < 0 then remaining = 0 end
-
-  local reset = 0
   if ok and spend then
-    reset = window
+    count = count + cost
   elseif count > 0 then
     local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
     reset = tonumber(newest[2]) + window - now
+  else
+    reset = 0
   end
-
-  result[#result + 1] = ok and 1 or 0
-  result[#result + 1] = remaining
-  result[#result + 1] = reset
-  result[#result + 1] = retry
-  oks[i] = ok
+  result[4 * i - 1], result[4 * i], result[4 * i + 1], result[4 * i + 2] = ok and 1 or 0, math.max(limit - count, 0), reset, retry
 end
 
-if not all_ok then
-  result[1] = 0
+if spend and result[1] == 0 then
+  -- Nothing is spent: a limit that admitted the cost on its own reports
+  -- what a peek would (its live units are count, so remaining gains cost).
+  for i = 1, n do
+    if result[4 * i - 1] == 1 then
+      local newest = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')[2] or 0
+      result[4 * i], result[4 * i + 1] = result[4 * i] + cost, math.max(newest + ARGV[2 * i + 1] - now, 0)
+    end
+  end
 elseif spend then
-  for i = 1, #KEYS do
-    if oks[i] then
+  local stamp = string.format('%d', now)
+  for i = 1, n do
+    if result[4 * i - 1] == 1 then
       local window = ARGV[2 * i + 1] + 0
       redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%d', now - window))
       -- Members are "<now>:<n>"; n continues after any member already at now,
       -- so units admitted in the same microsecond stay distinct.
-      local stamp = string.format('%d', now)
       local seq = redis.call('ZCOUNT', KEYS[i], stamp, stamp)
       local batch = {}
-      for n = seq, seq + cost - 1 do
+      for u = seq, seq + cost - 1 do
         batch[#batch + 1] = stamp
-        batch[#batch + 1] = stamp .. ':' .. n
-        if #batch >= 200 then
+        batch[#batch + 1] = stamp .. ':' .. u
+        if #batch >= 200 or u == seq + cost - 1 then
           redis.call('ZADD', KEYS[i], unpack(batch))
           batch = {}
         end
-      end
-      if #batch > 0 then
-        redis.call('ZADD', KEYS[i], unpack(batch))
       end
       redis.call('PEXPIRE', KEYS[i], math.ceil(window / 1000))
     end

@@ -23,6 +23,15 @@
 -- tag names its window without ambiguity. A stored S is never 0 (a write
 -- always holds cost >= 1 units).
 
+-- The fixed window (FixedWindow: the baseline whose boundary burst the
+-- other algorithms fix, up to twice the count in a span across an edge) is
+-- this script with its rule: the same function, told by fixed (below),
+-- decides on the count of the current window alone, and keeps the fixed
+-- window's own layout:
+--     S = tag * M + count,  tag the window index modulo 2^32
+-- a key that expires when its window ends. Its admission compares counts,
+-- not products, so any count x window is exact.
+--
 -- A spend increments first: INCRBY cost is the whole write when the key
 -- already holds this window (the common case: one command besides TIME).
 -- When the key is new or holds an older window, it is rewritten once with
@@ -69,6 +78,9 @@
 -- Complexity: O(number of limits); one INCRBY per limit on a spend (a GET on
 -- a peek), plus a SET when a limit's window changed and an undo on a denial.
 
+-- fixed: true when the mixed script runs this as the fixed window's
+-- function (lua/mixed.lua's code '4'); nil when this is a script of its own.
+local fixed = ...
 local n = #KEYS
 local now = ARGV[2 * n + 2]
 if now then
@@ -89,9 +101,10 @@ if not spend then cost = -cost end
 -- when the key must be rewritten for this window, its value and TTL in ms.
 -- It takes what it needs as arguments: a function's upvalues cost the
 -- lone limit's call about a tenth of its Redis time.
-local function decide(i, now, cost, spend)
-  -- The layout's constants: M, M^2, the tag period (see State).
+local function decide(i, now, cost, spend, fixed)
+  -- The layout's constants: M, the tag's multiplier and period (see State).
   local m, pm, period = 2097152, 4398046511104, 2048
+  if fixed then pm, period = m, 4294967296 end
   local limit, window = ARGV[2 * i] + 0, ARGV[2 * i + 1] + 0
   local shadow = limit < 0
   if shadow then limit = -limit end
@@ -115,23 +128,27 @@ local function decide(i, now, cost, spend)
     -- The key holds this window: on a spend, the INCRBY was the whole write.
     current = v % m
     previous = (v - current) / m
+    if fixed then return current + cost <= limit, v, shadow, s end
     return previous * (window - elapsed) + (current + cost) * window <= limit * window, v, shadow, s
   end
-  if s > 0 then
+  if s > 0 and not fixed then
     -- The key holds an older window: the count of the window just before
     -- this one becomes the previous count.
     local old = s % pm
     if (index - (s - old) / pm) % period == 1 then previous = old % m end
   end
   v = previous * m
-  return previous * (window - elapsed) + cost * window <= limit * window, v, shadow, s,
-    base + v + cost, math.ceil((2 * window - elapsed) * unit / 1000)
+  -- A sliding-window key lives until the window after this one ends, a
+  -- fixed-window key until this one does.
+  local ok, ends = cost <= limit, window
+  if not fixed then ok, ends = previous * (window - elapsed) + cost * window <= limit * window, 2 * window end
+  return ok, v, shadow, s, base + v + cost, math.ceil((ends - elapsed) * unit / 1000)
 end
 
 -- One limit and a spend, the common case: it spends exactly when it
 -- admits, whether it is enforced or a shadow.
 if n == 1 and spend then
-  local ok, v, shadow, s, write, ttl = decide(1, now, cost, spend)
+  local ok, v, shadow, s, write, ttl = decide(1, now, cost, spend, fixed)
   if ok then
     if write then redis.call('SET', KEYS[1], write, 'PX', ttl) end
     return { 1, now, v }
@@ -142,21 +159,23 @@ if n == 1 and spend then
 end
 
 -- Several limits, or a peek: decide every limit, then write or undo.
+-- olds[i]: key i's value before this call; writes[i], writes[-i]: its
+-- value and TTL for this window when it must be rewritten.
 local reply, olds, writes = { 1, now }, {}, {}
 for i = 1, n do
-  local ok, v, shadow, s, write, ttl = decide(i, now, cost, spend)
+  local ok, v, shadow, s, write, ttl = decide(i, now, cost, spend, fixed)
   if ok then
     reply[i + 2] = v
   else
     reply[i + 2] = -1 - v
     if not shadow then reply[1] = 0 end
   end
-  olds[i], writes[2 * i - 1], writes[2 * i] = s, write, ttl
+  olds[i], writes[i], writes[-i] = s, write, ttl
 end
 if not spend then return reply end
 for i = 1, n do
   if reply[1] == 1 and reply[i + 2] >= 0 then
-    if writes[2 * i] then redis.call('SET', KEYS[i], writes[2 * i - 1], 'PX', writes[2 * i]) end
+    if writes[i] then redis.call('SET', KEYS[i], writes[i], 'PX', writes[-i]) end
   elseif olds[i] > 0 then
     -- A shadow limit that denies on its own spends nothing either.
     redis.call('DECRBY', KEYS[i], ARGV[1])

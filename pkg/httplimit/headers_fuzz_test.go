@@ -1,4 +1,4 @@
-package ratelimit_test
+package httplimit_test
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -27,7 +28,7 @@ func FuzzHeaders(f *testing.F) {
 			At:         time.UnixMicro(windowMicros ^ resetMicros),
 		}
 		h := http.Header{}
-		ratelimit.SetHeaders(h, ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}})
+		httplimit.SetHeaders(h, ratelimit.Result{Allowed: allowed, Decisions: []ratelimit.Decision{d}})
 		for key, values := range h {
 			for _, v := range values {
 				for i := 0; i < len(v); i++ {

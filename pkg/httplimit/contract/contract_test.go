@@ -1,4 +1,4 @@
-package contract
+package contract_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/pkg/httplimit"
+	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -21,16 +23,16 @@ func TestSpecHeaderName(t *testing.T) {
 		"X-Ratelimit-Something": "X-Ratelimit-Something",
 	}
 	for in, want := range tests {
-		if got := SpecHeaderName(in); got != want {
+		if got := contract.SpecHeaderName(in); got != want {
 			t.Errorf("SpecHeaderName(%q) = %q, want %q", in, got, want)
 		}
 	}
 	// Every header SetHeaders writes comes back in the contract's spelling.
 	h := http.Header{}
-	ratelimit.SetHeaders(h, ratelimit.Result{Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: time.Second}}})
+	httplimit.SetHeaders(h, ratelimit.Result{Decisions: []ratelimit.Decision{{Limit: ratelimit.Limit{Name: "anonymous", Count: 30, Window: time.Minute}, RetryAfter: time.Second}}})
 	spelled := map[string]bool{}
 	for name := range h {
-		spelled[SpecHeaderName(name)] = true
+		spelled[contract.SpecHeaderName(name)] = true
 	}
 	for _, want := range []string{"RateLimit-Policy", "RateLimit", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After"} {
 		if !spelled[want] {
@@ -40,12 +42,12 @@ func TestSpecHeaderName(t *testing.T) {
 }
 
 func TestTooManyRequestsBodyIsTheSpecBody(t *testing.T) {
-	got := string(TooManyRequestsBody(18))
+	got := string(contract.TooManyRequestsBody(18))
 	want := `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 18 seconds.","retry_after_seconds":18}}`
 	if got != want {
 		t.Fatalf("body\n got %s\nwant %s", got, want)
 	}
-	if one := string(TooManyRequestsBody(0)); one != `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 1 second.","retry_after_seconds":1}}` {
+	if one := string(contract.TooManyRequestsBody(0)); one != `{"error":{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded. Try again in 1 second.","retry_after_seconds":1}}` {
 		t.Fatalf("body for 0 s: %s", one)
 	}
 	var parsed struct {
@@ -54,7 +56,7 @@ func TestTooManyRequestsBodyIsTheSpecBody(t *testing.T) {
 			RetryAfterSeconds int64  `json:"retry_after_seconds"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(ServiceUnavailableBody(3), &parsed); err != nil {
+	if err := json.Unmarshal(contract.ServiceUnavailableBody(3), &parsed); err != nil {
 		t.Fatal(err)
 	}
 	if parsed.Error.Code != "SERVICE_UNAVAILABLE" || parsed.Error.RetryAfterSeconds != 3 {

@@ -1,10 +1,12 @@
-package ratelimit
+package httplimit
 
 import (
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // Header names written by SetHeaders, spelled as the IETF draft and the
@@ -22,14 +24,14 @@ const (
 )
 
 // SetHeaders writes the rate-limit headers of r into h. RateLimit-Policy
-// lists every limit r enforces ([Result.PolicyHeader]); the other headers
-// describe the decision closest to denying ([Result.Closest]):
+// lists every limit r enforces ([PolicyHeader]); the other headers
+// describe the decision closest to denying ([ratelimit.Result.Closest]):
 //
 //	RateLimit-Policy: "anonymous";q=30;w=60, "login";q=5;w=900   (draft-ietf-httpapi-ratelimit-headers-10)
-//	RateLimit: "login";r=2;t=41                                  (Decision.RateLimitHeader)
+//	RateLimit: "login";r=2;t=41                                  (RateLimitHeader)
 //	RateLimit-Limit: 5
 //	RateLimit-Remaining: 2
-//	RateLimit-Reset: 41                                          (seconds, Decision.ResetSeconds)
+//	RateLimit-Reset: 41                                          (seconds, ResetSeconds)
 //	X-RateLimit-Limit: 5
 //	X-RateLimit-Remaining: 2
 //	X-RateLimit-Reset: 1700000042                                (Unix seconds, on the decision's At clock)
@@ -38,25 +40,25 @@ const (
 // A policy name is a quoted Structured Field string: double quotes and
 // backslashes are escaped and any byte outside printable ASCII becomes an
 // underscore, so no name can split a header. w is the window in seconds,
-// rounded up ([Limit.WindowSeconds]). t and RateLimit-Reset are, for an
+// rounded up ([WindowSeconds]). t and RateLimit-Reset are, for an
 // admitted request, the seconds until the limit is entirely unused again
 // (ResetAfter, rounded up); for a denied one, the seconds until the
 // request would be admitted (RetryAfter, rounded up, at least 1), the same
 // value as Retry-After, so that a client honouring either header comes
 // back at the same moment. A Result without decisions writes nothing.
 //
-// For a single [Decision] (from [Limiter.Allow]), pass
-// Result{Allowed: d.Allowed, Decisions: []Decision{d}}.
-func SetHeaders(h http.Header, r Result) {
+// For a single [ratelimit.Decision], pass
+// ratelimit.Result{Allowed: d.Allowed, Decisions: []ratelimit.Decision{d}}.
+func SetHeaders(h http.Header, r ratelimit.Result) {
 	if len(r.Decisions) == 0 {
 		return
 	}
 	d := r.Closest()
-	reset := d.ResetSeconds()
+	reset := ResetSeconds(d)
 	limit := strconv.FormatInt(d.Limit.Count, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
-	h.Set(headerRateLimitPolicy, r.PolicyHeader())
-	h.Set(headerRateLimit, d.RateLimitHeader())
+	h.Set(headerRateLimitPolicy, PolicyHeader(r))
+	h.Set(headerRateLimit, RateLimitHeader(d))
 	h.Set(headerRateLimitLimit, limit)
 	h.Set(headerRateLimitRemaining, remaining)
 	h.Set(headerRateLimitReset, strconv.FormatInt(reset, 10))
@@ -73,12 +75,12 @@ func SetHeaders(h http.Header, r Result) {
 // first limit of a name stands for it), e.g.
 // `"anonymous";q=30;w=60, "login";q=5;w=900`. Shadow limits are left out:
 // they deny no one, and a client should not pace itself by them. When
-// every decision is a shadow one, it is the policy of [Result.Closest]
+// every decision is a shadow one, it is the policy of [ratelimit.Result.Closest]
 // alone; "" when r has no decisions.
 //
 // It is what SetHeaders writes, for code that carries the value other than
 // in an http.Header.
-func (r Result) PolicyHeader() string {
+func PolicyHeader(r ratelimit.Result) string {
 	var b strings.Builder
 	seen := make(map[string]bool, len(r.Decisions))
 	for _, d := range r.Decisions {
@@ -100,13 +102,13 @@ func (r Result) PolicyHeader() string {
 // RateLimitHeader returns the RateLimit value of d, e.g.
 // `"anonymous";r=12;t=41`: its limit's name, its Remaining and its
 // ResetSeconds. It is what SetHeaders writes for the closest decision.
-func (d Decision) RateLimitHeader() string {
+func RateLimitHeader(d ratelimit.Decision) string {
 	var b strings.Builder
 	writeSFString(&b, d.Limit.Name)
 	b.WriteString(";r=")
 	b.WriteString(strconv.FormatInt(d.Remaining, 10))
 	b.WriteString(";t=")
-	b.WriteString(strconv.FormatInt(d.ResetSeconds(), 10))
+	b.WriteString(strconv.FormatInt(ResetSeconds(d), 10))
 	return b.String()
 }
 
@@ -115,7 +117,7 @@ func (d Decision) RateLimitHeader() string {
 // (ResetAfter, rounded up, 0 when already unused); when it denies, the
 // seconds until the request would be admitted, RetryAfterSeconds of its
 // RetryAfter, the value of its Retry-After.
-func (d Decision) ResetSeconds() int64 {
+func ResetSeconds(d ratelimit.Decision) int64 {
 	if !d.Allowed {
 		return RetryAfterSeconds(d.RetryAfter)
 	}
@@ -132,7 +134,7 @@ func RetryAfterSeconds(wait time.Duration) int64 {
 
 // WindowSeconds is l's Window in whole seconds, rounded up: the w of its
 // RateLimit-Policy.
-func (l Limit) WindowSeconds() int64 {
+func WindowSeconds(l ratelimit.Limit) int64 {
 	return ceilSeconds(l.Window)
 }
 
@@ -146,12 +148,12 @@ func ceilSeconds(d time.Duration) int64 {
 
 // writePolicy writes the RateLimit-Policy item of l, e.g.
 // `"anonymous";q=30;w=60`.
-func writePolicy(b *strings.Builder, l Limit) {
+func writePolicy(b *strings.Builder, l ratelimit.Limit) {
 	writeSFString(b, l.Name)
 	b.WriteString(";q=")
 	b.WriteString(strconv.FormatInt(l.Count, 10))
 	b.WriteString(";w=")
-	b.WriteString(strconv.FormatInt(l.WindowSeconds(), 10))
+	b.WriteString(strconv.FormatInt(WindowSeconds(l), 10))
 }
 
 // writeSFString writes a policy name as a Structured Field string: quoted,
@@ -177,7 +179,7 @@ func writeSFString(b *strings.Builder, s string) {
 
 // resetUnix is the Unix second of the reset, on the clock the decision was
 // made with (Redis's), rounded up.
-func resetUnix(d Decision, resetSeconds int64) int64 {
+func resetUnix(d ratelimit.Decision, resetSeconds int64) int64 {
 	at := d.At
 	if at.IsZero() {
 		at = time.Now()

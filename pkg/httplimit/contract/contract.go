@@ -1,8 +1,8 @@
-// Package wire is slidegate's HTTP wire contract, as docs/contract.md gives
+// Package contract is slidegate's HTTP contract, as docs/contract.md gives
 // it: the JSON error bodies and their codes, the phrase they say a wait
-// with, and the spelling of header names in a Lambda proxy response. The
-// rate-limit headers' values are pkg/ratelimit's (ratelimit.SetHeaders and
-// the Result and Decision methods it writes them with).
+// with, the spelling of header names in a Lambda proxy response and the
+// authorizer's context keys. The rate-limit headers' values are package
+// httplimit's (httplimit.SetHeaders and the helpers it writes them with).
 //
 // It is the product's, not a rate limiter's: the API function, the
 // authorizer's gateway responses and the local server all answer with these
