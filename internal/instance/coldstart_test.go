@@ -90,8 +90,8 @@ func TestFirstDecisionOnAWarmConnection(t *testing.T) {
 			if coldCalls["evalsha"] != 0 || coldCalls["eval"] != 0 {
 				t.Errorf("cold start decided something: %v", coldCalls)
 			}
-			if n := coldCalls["script|load"]; n != 8 {
-				t.Errorf("cold start: %d SCRIPT LOADs, want 8 (the decisions' scripts, not the controlled ones): %v", n, coldCalls)
+			if n := coldCalls["script|load"]; n != 7 {
+				t.Errorf("cold start: %d SCRIPT LOADs, want 7 (the decisions' scripts, not the controlled ones): %v", n, coldCalls)
 			}
 
 			req := apigw.Request{Method: "GET", Path: "/v1/items", SourceIP: "198.51.100.20"}
@@ -210,8 +210,8 @@ func TestScriptPreloadWaitsForTheFirstDecision(t *testing.T) {
 			}
 		}
 	}
-	if loads != 8 {
-		t.Errorf("%d SCRIPT LOADs, want 8 (the preload, after the decision): %v", loads, verbs)
+	if loads != 7 {
+		t.Errorf("%d SCRIPT LOADs, want 7 (the preload, after the decision): %v", loads, verbs)
 	}
 	if decided < 50*time.Millisecond && (firstEval < 0 || firstLoad < firstEval) {
 		// Well within the preload's delay: only the decision can have
