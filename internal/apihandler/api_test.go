@@ -1,4 +1,4 @@
-package tests
+package apihandler_test
 
 import (
 	"bytes"
