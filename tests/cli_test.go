@@ -352,13 +352,14 @@ func TestSlidegateInspectShowsInFlightSlots(t *testing.T) {
 		"RATE_LIMIT_CONCURRENCY": "anonymous=3,GET /v1/slow=1",
 	}
 	lambdatest.BuildBootstrap(t, "./cmd/slidegate")
-	limiter, err := ratelimit.NewLimiter(srv.Client(t), ratelimit.Options{IdentityHashKey: []byte(cliHashKey)})
+	limiter, err := ratelimit.NewLimiter(srv.Client(t), ratelimit.Options{IdentityHashKey: []byte(cliHashKey), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	gate := ratelimit.NewGate(limiter, ratelimit.GateOptions{})
 	const ip = "203.0.113.8"
 	for range 2 {
-		s, err := limiter.Acquire(context.Background(), "ip:"+ip, ratelimit.ConcurrencyLimit{Name: "anonymous", Max: 3, Lease: time.Minute})
+		s, err := gate.Acquire(context.Background(), ratelimit.FailClosed, "ip:"+ip, ratelimit.ConcurrencyLimit{Name: "anonymous", Max: 3, Lease: time.Minute})
 		if err != nil || !s.Acquired {
 			t.Fatalf("acquire: %+v, %v", s, err)
 		}

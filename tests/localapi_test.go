@@ -17,13 +17,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/internal/testkit/sfv"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // The local API tests start `make local`'s server in-process on a free
@@ -435,7 +435,7 @@ func stageLimit(t *testing.T, stage, param string) int64 {
 	if !ok {
 		t.Fatalf("samconfig.toml [%s]: no %s override", stage, param)
 	}
-	count, _, err := ratelimit.ParseRate(v)
+	count, _, err := config.ParseRate(v)
 	if err != nil {
 		t.Fatalf("samconfig.toml [%s]: %s=%q: %v", stage, param, v, err)
 	}

@@ -76,7 +76,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
 	case len(o.Result.Decisions) > 0:
-		d := o.Result.Closest()
+		d := httplimit.Closest(o.Result)
 		if !o.Result.Allowed {
 			refused, wait = true, o.Result.RetryAfter()
 		}

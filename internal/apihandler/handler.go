@@ -232,7 +232,7 @@ func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 }
 
 // withPolicy sets the RateLimit-Policy of an outcome the function decided
-// itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
+// itself: every policy that applies (httplimit.PolicyHeader), as the authorizer's
 // context carries it.
 func withPolicy(out apigw.Outcome, err error) (apigw.Outcome, error) {
 	out.Policy = httplimit.PolicyHeader(out.Result)

@@ -590,7 +590,7 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 
 // makeLimit parses rate into a validated limit of the given name.
 func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	count, window, err := ratelimit.ParseRate(inHours(rate))
+	count, window, err := ParseRate(inHours(rate))
 	if err != nil {
 		return ratelimit.Limit{}, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -46,7 +47,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 					if admitted != want {
 						t.Fatalf("admitted %d through tier+route, want the route's burst %d", admitted, want)
 					}
-					peek, err := limiter.Peek(ctx, 1, tier)
+					peek, err := ratelimit.LimiterPeek(limiter, ctx, 1, tier)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -55,12 +56,12 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 							peek.Decisions[0].Remaining, admitted, 20-admitted, wantLeft)
 					}
 					// Peeking again changes nothing.
-					again, _ := limiter.Peek(ctx, 1, tier)
+					again, _ := ratelimit.LimiterPeek(limiter, ctx, 1, tier)
 					if again.Decisions[0].Remaining != peek.Decisions[0].Remaining {
 						t.Fatal("Peek spent")
 					}
-					if peek.Closest().Limit.Name != "user" {
-						t.Fatalf("Closest = %q", peek.Closest().Limit.Name)
+					if httplimit.Closest(peek).Limit.Name != "user" {
+						t.Fatalf("Closest = %q", httplimit.Closest(peek).Limit.Name)
 					}
 				})
 			}
@@ -117,7 +118,7 @@ func TestChecksOfDifferentIdentities(t *testing.T) {
 			t.Fatalf("request %d: allowed=%v", i, res.Allowed)
 		}
 	}
-	peek, err := limiter.Peek(ctx, 1, key)
+	peek, err := ratelimit.LimiterPeek(limiter, ctx, 1, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
 	}
 	for _, id := range hostile {
 		for i := range 3 {
-			d, err := limiter.Allow(ctx, id, lim)
+			d, err := allowOne(limiter, ctx, id, lim)
 			if err != nil {
 				t.Fatalf("identity %.20q: %v", id, err)
 			}
@@ -154,7 +155,7 @@ func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
 	}
 	slots := map[int64]bool{}
 	for i := range 200 {
-		if _, err := limiter.Allow(ctx, fmt.Sprintf("{victim}%d", i), lim); err != nil {
+		if _, err := allowOne(limiter, ctx, fmt.Sprintf("{victim}%d", i), lim); err != nil {
 			t.Fatal(err)
 		}
 	}
