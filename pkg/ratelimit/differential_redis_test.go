@@ -246,7 +246,7 @@ func (d *differential) request() {
 	spend := d.rng.IntN(5) != 0
 	decide, verb := limiter.Decide, "decide"
 	if !spend {
-		decide, verb = limiter.Peek, "peek"
+		decide, verb = limiter.peek, "peek"
 	}
 	var names []string
 	for _, c := range checks {
