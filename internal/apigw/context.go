@@ -11,7 +11,7 @@ import (
 )
 
 // Authorizer context keys: the contract between the authorizer, the API
-// function and the templates' gateway responses, wire's (contract.CtxTier and
+// function and the templates' gateway responses, the contract package's (contract.CtxTier and
 // the others, where each is described), listed in docs/contract.md.
 const (
 	CtxTier          = contract.CtxTier

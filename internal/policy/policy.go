@@ -1,7 +1,7 @@
 // Package policy resolves one request's rules, once: which limits apply
 // (with their algorithm, cost, shadow flag and owner), whether the route
 // fails closed, what the source network says, and the caller's plan. It
-// reads the request as edge normalised it, the caller as identity resolved
+// reads the request as apigw normalised it, the caller as identity resolved
 // it and the stage as config parsed it; it decides nothing on Redis.
 //
 // A request can be read several ways: its path in every spelling a router

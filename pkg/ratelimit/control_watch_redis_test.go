@@ -115,6 +115,7 @@ func (f *watchFixture) expect(t *testing.T, what string, controlled, plain, read
 // the decisions run the plain script. Lifting applies at once (the control
 // key is still read); the watch then drops the identity at its next read.
 func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			f := newWatchFixture(t, topo.NewClient(t), "watch-new")
@@ -163,6 +164,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 // scripts' commands). A control whose end has passed is read until the
 // watch's next read, then no more.
 func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -293,6 +295,7 @@ func TestControlWatchOverflow(t *testing.T) {
 // goes on, and the next read is an interval later. Before any read has
 // succeeded, every decision reads its control key.
 func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -450,6 +453,7 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 // by tag; past the field's end, with the fields left within the bound, an
 // instance leaves overflow and still applies the mirrored controls.
 func TestControlWatchOverflowField(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)

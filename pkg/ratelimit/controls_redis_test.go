@@ -121,6 +121,7 @@ func block(until time.Time) controls.Control {
 // TestLiveControls pins down every control's answer on a single node and a
 // cluster, for every algorithm, with exact counts.
 func TestLiveControls(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)

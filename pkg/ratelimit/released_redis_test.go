@@ -29,6 +29,8 @@ var released embed.FS
 // Whichever instance a request reaches, each admits exactly what today's
 // Limiter alone admits for another caller at the same instants.
 func TestRollingDeployKeepsCountsExact(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
+
 	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) // a multiple of the window
 	algs := []struct {
 		alg        ratelimit.Algorithm

@@ -12,6 +12,7 @@ import (
 )
 
 func TestResetStartsOnlyTheGivenLimitsOfTheIdentityAfresh(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topologies := []struct {
 		name   string
 		client func(t *testing.T) redis.UniversalClient

@@ -18,6 +18,7 @@ import (
 // together mean: one limit's denial leaves every other limit untouched, a
 // cost of n passes only when all n units fit, and Peek never spends.
 func TestDeniedRequestsSpendNothing(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -70,6 +71,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 
 // TestCostIsAllOrNothing: a request of cost n passes only when n fit.
 func TestCostIsAllOrNothing(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
@@ -101,6 +103,7 @@ func TestCostIsAllOrNothing(t *testing.T) {
 // they are peeked before anything is spent, so a denial by one spends
 // nothing on the other.
 func TestChecksOfDifferentIdentities(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "cross"})
@@ -129,6 +132,7 @@ func TestChecksOfDifferentIdentities(t *testing.T) {
 // strain memory (64 KiB, invalid UTF-8). All are decided, and a caller who
 // fixes a "{tag}" prefix still lands all over the cluster.
 func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	client := topo.NewClient(t)

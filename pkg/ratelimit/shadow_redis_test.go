@@ -17,6 +17,7 @@ import (
 // own, so that its state is the one enforcing it would have left; and a
 // denied request spends nothing on it.
 func TestShadowChecks(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
