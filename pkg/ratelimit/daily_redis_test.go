@@ -17,8 +17,8 @@ import (
 // count units are admitted in a window, the previous window's count holds
 // at the next window's start and weighs half at its middle, and Retry-After
 // is the exact wait (the same request then is admitted, 1 us or 1 ms earlier
-// it is not). Alone (the scripts' fast path) and beside another limit (the
-// general path), enforced and shadow, on a single server and a cluster.
+// it is not). Alone (one limit's spend) and beside another limit (several
+// limits), enforced and shadow, on a single server and a cluster.
 func TestDailyQuotaSlidingWindow(t *testing.T) {
 	const day = 24 * time.Hour
 	for _, topo := range redistest.StartTopologies(t) {

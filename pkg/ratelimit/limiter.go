@@ -400,7 +400,9 @@ func sameTag(groups []group) bool {
 
 // runMixed decides groups of one identity that use different algorithms
 // with one call of the mixed script (lua/mixed.lua): all or nothing, like
-// one group.
+// one group. It decides one group too: a fixed-window group (the fixed
+// window has no script of its own), and any group of an identity whose
+// control key is read (the controlled script).
 func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spend bool, checks []Check, groups []group, out []Decision) (bool, controls.Applied, error) {
 	script := l.scripts.mixed
 	keys := 0
@@ -421,17 +423,10 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 		cmd = append(cmd, l.keys.controlKey(groups[0].tag))
 	}
 	cmd = append(cmd, costArg(cost, spend))
-	if shape, ok := pairShape(groups); ok {
-		cmd = append(cmd, shape)
-		for _, g := range groups {
-			cmd = l.appendLimitArgs(cmd, checks, g)
-		}
-	} else {
-		cmd = append(cmd, len(groups))
-		for _, g := range groups {
-			cmd = append(cmd, mixedCode(g.algorithm), len(g.indexes), limitArgs(g.algorithm))
-			cmd = l.appendLimitArgs(cmd, checks, g)
-		}
+	cmd = append(cmd, len(groups))
+	for _, g := range groups {
+		cmd = append(cmd, mixedCode(g.algorithm), len(g.indexes), limitArgs(g.algorithm))
+		cmd = l.appendLimitArgs(cmd, checks, g)
 	}
 	if l.now != nil {
 		cmd = append(cmd, strconv.FormatInt(l.now().UnixMicro(), 10))
@@ -454,34 +449,6 @@ func (l *Limiter) runMixed(ctx context.Context, cc callControls, cost int64, spe
 		body = body[2:]
 	}
 	return controlledDecisions(body, ctl, cost, spend, checks, groups, out)
-}
-
-// pairShapes are the mixed script's ARGV[2] for two groups of one limit
-// of two arguments each (every algorithm but the GCRA ones), by the
-// groups' mixedCodes: "p" and the two codes. The login path's tier and
-// route come this way, in six arguments where the general form takes
-// twelve (lua/mixed.lua).
-var pairShapes = func() (s [maxMixedCode + 1][maxMixedCode + 1]string) {
-	for a := 1; a <= maxMixedCode; a++ {
-		for b := 1; b <= maxMixedCode; b++ {
-			s[a][b] = fmt.Sprintf("p%d%d", a, b)
-		}
-	}
-	return s
-}()
-
-// pairShape is the pair's ARGV[2] for groups of that shape, and whether
-// they are.
-func pairShape(groups []group) (string, bool) {
-	if len(groups) != 2 {
-		return "", false
-	}
-	for _, g := range groups {
-		if len(g.indexes) != 1 || limitArgs(g.algorithm) != 2 {
-			return "", false
-		}
-	}
-	return pairShapes[mixedCode(groups[0].algorithm)][mixedCode(groups[1].algorithm)], true
 }
 
 // mixedReplyLen is the length of the mixed script's reply: its answer, the

@@ -179,8 +179,6 @@ var mixedFiles = [...]string{
 	6: "gcra.lua",
 }
 
-const maxMixedCode = len(mixedFiles) - 1
-
 // algorithmTable is what lua/mixed.lua runs its groups with: the table
 // algorithms, every algorithm's script once, as a function of its KEYS
 // and ARGV, by its mixedCode as a string; and record, nil until
@@ -190,8 +188,9 @@ const maxMixedCode = len(mixedFiles) - 1
 func algorithmTable() string {
 	var b strings.Builder
 	b.WriteString("local algorithms, record = {}, nil\n")
-	for _, code := range []int{1, 2, 3, 5} {
-		fmt.Fprintf(&b, "algorithms['%d'] = function(KEYS, ARGV, ...)\n%send\n", code, mustReadScript(mixedFiles[code]))
+	b.WriteString("algorithms['1'] = function(KEYS, ARGV, ...)\n" + mustReadScript(mixedFiles[1]) + "end\n")
+	for _, code := range []int{2, 3, 5} {
+		fmt.Fprintf(&b, "algorithms['%d'] = function(KEYS, ARGV)\n%send\n", code, mustReadScript(mixedFiles[code]))
 	}
 	b.WriteString("algorithms['4'] = function(KEYS, ARGV) return algorithms['1'](KEYS, ARGV, true) end\n")
 	b.WriteString("algorithms['6'] = algorithms['3']\n")

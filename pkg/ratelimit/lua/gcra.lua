@@ -52,7 +52,9 @@ local cost = ARGV[1] + 0
 local spend = cost > 0
 if not spend then cost = -cost end
 
--- writes[i]: the backlog limit i would leave, when it admits the cost.
+-- writes[i]: when limit i admits the cost, the backlog it would leave,
+-- its reply's remaining and reset after that spend, and its key's TTL in
+-- ms (the backlog drained at the count decided with, 1 ms later).
 local reply, writes = { 1, now }, {}
 for i = 1, n do
   local count, window, burst = ARGV[3 * i - 1] + 0, ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
@@ -68,7 +70,9 @@ for i = 1, n do
   local next_backlog = backlog + cost * window
   local ok, retry = next_backlog <= tolerance, 0
   if ok then
-    writes[i] = next_backlog
+    local room = tolerance - next_backlog
+    writes[i] = { next_backlog, (room - room % window) / window, math.ceil(next_backlog / count),
+      math.ceil(((next_backlog - next_backlog % count) / count + 1) / 1000) }
   else
     retry = math.ceil((next_backlog - tolerance) / count)
     if not shadow then reply[1] = 0 end
@@ -79,16 +83,13 @@ end
 
 -- The replies above are a peek's: a denied request spends nothing. An
 -- admitted one spends on every limit that admits it on its own, which then
--- reports what it has left after the spend; its key expires when that
--- backlog has drained at the count decided with, 1 ms later.
+-- reports what it has left after the spend.
 if spend and reply[1] == 1 then
   for i = 1, n do
-    local backlog = writes[i]
-    if backlog then
-      local count, window, burst = math.abs(ARGV[3 * i - 1]), ARGV[3 * i] + 0, ARGV[3 * i + 1] + 0
-      local whole, room = (backlog - backlog % count) / count, burst * window - backlog
-      reply[4 * i], reply[4 * i + 1] = (room - room % window) / window, math.ceil(backlog / count)
-      redis.call('SET', KEYS[i], string.format('%d:%d', now, backlog), 'PX', math.ceil((whole + 1) / 1000))
+    local w = writes[i]
+    if w then
+      reply[4 * i], reply[4 * i + 1] = w[2], w[3]
+      redis.call('SET', KEYS[i], string.format('%d:%d', now, w[1]), 'PX', w[4])
     end
   end
 end

@@ -28,10 +28,7 @@
 -- ARGV[2]   g, the number of groups (one digit: a group is one
 --           algorithm's); then per group: its algorithm's code, its number
 --           of limits k, the number of arguments per limit a, then its k*a
---           limit arguments as its script takes them. Or the pair, two
---           groups of one limit of two arguments each: 'p' and the two
---           codes (the login path: 'p12'), then group 1's two limit
---           arguments, then group 2's.
+--           limit arguments as its script takes them.
 -- ARGV[last] (optional, after the groups) now in microseconds; absent:
 --           Redis TIME (production).
 --
@@ -74,22 +71,14 @@
 local cost = ARGV[1]
 local g = ARGV[2]
 -- groups: three slots a group, its code, KEYS and ARGV (now last).
-local groups, at = {}, 3
-if #g == 3 then
-  -- The pair: 'p' and two codes, then each group's count and window.
-  groups = { string.sub(g, 2, 2), { KEYS[1] }, { cost, ARGV[3], ARGV[4], false },
-    string.sub(g, 3, 3), { KEYS[2] }, { cost, ARGV[5], ARGV[6], false } }
-  g, at = 2, 7
-else
-  g = g + 0
-  local first = 1
-  for i = 1, 3 * g, 3 do
-    local k, n = ARGV[at + 1] + 0, ARGV[at + 1] * ARGV[at + 2]
-    local args = { cost, unpack(ARGV, at + 3, at + 2 + n) }
-    args[n + 2] = false
-    groups[i], groups[i + 1], groups[i + 2] = ARGV[at], { unpack(KEYS, first, first + k - 1) }, args
-    first, at = first + k, at + 3 + n
-  end
+local groups, at, first = {}, 3, 1
+g = g + 0
+for i = 1, 3 * g, 3 do
+  local k, n = ARGV[at + 1] + 0, ARGV[at + 1] * ARGV[at + 2]
+  local args = { cost, unpack(ARGV, at + 3, at + 2 + n) }
+  args[n + 2] = false
+  groups[i], groups[i + 1], groups[i + 2] = ARGV[at], { unpack(KEYS, first, first + k - 1) }, args
+  first, at = first + k, at + 3 + n
 end
 local now = ARGV[at]
 if now then
@@ -115,12 +104,11 @@ if record then
     local ok, m = pcall(cjson.decode, meta)
     -- An object or null: cjson reads [] as {}, so look at the text.
     if ok and type(m) == 'table' and string.match(meta, '^[ \t\n\r]*{') then
-      for _, f in ipairs({ 'reason', 'by' }) do
+      -- reason and by strings, at an integer, each when present.
+      for f, want in pairs({ reason = 'string', by = 'string', at = 'number' }) do
         local v = m[f]
-        if v ~= nil and v ~= cjson.null and type(v) ~= 'string' then ok = false end
+        if v ~= nil and v ~= cjson.null and (type(v) ~= want or f == 'at' and v ~= math.floor(v)) then ok = false end
       end
-      local a = m.at
-      if a ~= nil and a ~= cjson.null and (type(a) ~= 'number' or a ~= math.floor(a)) then ok = false end
     elseif not (ok and m == cjson.null) then
       ok = false
     end
@@ -168,44 +156,36 @@ local function run(i, c)
   return algorithms[groups[3 * i - 2]](groups[3 * i - 1], args)
 end
 
+-- A peek request runs every group as a peek, once.
 local reply, allowed = {}, 1
-if string.sub(cost, 1, 1) == '-' then
-  for i = 1, g do
-    reply[i] = run(i, cost)
+local peek, first = string.sub(cost, 1, 1) == '-' and cost or '-' .. cost, g
+for i = g, 1, -1 do
+  local code = groups[3 * i - 2]
+  if code ~= '1' and code ~= '4' then
+    first = i
+    break
+  end
+end
+for i = 1, g do
+  if i ~= first then
+    reply[i] = run(i, peek)
     if reply[i][1] ~= 1 then allowed = 0 end
   end
-else
-  local peek, first = '-' .. cost, g
-  for i = g, 1, -1 do
-    local code = groups[3 * i - 2]
-    if code ~= '1' and code ~= '4' then
-      first = i
-      break
-    end
-  end
+end
+reply[first] = run(first, allowed == 1 and cost or peek)
+if reply[first][1] ~= 1 then allowed = 0 end
+if allowed == 1 and cost ~= peek then
   for i = 1, g do
     if i ~= first then
-      reply[i] = run(i, peek)
+      reply[i] = run(i, cost)
       if reply[i][1] ~= 1 then allowed = 0 end
-    end
-  end
-  reply[first] = run(first, allowed == 1 and cost or peek)
-  if reply[first][1] ~= 1 then allowed = 0 end
-  if allowed == 1 then
-    for i = 1, g do
-      if i ~= first then
-        reply[i] = run(i, cost)
-        if reply[i][1] ~= 1 then allowed = 0 end
-      end
     end
   end
 end
 
-local out, n = { allowed, now }, 2
+local out = { allowed, now }
 for i = 1, g do
-  local r = reply[i]
-  for j = 1, #r do out[n + j] = r[j] end
-  n = n + #r
+  for _, v in ipairs(reply[i]) do out[#out + 1] = v end
 end
 if control then
   -- An exemption admits what its peek found.

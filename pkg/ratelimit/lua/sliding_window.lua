@@ -116,10 +116,8 @@ local function decide(i, now, cost, spend, fixed)
   local s
   if spend then
     s = redis.pcall('INCRBY', KEYS[i], ARGV[1])
-    -- One type test on the steady path: an integer, or a value not ours
-    -- (then -1).
-    if type(s) ~= 'number' then s = cost - 1 end
-    s = s - cost
+    -- An integer, or a value not ours (then -1).
+    s = type(s) == 'number' and s - cost or -1
   else
     s = tonumber(redis.call('GET', KEYS[i]) or 0) or -1
   end
