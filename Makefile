@@ -35,9 +35,13 @@ all: test
 ## The benchmarks run once in the same `go test` as the tests (one build and
 ## one process per package, not two); the Valkey half runs the library's
 ## Redis-facing tests (VALKEY_SCOPE=all: every one, see scripts/test-valkey.sh).
+## -parallel 4: the tests marked t.Parallel are mostly ones that sleep (for
+## the control watch's 2 s, or a hanging Redis), each with its own servers;
+## four of them wait side by side on 2 cores, where the default (GOMAXPROCS)
+## would let only two.
 test: ensure-redis ensure-valkey ensure-moto vet staticcheck test-cfn-lint
 	@echo "== every test on $$($${REDIS_SERVER:-redis-server} --version)"
-	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m -bench . -benchtime 1x ./...
+	CFN_LINT=$(CFN_LINT) MOTO=$(MOTO) $(GO) test -count=1 -timeout 15m -parallel 4 -bench . -benchtime 1x ./...
 	@echo "== the TRACER=otel build's tracing tests (build tag otel)"
 	$(GO) vet -tags otel ./internal/tracing/ && $(GO) test -count=1 -timeout 5m -tags otel ./internal/tracing/
 	@VALKEY=$(VALKEY) GO=$(GO) ./scripts/test-valkey.sh
@@ -81,8 +85,9 @@ staticcheck: $(STATICCHECK)
 	$(STATICCHECK) -tags otel ./internal/tracing/
 
 ## fuzz: each fuzzer on FUZZTIME inputs (20000x by default; the few whose
-## coverage saturates sooner get 5000x, listed in scripts/fuzz.sh); fuzz-long:
-## 2,000,000 each.
+## coverage saturates sooner get 5000x, and the Redis-backed ones, whose
+## inputs cost most, 10000x: listed with the figures in scripts/fuzz.sh);
+## fuzz-long: 2,000,000 each.
 ## Counts, not durations: a duration can end in a spurious "context deadline
 ## exceeded" from the Go fuzzer when a loaded machine stretches its shutdown.
 fuzz:

@@ -181,8 +181,8 @@ func loadContenders(ctx context.Context, client *redis.Client, luaDir string) ([
 				}
 				limit := limitOf(lim)
 				return func(ctx context.Context, id string) (bool, error) {
-					d, err := l.Allow(ctx, id, limit)
-					return d.Allowed, err
+					res, err := l.Decide(ctx, 1, ratelimit.Check{Identity: id, Limit: limit})
+					return res.Allowed, err
 				}, nil
 			},
 			buildGate: func(now func() time.Time, lim limitSpec, denyCacheOff bool) (decider, error) {

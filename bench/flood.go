@@ -22,7 +22,7 @@ type floodResult struct {
 // get the flood evenly spread over the window on the virtual clock
 // (100 requests per limit unit); the others get the same number of
 // requests as fast as one client sends them, in real time.
-// via says how slidegate is called: "limiter" (Limiter.Allow), "gate"
+// via says how slidegate is called: "limiter" (Limiter.Decide), "gate"
 // (Gate.Decide, deny cache on) or "gate-nocache" (deny cache off).
 func runFlood(ctx context.Context, b *bench, c *contender, via string) (floodResult, error) {
 	lim := b.cfg.floodLimit

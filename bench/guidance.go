@@ -160,7 +160,7 @@ func missExplanations(res *results) string {
 		w("- **Decisions per second.** On 2 shared cores, client and Redis compete for the same CPU, so decisions per second follow the CPU one decision costs on both sides together. ")
 		w("At concurrency %d the default algorithm cost %.1f us of client CPU and %.1f us of Redis CPU per decision; %s cost %.1f us and %.1f us. ",
 			hi, d.Median.ClientCPUus, d.Median.RedisCPUus, best.Name, p.Median.ClientCPUus, p.Median.RedisCPUus)
-		w("On the client, slidegate builds its key and arguments and parses a reply of three integers per decision (%.0f allocations per `Limiter.Allow`, go-redis included, see the Lambda figures); ", res.Lambda.AllocsPerDecision)
+		w("On the client, slidegate builds its key and arguments and parses a reply of three integers per decision (%.0f allocations per `Limiter.Decide`, go-redis included, see the Lambda figures); ", res.Lambda.AllocsPerDecision)
 		w("on Redis, its script does more work than the peer's (the Redis cost table). Rounds also move by tens of percent with the machine's other load (the brackets in the throughput table), so only a gap wider than those brackets means anything.\n")
 	}
 	if ss := res.ServerSide; ss != nil {

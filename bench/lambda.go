@@ -173,7 +173,7 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 	var rt []int64
 	for j := 0; j < warm; j++ {
 		t0 := time.Now()
-		if _, err := lim.Allow(ctx, "lambda-rt", ratelimit.Limit{Name: "anonymous", Count: 1_000_000, Window: time.Minute}); err != nil {
+		if _, err := lim.Decide(ctx, 1, ratelimit.Check{Identity: "lambda-rt", Limit: ratelimit.Limit{Name: "anonymous", Count: 1_000_000, Window: time.Minute}}); err != nil {
 			info.Note = "redis round trip: " + err.Error()
 			return info
 		}
@@ -189,7 +189,7 @@ func runLambda(ctx context.Context, b *bench, root, redisAddr string, p *progres
 }
 
 // allocsPerDecision counts heap allocations per decision in this process,
-// for Limiter.Allow and for Gate.Decide (go-redis's included).
+// for Limiter.Decide and for Gate.Decide (go-redis's included).
 func allocsPerDecision(ctx context.Context, c *redis.Client) (allocs, bytes, gateAllocs float64, err error) {
 	l, err := ratelimit.NewLimiter(c, ratelimit.Options{})
 	if err != nil {
@@ -216,7 +216,7 @@ func allocsPerDecision(ctx context.Context, c *redis.Client) (allocs, bytes, gat
 		return float64(after.Mallocs-before.Mallocs) / n, float64(after.TotalAlloc-before.TotalAlloc) / n, nil
 	}
 	allocs, bytes, err = measure(func() error {
-		_, err := l.Allow(ctx, "alloc-user", limit)
+		_, err := l.Decide(ctx, 1, ratelimit.Check{Identity: "alloc-user", Limit: limit})
 		return err
 	})
 	if err != nil {

@@ -86,7 +86,7 @@ func renderReport(res *results) string {
 		w("| %s | %s | %s |\n", c.Name, c.Group, c.Clock)
 	}
 	w(`
-- **slidegate**: the six algorithms of ` + "`pkg/ratelimit`" + ` (every entry of ` + "`ratelimit.Algorithms()`" + `, sliding-buckets included), called through ` + "`Limiter.Allow`" + ` (one EVALSHA per decision), and through ` + "`Gate.Decide`" + ` in the flood. Only the accuracy replay and the memory fill, which need many decisions at exact instants on one pipeline, send the same EVALSHA with the same keys and arguments directly.
+- **slidegate**: the six algorithms of ` + "`pkg/ratelimit`" + ` (every entry of ` + "`ratelimit.Algorithms()`" + `, sliding-buckets included), called through ` + "`Limiter.Decide`" + ` (one EVALSHA per decision), and through ` + "`Gate.Decide`" + ` in the flood. Only the accuracy replay and the memory fill, which need many decisions at exact instants on one pipeline, send the same EVALSHA with the same keys and arguments directly.
 - **peers**: ` + "`github.com/go-redis/redis_rate/v10`" + ` (GCRA, burst = limit) and ` + "`github.com/ulule/limiter/v3`" + ` with its Redis store (a counter whose window starts at the first request and ends with the key's TTL).
 - **baselines**, written here from the published design slidegate grew from (` + "`bench/lua/`" + `): the two-key sliding-window counter whose Lua builds both key names from a client-side timestamp in seconds, and the sorted-set log (ZREMRANGEBYSCORE, ZCARD, ZADD, EXPIRE) with a client-side timestamp in milliseconds (one Lua call; each member gets a unique suffix so that two requests in one millisecond stay two).
 - **ceilings**: an EVALSHA of ` + "`return 1`" + ` and a PING, what one round trip costs with no rate limiting at all; an EVALSHA of a script that only reads ` + "`TIME`" + ` (` + "`bench/lua/time_only.lua`" + `), the floor of any limiter on the Redis clock; and the plainest fixed window, ` + "`INCR`" + ` then ` + "`PEXPIRE`" + ` in one script on a key named by a client-side window index (` + "`bench/lua/incr_pexpire.lua`" + `), the yardstick of the Redis-time target. redis_rate is given a key padded to the length of slidegate's default key, so that memory compares at equal key length.
@@ -171,7 +171,7 @@ func renderReport(res *results) string {
 		res.Settings["burst_requests"], orDefault(res.Settings["burst_limit"], "100/1m"))
 	w("The window is an hour so that the burst ends within one emission interval (36 s): a key's TTL runs on Redis's clock even when the decision's clock is frozen, and the leaky bucket's key lives one interval (at 100/1m, 0.6 s: a 2 s burst saw it expire and admitted 4); the peers, on real time, refill nothing meanwhile. ")
 	w("*Flood*: one identity sends 100x its limit (10,000 requests against 100/1m). Virtual-clock contenders get them evenly spread over one window of virtual time; the peers get them back to back in real time. ")
-	w("Calls are client round trips to Redis. For slidegate's algorithms the flood is measured three ways: `Limiter.Allow` (no cache), and `Gate.Decide` with the deny cache off and on.\n\n")
+	w("Calls are client round trips to Redis. For slidegate's algorithms the flood is measured three ways: `Limiter.Decide` (no cache), and `Gate.Decide` with the deny cache off and on.\n\n")
 	w("| contender | burst admitted | flood admitted | calls/request (Limiter or API) | Gate, no deny cache: calls/denied | Gate with deny cache: calls/request | calls/denied |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, c := range res.Contenders {
 		if c.Burst == nil {
@@ -281,7 +281,7 @@ func lambdaSection(l lambdaInfo) string {
 			float64(l.BootstrapBytes["authorizer"])/1e6, float64(l.BootstrapBytes["api"])/1e6)
 	}
 	if l.AllocsPerDecision > 0 {
-		w("- Allocations per decision, in process, go-redis included: `Limiter.Allow` %.0f allocations (%.0f bytes), `Gate.Decide` %.0f allocations.\n",
+		w("- Allocations per decision, in process, go-redis included: `Limiter.Decide` %.0f allocations (%.0f bytes), `Gate.Decide` %.0f allocations.\n",
 			l.AllocsPerDecision, l.BytesPerDecision, l.AllocsPerGate)
 	}
 	if l.Measured {

@@ -301,15 +301,17 @@ const inFlightToken = "slot-__rand_int__-__rand_int__"
 // release's random token holds no slot, so it removes nothing: a release
 // that frees a slot removes one member more of that small set.
 func captureInFlightCases(ctx context.Context, b *bench, capture func(name, group string, decide func() error) error) error {
-	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{})
+	lim, err := ratelimit.NewLimiter(b.client, ratelimit.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return err
 	}
+	// The Gate's own calls, failing closed: the same script call each.
+	gate := ratelimit.NewGate(lim, ratelimit.GateOptions{})
 	limit := ratelimit.ConcurrencyLimit{Name: "pro", Max: ratelimit.MaxCount, Lease: 5 * time.Millisecond}
 	var slot ratelimit.Slot
 	acquire := func() error {
 		var err error
-		slot, err = lim.Acquire(ctx, serverSideCapture, limit)
+		slot, err = gate.Acquire(ctx, ratelimit.FailClosed, serverSideCapture, limit)
 		if err == nil && !slot.Acquired {
 			err = fmt.Errorf("acquire denied: %d held", slot.Held)
 		}
@@ -324,7 +326,7 @@ func captureInFlightCases(ctx context.Context, b *bench, capture func(name, grou
 				return err
 			}
 		}
-		_, err := lim.Release(ctx, slot)
+		_, err := gate.Release(ctx, slot)
 		slot = ratelimit.Slot{}
 		return err
 	}

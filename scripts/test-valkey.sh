@@ -66,4 +66,6 @@ all) ;;
 esac
 
 echo "== Valkey half (VALKEY_SCOPE=${VALKEY_SCOPE:-library}): Redis-facing tests in ${#packages[@]} packages (${packages[*]}) on $("${REDIS_SERVER}" --version)"
-exec ${GO} test -count=1 -timeout 15m -run "${run}" "${packages[@]}"
+# -parallel 4: as in make test, the tests marked t.Parallel wait (for a
+# cluster to form, or for a control to propagate) side by side.
+exec ${GO} test -count=1 -timeout 15m -parallel 4 -run "${run}" "${packages[@]}"

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -28,7 +29,7 @@ import (
 // apiSlowEvent is a REST event of GET /v1/slow?ms=ms from sourceIP.
 func apiSlowEvent(t testing.TB, sourceIP string, ms int) []byte {
 	t.Helper()
-	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.Resource, e.Path = "/v1/slow", "/v1/slow"
 		e.RequestContext.Path = "/prod/v1/slow"
 		e.QueryStringParameters = map[string]string{"ms": strconv.Itoa(ms)}
@@ -41,7 +42,7 @@ func apiSlowEvent(t testing.TB, sourceIP string, ms int) []byte {
 // instance up.
 func apiHealthEvent(t testing.TB) []byte {
 	t.Helper()
-	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.Resource, e.Path = "/health", "/health"
 	})
 }
@@ -75,7 +76,7 @@ func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
 	bootstrap := lambdatest.BuildBootstrap(t, "./functions/api")
-	env := apiEnv(srv.URL(), map[string]string{
+	env := apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS":   "1000/1m",
 		"RATE_LIMIT_CONCURRENCY": "anonymous=" + strconv.Itoa(maxInFlight),
 	})
@@ -96,7 +97,7 @@ func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
 	}
 
 	type answer struct {
-		resp apiResponse
+		resp apitest.Response
 		at   time.Time
 	}
 	// A round holds the N slots for hold; it is tried again, holding
@@ -117,7 +118,7 @@ func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
 					t.Errorf("invoke: %v", err)
 					return
 				}
-				answers[i] = answer{parseAPIResponse(t, raw), time.Now()}
+				answers[i] = answer{apitest.Parse(t, raw), time.Now()}
 			}()
 		}
 		wg.Add(1)
@@ -129,7 +130,7 @@ func TestAPIFunctionInFlightLimitUnderTheEmulator(t *testing.T) {
 				t.Errorf("invoke: %v", err)
 				return
 			}
-			other = answer{parseAPIResponse(t, raw), time.Now()}
+			other = answer{apitest.Parse(t, raw), time.Now()}
 		}()
 		close(start)
 		wg.Wait()
@@ -196,7 +197,7 @@ func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
 	srv := redistest.StartServer(t)
 	admin := srv.Client(t)
 	bootstrap := lambdatest.BuildBootstrap(t, "./functions/api")
-	env := apiEnv(srv.URL(), map[string]string{
+	env := apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS":         "1000/1m",
 		"RATE_LIMIT_CONCURRENCY":       "anonymous=1",
 		"RATE_LIMIT_CONCURRENCY_LEASE": "6s",
@@ -241,12 +242,12 @@ func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
 		}
 		return now
 	}
-	probe := func() apiResponse {
+	probe := func() apitest.Response {
 		raw, err := prober.InvokeContext(ctx, apiSlowEvent(t, caller, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 	if before := redisNow(); !before.Before(leaseEnd) {
 		// The machine took past the lease end to kill the holder: "not
@@ -289,7 +290,7 @@ func TestAPIFunctionInFlightSlotOfAKilledInstance(t *testing.T) {
 // Redis call is the in-flight acquire.
 func apiAuthorizedEvent(t testing.TB, sourceIP, method, path string, query map[string]string) []byte {
 	t.Helper()
-	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.HTTPMethod, e.Resource, e.Path = method, path, path
 		e.RequestContext.HTTPMethod = method
 		e.RequestContext.Path = "/prod" + path
@@ -304,7 +305,7 @@ func apiAuthorizedEvent(t testing.TB, sourceIP, method, path string, query map[s
 		}
 		e.RequestContext.Identity.SourceIP = sourceIP
 		if method == http.MethodPost {
-			apiSetRESTHeader(e, "Content-Type", "application/json")
+			apitest.SetRESTHeader(e, "Content-Type", "application/json")
 			e.Body = `{"username":"alice","password":"correct horse battery staple"}`
 		}
 		e.RequestContext.Authorizer = map[string]any{
@@ -356,13 +357,13 @@ func TestAPIFunctionInFlightWhenRedisFails(t *testing.T) {
 			srv := redistest.StartServer(t)
 			admin := srv.Client(t)
 			url, inject := c.start(t, srv)
-			rie := lambdatest.StartRIE(t, bootstrap, apiEnv(url, map[string]string{
+			rie := lambdatest.StartRIE(t, bootstrap, apitest.Env(url, map[string]string{
 				"RATE_LIMIT_ANONYMOUS":   "1000/1m",
 				"RATE_LIMIT_CONCURRENCY": "anonymous=2",
 			}))
 			login := apiAuthorizedEvent(t, caller, http.MethodPost, "/auth/login", nil)
 			slow := apiAuthorizedEvent(t, caller, http.MethodGet, "/v1/slow", map[string]string{"ms": "0"})
-			invoke := func(event []byte) (apiResponse, time.Duration) {
+			invoke := func(event []byte) (apitest.Response, time.Duration) {
 				t.Helper()
 				start := time.Now()
 				raw, err := rie.Invoke(t, event)
@@ -370,7 +371,7 @@ func TestAPIFunctionInFlightWhenRedisFails(t *testing.T) {
 				if err != nil {
 					t.Fatalf("invoke: %v", err)
 				}
-				return parseAPIResponse(t, raw), took
+				return apitest.Parse(t, raw), took
 			}
 			for _, event := range [][]byte{login, slow} {
 				if resp, _ := invoke(event); resp.StatusCode != http.StatusOK {
@@ -434,7 +435,7 @@ func TestAPIFunctionInFlightFailOpenCountsPerInstance(t *testing.T) {
 	)
 	srv := redistest.StartServer(t)
 	var logs testkit.Buffer
-	api := startAPILogging(t, apiEnv(srv.URL(), map[string]string{
+	api := apitest.StartLogging(t, apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS":          "1000/1m",
 		"RATE_LIMIT_CONCURRENCY":        "anonymous=5",
 		"RATE_LIMIT_FALLBACK_INSTANCES": "2",
@@ -475,7 +476,7 @@ func TestAPIFunctionInFlightFailOpenCountsPerInstance(t *testing.T) {
 		}
 		var firstDone, lastRefused time.Time
 		for _, a := range answers {
-			resp := parseAPIResponse(t, a.raw)
+			resp := apitest.Parse(t, a.raw)
 			switch resp.StatusCode {
 			case http.StatusOK:
 				ran++
@@ -545,7 +546,7 @@ func TestAPIFunctionResolvesTheCallerOnce(t *testing.T) {
 		if authorized {
 			return apiAuthorizedEvent(t, "not-an-ip", http.MethodGet, "/v1/items", nil)
 		}
-		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = "not-an-ip"
 		})
 	}
@@ -561,7 +562,7 @@ func TestAPIFunctionResolvesTheCallerOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var logs testkit.Buffer
-			env := apiEnv(srv.URL(), map[string]string{
+			env := apitest.Env(srv.URL(), map[string]string{
 				"RATE_LIMIT_ANONYMOUS":   "1000/1m",
 				"RATE_LIMIT_CONCURRENCY": c.concurrency,
 			})
@@ -577,7 +578,7 @@ func TestAPIFunctionResolvesTheCallerOnce(t *testing.T) {
 			t.Cleanup(func() { _ = rt.Close() })
 			api := apihandler.NewLambdaHandler(apihandler.New(rt, apihandler.Options{Logger: logger}), logger)
 			for range requests {
-				if resp := invokeAPI(t, api, items(c.authorized)); resp.StatusCode != http.StatusOK {
+				if resp := apitest.Invoke(t, api, items(c.authorized)); resp.StatusCode != http.StatusOK {
 					t.Fatalf("status %d: %s", resp.StatusCode, resp.Body)
 				}
 			}

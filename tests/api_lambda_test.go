@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
@@ -24,18 +25,18 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 	srv := redistest.StartServer(t)
 	const redisTimeout = 100 * time.Millisecond
 	bootstrap := lambdatest.BuildBootstrap(t, "./functions/api")
-	rie := lambdatest.StartRIE(t, bootstrap, apiEnv(srv.URL(), map[string]string{
+	rie := lambdatest.StartRIE(t, bootstrap, apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "3/1m",
 		"RATE_LIMIT_ROUTES":    "POST /auth/*=2/1m",
 		"REDIS_TIMEOUT":        redisTimeout.String(),
 	}))
-	invoke := func(t *testing.T, event []byte) apiResponse {
+	invoke := func(t *testing.T, event []byte) apitest.Response {
 		t.Helper()
 		raw, err := rie.Invoke(t, event)
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 
 	// Every event file a user can pass to `make invoke`, with what it gets
@@ -73,7 +74,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 	t.Run("every event file", func(t *testing.T) {
 		for i, f := range files {
 			t.Run(f.name, func(t *testing.T) {
-				resp := invoke(t, readAPIEvent(t, f.name))
+				resp := invoke(t, apitest.ReadEvent(t, f.name))
 				if i == 0 {
 					t.Logf("cold start: %v from emulator start to first response", time.Since(rie.Started).Round(time.Millisecond))
 				}
@@ -81,7 +82,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 					t.Fatalf("status %d, want %d; body %s", resp.StatusCode, f.wantStatus, resp.Body)
 				}
 				if f.limited {
-					checkAPIRateLimitHeaders(t, resp)
+					apitest.CheckRateLimitHeaders(t, resp)
 				} else if resp.Header.Get("RateLimit") != "" {
 					t.Fatalf("unlimited answer carries RateLimit %q", resp.Header.Get("RateLimit"))
 				}
@@ -98,23 +99,23 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 	})
 
 	t.Run("the limit+1th request is a contract 429", func(t *testing.T) {
-		event := readAPIEvent(t, "api-rest-anonymous.json")
+		event := apitest.ReadEvent(t, "api-rest-anonymous.json")
 		for range 2 { // the first of 3 was spent above
 			if resp := invoke(t, event); resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d within the limit", resp.StatusCode)
 			}
 		}
-		checkAPI429(t, invoke(t, event))
+		apitest.Check429(t, invoke(t, event))
 	})
 
 	t.Run("the authorizer's decision is reused, not counted again", func(t *testing.T) {
-		before := apiRedisKeyCount(t, srv)
+		before := apitest.RedisKeyCount(t, srv)
 		for range 5 {
-			if resp := invoke(t, readAPIEvent(t, "api-rest-with-authorizer-context.json")); resp.Header.Get("RateLimit-Remaining") != "9876" {
+			if resp := invoke(t, apitest.ReadEvent(t, "api-rest-with-authorizer-context.json")); resp.Header.Get("RateLimit-Remaining") != "9876" {
 				t.Fatalf("RateLimit-Remaining %q, want the context's 9876", resp.Header.Get("RateLimit-Remaining"))
 			}
 		}
-		if after := apiRedisKeyCount(t, srv); after != before {
+		if after := apitest.RedisKeyCount(t, srv); after != before {
 			t.Fatalf("Redis keys went from %d to %d", before, after)
 		}
 	})
@@ -131,7 +132,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 		}
 		for _, tt := range tests {
 			start := time.Now()
-			resp := invoke(t, readAPIEvent(t, tt.event))
+			resp := invoke(t, apitest.ReadEvent(t, tt.event))
 			took := time.Since(start)
 			t.Logf("%s: %d in %v", tt.event, resp.StatusCode, took.Round(time.Microsecond))
 			if resp.StatusCode != tt.wantStatus {
@@ -142,7 +143,7 @@ func TestAPIFunctionUnderTheEmulator(t *testing.T) {
 					t.Fatalf("503: Retry-After %q, body %s", resp.Header.Get("Retry-After"), resp.Body)
 				}
 			} else {
-				checkAPIRateLimitHeaders(t, resp)
+				apitest.CheckRateLimitHeaders(t, resp)
 			}
 			if took > redisTimeout+testkit.BudgetSlack {
 				t.Fatalf("%s answered in %v; budget REDIS_TIMEOUT %v + %v", tt.event, took, redisTimeout, testkit.BudgetSlack)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -24,14 +25,14 @@ func TestAPIQuotaRouteLimit(t *testing.T) {
 		t.Skip("builds the bootstrap and the emulator")
 	}
 	srv := redistest.StartServer(t)
-	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
+	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "5/1m",
 		"RATE_LIMIT_QUOTA":     "3/1m",
 	}))
 	const ip = "203.0.113.150"
-	invoke := func(t *testing.T, method, path string) apiResponse {
+	invoke := func(t *testing.T, method, path string) apitest.Response {
 		t.Helper()
-		raw, err := rie.Invoke(t, apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		raw, err := rie.Invoke(t, apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.RequestContext.HTTP.Method = method
 			e.RawPath, e.RequestContext.HTTP.Path = path, path
 			e.RequestContext.HTTP.SourceIP = ip
@@ -40,7 +41,7 @@ func TestAPIQuotaRouteLimit(t *testing.T) {
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 	keys := func(t *testing.T, pattern string) int {
 		t.Helper()
@@ -68,11 +69,11 @@ func TestAPIQuotaRouteLimit(t *testing.T) {
 		if len(body.Limits) != 1 || body.Limits[0].Name != "anonymous" || body.Limits[0].Remaining != 5 {
 			t.Fatalf("quota call %d: %s, want the anonymous tier, unspent (5 remaining)", i+1, resp.Body)
 		}
-		checkAPIRateLimitHeaders(t, resp)
+		apitest.CheckRateLimitHeaders(t, resp)
 	}
 	for i := range 20 {
 		resp := invoke(t, "GET", "/v1/quota")
-		checkAPI429(t, resp)
+		apitest.Check429(t, resp)
 		if got := resp.Header.Get("RateLimit-Policy"); !strings.HasPrefix(got, `"quota";q=3;`) {
 			t.Fatalf("quota call %d over its limit: RateLimit-Policy %q, want the quota limit's", 4+i, got)
 		}
@@ -101,28 +102,28 @@ func TestAPIHTTPAPIAnswersAreNotCached(t *testing.T) {
 		t.Skip("builds the bootstrap and the emulator")
 	}
 	srv := redistest.StartServer(t)
-	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
+	rie := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "1/1m",
 	}))
-	invoke := func(t *testing.T, event []byte) apiResponse {
+	invoke := func(t *testing.T, event []byte) apitest.Response {
 		t.Helper()
 		raw, err := rie.Invoke(t, event)
 		if err != nil {
 			t.Fatalf("invoke: %v", err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
-	items := apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.RequestContext.HTTP.SourceIP = "203.0.113.151" })
+	items := apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.RequestContext.HTTP.SourceIP = "203.0.113.151" })
 	if resp := invoke(t, items); resp.StatusCode != http.StatusOK {
 		t.Fatalf("first request: %d %s", resp.StatusCode, resp.Body)
 	}
 	tooMany := invoke(t, items)
-	checkAPI429(t, tooMany)
-	unavailable := invoke(t, readAPIEvent(t, "api-httpapi-v2-unavailable.json"))
+	apitest.Check429(t, tooMany)
+	unavailable := invoke(t, apitest.ReadEvent(t, "api-httpapi-v2-unavailable.json"))
 	if unavailable.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("unavailable event: %d %s, want 503", unavailable.StatusCode, unavailable.Body)
 	}
-	for name, resp := range map[string]apiResponse{"429": tooMany, "503": unavailable} {
+	for name, resp := range map[string]apitest.Response{"429": tooMany, "503": unavailable} {
 		if got := resp.Header.Get("Cache-Control"); got != "no-store" {
 			t.Errorf("HTTP API %s: Cache-Control %q, want no-store", name, got)
 		}

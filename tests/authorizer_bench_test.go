@@ -2,14 +2,10 @@ package tests
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/authorizer"
-	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -59,41 +55,5 @@ func BenchmarkAuthorizerWarmInvocation(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(redisPingMicros(b, srv), "µs-redis-ping")
-}
-
-// BenchmarkAuthorizerHandler measures the function's own work for one
-// event in process (decode, resolve, one script call, encode), without the
-// emulator's HTTP hop; µs-redis-ping is the bare round trip it contains.
-func BenchmarkAuthorizerHandler(b *testing.B) {
-	srv := redistest.StartServer(b)
-	env := azEnv(srv.URL(), "bench-hs256-secret-for-tests-0123456789", map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1h"})
-	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	h := authorizer.New(rt)
-	event := azRESTEvent(b, azRequest{ip: "192.0.2.3"})
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := h.Invoke(context.Background(), event); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(redisPingMicros(b, srv), "µs-redis-ping")
-}
-
-func redisPingMicros(b *testing.B, srv *redistest.Server) float64 {
-	c := srv.Client(b)
-	const n = 2000
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		if err := c.Ping(context.Background()).Err(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return float64(time.Since(start).Microseconds()) / n
+	b.ReportMetric(srv.PingMicros(b), "µs-redis-ping")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
@@ -171,10 +172,10 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 	// The API function behind it, on a Redis of its own: any decision it
 	// made itself would leave a key there.
 	fnRedis := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(fnRedis.URL(), nil))
-	function := func(t *testing.T, ctx map[string]any, method, path string) apiResponse {
+	api := apitest.Start(t, apitest.Env(fnRedis.URL(), nil))
+	function := func(t *testing.T, ctx map[string]any, method, path string) apitest.Response {
 		t.Helper()
-		return invokeAPI(t, api, apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		return apitest.Invoke(t, api, apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.RequestContext.HTTP.Method = method
 			e.RawPath, e.RequestContext.HTTP.Path = path, path
 			e.Body = `{"username":"demo","password":"demo"}`
@@ -194,7 +195,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 			if !resp.IsAuthorized || resp.Context["retryAfter"] == nil || resp.Context["tier"] != "anonymous" {
 				t.Fatalf("request %d over the limit: %+v, want authorized with the anonymous denial", i+1, resp)
 			}
-			checkAPI429(t, function(t, resp.Context, "GET", "/v1/items"))
+			apitest.Check429(t, function(t, resp.Context, "GET", "/v1/items"))
 		}
 	})
 
@@ -209,7 +210,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 
 	t.Run("Redis stopped: the login route is a 503 from the function, not a 500", func(t *testing.T) {
 		srv.Stop()
-		before := apiRedisKeyCount(t, fnRedis)
+		before := apitest.RedisKeyCount(t, fnRedis)
 		for _, headers := range []map[string]string{nil, {"x-api-key": testkit.RandomSecret(t)}} {
 			resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.71", method: "POST", path: "/auth/login", headers: headers}))
 			if !resp.IsAuthorized || resp.Context["unavailable"] != true {
@@ -223,7 +224,7 @@ func TestAuthorizerHTTPAPI(t *testing.T) {
 				t.Fatalf("function answered %d, Retry-After %q, %s; want the contract's 503", got.StatusCode, got.Header.Get("Retry-After"), got.Body)
 			}
 		}
-		if after := apiRedisKeyCount(t, fnRedis); after != before {
+		if after := apitest.RedisKeyCount(t, fnRedis); after != before {
 			t.Fatalf("the function's Redis went from %d to %d keys: it decided again", before, after)
 		}
 		resp := azHTTPInvoke(t, rie, azHTTPEvent(t, azRequest{ip: "203.0.113.71"}))

@@ -21,6 +21,7 @@ import (
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/sfv"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -133,7 +134,7 @@ func denyHeaderProblem(name, value string) string {
 			return "not a non-negative integer"
 		}
 	case "ratelimit", "ratelimit-policy":
-		items, err := parseSFList(value)
+		items, err := sfv.ParseList(value)
 		if err != nil {
 			return err.Error()
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/faultproxy"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -371,21 +372,21 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	}
 	t.Parallel() // waits for the control watch: runs beside the other waiting tests
 	srv := redistest.StartServer(t)
-	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
+	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "3/1m", "RATE_LIMIT_ALGORITHM": "sliding-log", "REDIS_TIMEOUT": "1s",
 	}))
 	op := controlLimiter(t, srv.Client(t))
 	ctx := context.Background()
-	call := func(t *testing.T, ip, path string) apiResponse {
+	call := func(t *testing.T, ip, path string) apitest.Response {
 		t.Helper()
-		raw, err := api.Invoke(t, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		raw, err := api.Invoke(t, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.Path, e.Resource = path, path
 			e.RequestContext.Identity.SourceIP = ip
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 	if resp := call(t, "203.0.113.60", "/v1/items"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("warm-up: %d %s", resp.StatusCode, resp.Body)
@@ -445,7 +446,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 
 	// Behind a REST authorizer: the control in its context (strings, as a
 	// REST API hands it) is believed and nothing is decided again.
-	raw, err := api.Invoke(t, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	raw, err := api.Invoke(t, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.RequestContext.Identity.SourceIP = "203.0.113.64"
 		e.RequestContext.Authorizer = map[string]any{"tier": "anonymous", "limit": "30", "remaining": "29", "reset": "2", "window": "60",
 			"name": "anonymous", "policy": `"anonymous";q=30;w=60`, "control": "scaled", "controlUntil": fmt.Sprint(time.Now().Add(time.Hour).Unix()), "controlFactor": "10"}
@@ -453,7 +454,7 @@ func TestControlsThroughTheAPIFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp := parseAPIResponse(t, raw); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "30" {
+	if resp := apitest.Parse(t, raw); resp.StatusCode != http.StatusOK || resp.Header.Get("X-RateLimit-Limit") != "30" {
 		t.Fatalf("behind the authorizer: %d %v", resp.StatusCode, resp.Header)
 	}
 }

@@ -245,7 +245,7 @@ func dashRealRun(t *testing.T) dashRun {
 }
 
 // dashControlKey is the Redis key of identity's control record: the one
-// key ending in :ctl on the server, found after SetControl wrote it.
+// key ending in :ctl on the server, found after Store.Set wrote it.
 func dashControlKey(t *testing.T, client *redis.Client, identity string) string {
 	t.Helper()
 	keys, err := client.Keys(context.Background(), "*:ctl").Result()

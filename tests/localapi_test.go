@@ -17,12 +17,13 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/slidegate/slidegate/cmd/localapi/server"
+	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/deployconfig"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/sfv"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
-	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
 // The local API tests start `make local`'s server in-process on a free
@@ -434,7 +435,7 @@ func stageLimit(t *testing.T, stage, param string) int64 {
 	if !ok {
 		t.Fatalf("samconfig.toml [%s]: no %s override", stage, param)
 	}
-	count, _, err := ratelimit.ParseRate(v)
+	count, _, err := config.ParseRate(v)
 	if err != nil {
 		t.Fatalf("samconfig.toml [%s]: %s=%q: %v", stage, param, v, err)
 	}
@@ -462,7 +463,7 @@ func TestLocalAPIDemoPlan(t *testing.T) {
 		if r.status != http.StatusOK {
 			t.Fatalf("%s: %d %s", name, r.status, r.body)
 		}
-		policies, err := parseSFList(r.header.Get("RateLimit-Policy"))
+		policies, err := sfv.ParseList(r.header.Get("RateLimit-Policy"))
 		if err != nil || len(policies) != 3 {
 			t.Fatalf("%s: RateLimit-Policy %q: %v, want plan pro's three limits", name, r.header.Get("RateLimit-Policy"), err)
 		}
@@ -498,7 +499,7 @@ func TestLocalAPIUsagePlanKeysOnMoto(t *testing.T) {
 	if r.status != http.StatusOK {
 		t.Fatalf("key of the usage plan: %d %s", r.status, r.body)
 	}
-	policies, err := parseSFList(r.header.Get("RateLimit-Policy"))
+	policies, err := sfv.ParseList(r.header.Get("RateLimit-Policy"))
 	if err != nil || len(policies) != 3 || policies[0].Value != "pro-1s" {
 		t.Errorf("key of the usage plan: RateLimit-Policy %q (%v), want plan pro's three limits", r.header.Get("RateLimit-Policy"), err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
@@ -370,7 +371,7 @@ func obsRESTAuthorizerEvent(t *testing.T, r azRequest, requestID string) []byte 
 		t.Fatal(err)
 	}
 	ev.RequestContext.RequestID = requestID
-	return apiJSON(t, ev)
+	return apitest.JSON(t, ev)
 }
 
 // obsHTTPAuthorizerEvent is an HTTP API authorizer event with its own
@@ -382,20 +383,20 @@ func obsHTTPAuthorizerEvent(t *testing.T, r azRequest, requestID string) []byte 
 		t.Fatal(err)
 	}
 	ev.RequestContext.RequestID = requestID
-	return apiJSON(t, ev)
+	return apitest.JSON(t, ev)
 }
 
 // obsAPIEvent is a REST proxy event for method and path from ip.
 func obsAPIEvent(t *testing.T, method, path, ip, requestID string, headers map[string]string, body string) []byte {
 	t.Helper()
-	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.HTTPMethod, e.Path, e.Resource = method, path, path
 		e.RequestContext.HTTPMethod, e.RequestContext.Path = method, "/prod"+path
 		e.RequestContext.Identity.SourceIP = ip
 		e.RequestContext.RequestID = requestID
-		apiSetRESTHeader(e, "X-Forwarded-For", ip)
+		apitest.SetRESTHeader(e, "X-Forwarded-For", ip)
 		for k, v := range headers {
-			apiSetRESTHeader(e, k, v)
+			apitest.SetRESTHeader(e, k, v)
 		}
 		e.Body = body
 	})
@@ -404,7 +405,7 @@ func obsAPIEvent(t *testing.T, method, path, ip, requestID string, headers map[s
 // obsHTTPAPIEvent is an HTTP API (payload 2.0) proxy event.
 func obsHTTPAPIEvent(t *testing.T, method, path, ip, requestID string, headers map[string]string, body string) []byte {
 	t.Helper()
-	return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+	return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 		e.RouteKey, e.RawPath = method+" "+path, path
 		e.RequestContext.HTTP.Method, e.RequestContext.HTTP.Path = method, path
 		e.RequestContext.HTTP.SourceIP = ip
@@ -446,7 +447,9 @@ func TestObservabilityRecordsOfRealDecisions(t *testing.T) {
 	httpAPI := func(method, path, ip string, headers map[string]string, body string) func(*testing.T, string) []byte {
 		return func(t *testing.T, id string) []byte { return obsHTTPAPIEvent(t, method, path, ip, id, headers, body) }
 	}
-	withAuthorizerContext := func(t *testing.T, _ string) []byte { return readAPIEvent(t, "api-rest-with-authorizer-context.json") }
+	withAuthorizerContext := func(t *testing.T, _ string) []byte {
+		return apitest.ReadEvent(t, "api-rest-with-authorizer-context.json")
+	}
 	stopRedis := func() { srv.Stop() }
 
 	steps := []struct {
@@ -787,7 +790,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 		// logged, never the path (allowed at debug, and rejected on a
 		// fail-closed route with Redis down).
 		secretPath := "/auth/reset/" + obsPathSecret
-		withRouteKey := apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		withRouteKey := apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.RouteKey, e.RawPath = "POST /auth/{proxy+}", secretPath
 			e.RequestContext.RouteKey = e.RouteKey
 			e.RequestContext.HTTP.Method, e.RequestContext.HTTP.Path = "POST", secretPath
@@ -803,7 +806,7 @@ func TestObservabilityNeverLogsSecrets(t *testing.T) {
 		}
 		authz.RouteKey = "POST /auth/{proxy+}"
 		authz.RequestContext.RouteKey = authz.RouteKey
-		_, _ = authorizerRIE.Invoke(t, apiJSON(t, authz))
+		_, _ = authorizerRIE.Invoke(t, apitest.JSON(t, authz))
 		// A path the proxy library cannot parse, with a token in the query
 		// string: the library's own error would quote the whole URL.
 		bad := obsHTTPAPIEvent(t, "GET", "/v1/items%zz", obsSourceIP, phase, nil, "")

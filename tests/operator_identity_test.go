@@ -104,7 +104,7 @@ func TestOperatorActsOnTheIdentityTheLogsPrint(t *testing.T) {
 	if out := decide(); out.Result.Allowed || out.Result.Control.Kind != controls.Block {
 		t.Fatalf("after block --identity %s: %v (control %v), want the caller blocked", line.Identity, out.Kind, out.Result.Control.Kind)
 	}
-	if r := run(t, "controls"); !lineWith(r.stdout, "block ", line.Identity, "from the logs") {
+	if r := run(t, "controls"); !testkit.LineWith(r.stdout, "block ", line.Identity, "from the logs") {
 		t.Errorf("controls lists the caller by another name than the logs':\n%s", r.stdout)
 	}
 	if r := run(t, "inspect", "--ip", "198.51.100.23"); !strings.Contains(r.stdout, "control: block until ") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/mototest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
@@ -133,8 +133,8 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 	}
 
 	r = run(t, "", "controls")
-	if r.code != 0 || !lineWith(r.stdout, "block ", hashOf(caller), "arn:aws:", "credential stuffing") ||
-		!lineWith(r.stdout, "scale ", "x10", "alice", "launch") || !lineWith(r.stdout, "exempt ", "198.51.100.0/24", "bob", "monitor") {
+	if r.code != 0 || !testkit.LineWith(r.stdout, "block ", hashOf(caller), "arn:aws:", "credential stuffing") ||
+		!testkit.LineWith(r.stdout, "scale ", "x10", "alice", "launch") || !testkit.LineWith(r.stdout, "exempt ", "198.51.100.0/24", "bob", "monitor") {
 		t.Fatalf("controls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = run(t, "", "controls", "--json")
@@ -222,73 +222,4 @@ func TestSlidegateControlsThroughTheOperatorFunction(t *testing.T) {
 			t.Errorf("the function's log holds the identity %s in clear:\n%s", clear, logs)
 		}
 	}
-}
-
-// TestSlidegateControlsOnRedis: the same commands on a direct connection,
-// and inspect showing the caller's control and the network's.
-func TestSlidegateControlsOnRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	srv := redistest.StartServer(t)
-	env := map[string]string{"REDIS_URL": srv.URL(), "RATE_LIMIT_HASH_KEY": cliHashKey, "USER": "carol"}
-	run := func(t *testing.T, args ...string) cliRun {
-		t.Helper()
-		return runSlidegate(t, maps.Clone(env), "", args...)
-	}
-	if r := run(t, "block", "--ip", "203.0.113.7", "--for", "90m", "--reason", "scraper", "--yes"); r.code != 0 {
-		t.Fatalf("block: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	if r := run(t, "block", "--network", "203.0.113.0/24", "--for", "1h", "--reason", "botnet", "--by", "dave", "--yes"); r.code != 0 {
-		t.Fatalf("block a network: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	r := run(t, "inspect", "--ip", "203.0.113.7")
-	if r.code != 0 || !strings.Contains(r.stdout, "control: block until ") || !strings.Contains(r.stdout, ": scraper") ||
-		!strings.Contains(r.stdout, "network control: block of 203.0.113.0/24 until ") {
-		t.Fatalf("inspect: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	var in struct {
-		Control *struct {
-			Kind, SetBy, Reason string
-		} `json:"control"`
-		Networks []struct{ Kind, Network string } `json:"networkControls"`
-	}
-	r = run(t, "inspect", "--ip", "203.0.113.7", "--json")
-	if err := json.Unmarshal([]byte(r.stdout), &in); err != nil || in.Control == nil || in.Control.Kind != "block" || in.Control.SetBy == "" ||
-		len(in.Networks) != 1 || in.Networks[0].Network != "203.0.113.0/24" {
-		t.Fatalf("inspect --json: %v\n%s%s", err, r.stdout, r.stderr)
-	}
-	// Refused before anything is sent, with the command line's status.
-	for name, args := range map[string][]string{
-		"no reason":         {"block", "--ip", "203.0.113.8", "--for", "1h", "--yes"},
-		"no duration":       {"exempt", "--ip", "203.0.113.8", "--reason", "r", "--yes"},
-		"host bits":         {"block", "--network", "203.0.113.1/24", "--for", "1h", "--reason", "r", "--yes"},
-		"scale a network":   {"scale", "--network", "203.0.113.0/24", "x2", "--for", "1h", "--reason", "r", "--yes"},
-		"no factor":         {"scale", "--ip", "203.0.113.8", "--for", "1h", "--reason", "r", "--yes"},
-		"bad factor":        {"scale", "--ip", "203.0.113.8", "xten", "--for", "1h", "--reason", "r", "--yes"},
-		"caller and net":    {"lift", "--ip", "203.0.113.8", "--network", "203.0.113.0/24", "--yes"},
-		"duration too long": {"block", "--ip", "203.0.113.8", "--for", "31d", "--reason", "r", "--yes"},
-	} {
-		if r := run(t, args...); r.code != 2 {
-			t.Errorf("%s: exit %d, want 2\n%s%s", name, r.code, r.stdout, r.stderr)
-		}
-	}
-	r = run(t, "controls")
-	if r.code != 0 || !lineWith(r.stdout, "block ", "203.0.113.0/24", "dave", "botnet") || !lineWith(r.stdout, "block ", "scraper") {
-		t.Fatalf("controls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-}
-
-// lineWith reports whether one line of s holds every part.
-func lineWith(s string, parts ...string) bool {
-	for _, line := range strings.Split(s, "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }

@@ -16,8 +16,10 @@ import (
 
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/sfv"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
@@ -427,17 +429,17 @@ func TestPlanHeadersAgree(t *testing.T) {
 	authorizer := azStart(t, env)
 	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), env)
 
-	callAPI := func(t *testing.T, path string) apiResponse {
+	callAPI := func(t *testing.T, path string) apitest.Response {
 		t.Helper()
-		raw, err := api.Invoke(t, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		raw, err := api.Invoke(t, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.Path, e.Resource, e.RequestContext.ResourcePath = path, path, path
 			e.RequestContext.Identity.SourceIP = "203.0.113.43"
-			apiSetRESTHeader(e, "x-api-key", planProKey)
+			apitest.SetRESTHeader(e, "x-api-key", planProKey)
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 	wantPolicies := []struct {
 		name string
@@ -445,7 +447,7 @@ func TestPlanHeadersAgree(t *testing.T) {
 	}{{"pro-1s", 5, 1}, {"pro-1m", 100, 60}, {"pro-1d", 10000, 86400}}
 	checkPolicy := func(t *testing.T, field string) {
 		t.Helper()
-		items, err := parseSFList(field)
+		items, err := sfv.ParseList(field)
 		if err != nil {
 			t.Fatalf("RateLimit-Policy %q: %v", field, err)
 		}
@@ -462,7 +464,7 @@ func TestPlanHeadersAgree(t *testing.T) {
 	}
 	checkRateLimit := func(t *testing.T, field string) (name string, r int64) {
 		t.Helper()
-		items, err := parseSFList(field)
+		items, err := sfv.ParseList(field)
 		if err != nil || len(items) != 1 {
 			t.Fatalf("RateLimit %q: %d items, %v; want one", field, len(items), err)
 		}
@@ -534,22 +536,22 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 		t.Skip("builds the bootstrap and the emulator")
 	}
 	srv := redistest.StartServer(t)
-	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apiEnv(srv.URL(), map[string]string{
+	api := lambdatest.StartRIE(t, lambdatest.BuildBootstrap(t, "./functions/api"), apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_NETWORKS": "192.0.2.0/24=blocked,2001:db8::/32=unlimited",
 	}))
-	invoke := func(t *testing.T, event []byte) apiResponse {
+	invoke := func(t *testing.T, event []byte) apitest.Response {
 		t.Helper()
 		raw, err := api.Invoke(t, event)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return parseAPIResponse(t, raw)
+		return apitest.Parse(t, raw)
 	}
 	rest := func(ip string) []byte {
-		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.Identity.SourceIP = ip })
+		return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.Identity.SourceIP = ip })
 	}
 	httpAPI := func(ip string) []byte {
-		return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.RequestContext.HTTP.SourceIP = ip })
+		return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.RequestContext.HTTP.SourceIP = ip })
 	}
 	// Warm: scripts loaded, connections up.
 	if resp := invoke(t, rest("203.0.113.44")); resp.StatusCode != http.StatusOK {
@@ -575,9 +577,9 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 	// An unknown API key from an unlimited network: still refused, 401,
 	// as the authorizer refuses it (no limit applies, the credential does
 	// not verify).
-	badKey := apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	badKey := apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.RequestContext.Identity.SourceIP = "2001:db8::99"
-		apiSetRESTHeader(e, "x-api-key", "not-a-key-anyone-was-given")
+		apitest.SetRESTHeader(e, "x-api-key", "not-a-key-anyone-was-given")
 	})
 	if resp := invoke(t, badKey); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Body, `"code":"UNAUTHORIZED"`) {
 		t.Fatalf("unknown key from an unlimited network: %d %s, want 401 UNAUTHORIZED", resp.StatusCode, resp.Body)
@@ -585,7 +587,7 @@ func TestNetworksThroughTheAPIFunction(t *testing.T) {
 	// Behind a REST authorizer, whose context (values as strings) already
 	// says blocked or unlimited: believed, nothing decided again.
 	withContext := func(key string) []byte {
-		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = "203.0.113.45"
 			e.RequestContext.Authorizer = map[string]any{"tier": "anonymous", key: "true"}
 		})

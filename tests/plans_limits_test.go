@@ -25,7 +25,7 @@ func planLimits(t *testing.T, env map[string]string, tier, plan, method, path st
 	if err != nil {
 		t.Fatalf("configuration %v: %v", env, err)
 	}
-	stage := policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(nil))
+	stage := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
 	return stage.Resolve(policy.Request{Method: method, Path: policy.ParsePath(path)}, identity.Caller{Tier: tier, Plan: plan})
 }
 
@@ -78,7 +78,7 @@ func TestLimitListDecision(t *testing.T) {
 			for _, alg := range ratelimit.Algorithms() {
 				t.Run(string(alg), func(t *testing.T) {
 					clock := testkit.NewClock(plansStart)
-					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "lists", Now: clock.Now})
+					limiter := newLimiter(t, client, ratelimit.Options{KeyPrefix: "lists", Now: clock.Now, Timeout: 10 * time.Second})
 					env := map[string]string{"RATE_LIMIT_ALGORITHM": string(alg), "RATE_LIMIT_PLANS": "pro=2/1s,5/1m", "RATE_LIMIT_ROUTES": "none"}
 					req := planLimits(t, env, identity.TierOrg, "pro", "GET", "/v1/items")
 					if len(req.Limits) != 2 || req.Plan != "pro" {
@@ -97,7 +97,7 @@ func TestLimitListDecision(t *testing.T) {
 						if want := int(expectedBurst(alg, 2)); admitted != want {
 							t.Fatalf("a burst of 5 admitted %d, want %d", admitted, want)
 						}
-						peek, err := limiter.Peek(context.Background(), 1, checks...)
+						peek, err := peekOn(limiter, context.Background(), 1, checks...)
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -14,6 +14,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -122,14 +123,14 @@ func (s loginShape) proxyEvent(t testing.TB, method, path, ip string) []byte {
 	t.Helper()
 	const body = `{"username":"u","password":"p"}`
 	if s.resource != "" {
-		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.HTTPMethod, e.Path, e.Resource, e.Body = method, path, s.resource, body
 			e.PathParameters = nil
 			e.RequestContext.Identity.SourceIP = ip
 			e.RequestContext.HTTPMethod = method
 		})
 	}
-	return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+	return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 		raw := path
 		if s.stage != "$default" {
 			raw = "/" + s.stage + path
@@ -185,14 +186,14 @@ func azVerdict(t testing.TB, rie *lambdatest.RIE, s loginShape, event []byte) (v
 // are the ones the authorizer must count against the login limit.
 func TestEncodedLoginPathsReachTheLoginHandler(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "10000/1m",
 		"RATE_LIMIT_ROUTES":    "POST /auth/*=10000/1m",
 	}))
 	for _, shape := range loginShapes {
 		for i, sp := range loginSpellings {
 			want := sp.served || (sp.servedOnStage && shape.stage == "prod")
-			resp := invokeAPI(t, api, shape.proxyEvent(t, sp.method, sp.path, fmt.Sprintf("198.18.0.%d", i+1)))
+			resp := apitest.Invoke(t, api, shape.proxyEvent(t, sp.method, sp.path, fmt.Sprintf("198.18.0.%d", i+1)))
 			got := resp.StatusCode == 200 && strings.Contains(resp.Body, "Login accepted")
 			if got != want {
 				t.Errorf("%s: %s %s: served by the login handler = %v, want %v (%d %s)", shape.name, sp.method, sp.path, got, want, resp.StatusCode, resp.Body)
@@ -259,12 +260,12 @@ func TestLoginLimitHoldsEverySpelling(t *testing.T) {
 // glob, the path the router serves does.
 func TestParameterResourceLoginLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{
 		"RATE_LIMIT_ANONYMOUS": "1000/1m",
 		"RATE_LIMIT_ROUTES":    "POST /auth/*=2/1m:sliding-log",
 	}))
-	login := func(path, ip string) apiResponse {
-		return invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	login := func(path, ip string) apitest.Response {
+		return apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.HTTPMethod, e.Path, e.Resource = "POST", path, "/{section}/{action}"
 			e.Body = `{"username":"u","password":"p"}`
 			e.PathParameters = map[string]string{"section": "auth", "action": "login"}
@@ -333,9 +334,9 @@ func TestBasePathLoginLimit(t *testing.T) {
 func TestHeadCountsOnGetRouteLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
 	routes := "GET /v1/items=3/1m,HEAD /health-check=1/1m"
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
-	items := func(method string) apiResponse {
-		return invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000/1m", "RATE_LIMIT_ROUTES": routes}))
+	items := func(method string) apitest.Response {
+		return apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.HTTPMethod, e.Path, e.Resource = method, "/v1/items", "/v1/items"
 			e.RequestContext.Identity.SourceIP = "198.18.1.1"
 		}))
@@ -426,7 +427,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 // either limit denies spends on neither.
 func TestMixedAlgorithmsDenialSpendsNothing(t *testing.T) {
 	srv := redistest.StartServer(t)
-	limiter := newLimiter(t, srv.Client(t), ratelimit.Options{KeyPrefix: "mixed"})
+	limiter := newLimiter(t, srv.Client(t), ratelimit.Options{KeyPrefix: "mixed", Timeout: 10 * time.Second})
 	tier := ratelimit.Limit{Name: "anonymous", Count: 3, Window: time.Minute, Algorithm: ratelimit.SlidingWindow}
 	route := ratelimit.Limit{Name: "POST /auth/*", Count: 2, Window: time.Minute, Algorithm: ratelimit.SlidingLog}
 	ctx := context.Background()
@@ -440,7 +441,7 @@ func TestMixedAlgorithmsDenialSpendsNothing(t *testing.T) {
 		}
 	}
 	// The two denied logins spent nothing on the tier: one unit is left.
-	res, err := limiter.Peek(ctx, 1, ratelimit.Check{Identity: "c", Limit: tier})
+	res, err := peekOn(limiter, ctx, 1, ratelimit.Check{Identity: "c", Limit: tier})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,16 +150,16 @@ func TestTemplateOperatorUserAccessString(t *testing.T) {
 		}
 		c := controls.Control{Kind: controls.Block, Until: now.Add(time.Hour), Reason: "acl test"}
 		if err := l.Controls().Set(ctx, "ip:203.0.113.7", c); err != nil {
-			t.Fatalf("SetControl through the operator's user: %v", err)
+			t.Fatalf("Store.Set through the operator's user: %v", err)
 		}
 		if list, err := l.Controls().List(ctx); err != nil || len(list) != 1 {
-			t.Fatalf("ListControls through the operator's user: %+v, %v", list, err)
+			t.Fatalf("Store.List through the operator's user: %+v, %v", list, err)
 		}
 		if _, ok, err := l.Controls().Lift(ctx, "ip:203.0.113.7"); err != nil || !ok {
-			t.Fatalf("LiftControl through the operator's user: %v, %v", ok, err)
+			t.Fatalf("Store.Lift through the operator's user: %v, %v", ok, err)
 		}
 		if err := l.Controls().SetNetwork(ctx, netip.MustParsePrefix("203.0.113.0/24"), c); err != nil {
-			t.Fatalf("SetNetworkControl through the operator's user: %v", err)
+			t.Fatalf("Store.SetNetwork through the operator's user: %v", err)
 		}
 		if nets, err := l.Controls().Networks(ctx); err != nil || len(nets) != 1 {
 			t.Fatalf("NetworkControls through the operator's user: %+v, %v", nets, err)

@@ -28,6 +28,17 @@ func newLimiter(t testing.TB, client redis.UniversalClient, opts ratelimit.Optio
 	return l
 }
 
+// peekOn is what a Gate on limiter with no deny cache answers a Peek (the
+// limiter's Options.Timeout is the Gate's budget); a Redis failure, which
+// the Gate answers Degraded from its fallback, is returned as the error.
+func peekOn(limiter *ratelimit.Limiter, ctx context.Context, cost int64, checks ...ratelimit.Check) (ratelimit.Result, error) {
+	res, err := ratelimit.NewGate(limiter, ratelimit.GateOptions{DenyCacheDisabled: true}).Peek(ctx, cost, checks...)
+	if err == nil && res.Degraded {
+		err = res.Cause
+	}
+	return res, err
+}
+
 // expectedBurst is how many requests of cost 1 an algorithm admits at one
 // instant for a limit of count per window.
 func expectedBurst(a ratelimit.Algorithm, count int64) int64 {

@@ -281,7 +281,7 @@ func limitsOf(cfg *config.Config, limits *config.Limits) []limitReport {
 	}
 	for _, r := range limits.Routes {
 		failure := "fails open"
-		if policy.StageOf(cfg, limits).IsFailClosed(samplePath(r.Path.Text)) {
+		if (policy.Stage{Limits: limits}).IsFailClosed(samplePath(r.Path.Text)) {
 			failure = "fails closed"
 		}
 		out = append(out, limitReport{
@@ -310,11 +310,11 @@ func routesOf(spec *deployconfig.Spec, cfg *config.Config, limits *config.Limits
 	for _, r := range spec.Routes {
 		path := samplePath(r.Resource)
 		rr := routeReport{Method: r.Method, Resource: r.Resource, Function: r.Function, Authorizer: r.Authorized && spec.HasAuthorizer,
-			FailClosed: policy.StageOf(cfg, limits).IsFailClosed(path), Limits: []string{}}
+			FailClosed: (policy.Stage{Limits: limits}).IsFailClosed(path), Limits: []string{}}
 		if rr.Authorizer {
 			rr.Limits = append(rr.Limits, "tier")
 		}
-		for _, l := range policy.StageOf(cfg, limits).RouteLimits(r.Method, path) {
+		for _, l := range (policy.Stage{Limits: limits}).RouteLimits(r.Method, path) {
 			rr.Limits = append(rr.Limits, l.Name())
 		}
 		out = append(out, rr)
@@ -346,10 +346,10 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 		if !isAuthPath(r.Resource) {
 			continue
 		}
-		if !policy.StageOf(cfg, limits).IsFailClosed(path) {
+		if !(policy.Stage{Limits: limits}).IsFailClosed(path) {
 			warn("login route %s %s fails open: when Redis is down it is limited per instance only (add it to RATE_LIMIT_FAIL_CLOSED)", r.Method, r.Resource)
 		}
-		if len(policy.StageOf(cfg, limits).RouteLimits(r.Method, path)) == 0 {
+		if len((policy.Stage{Limits: limits}).RouteLimits(r.Method, path)) == 0 {
 			warn("login route %s %s has no route limit of its own (RATE_LIMIT_ROUTES): only the caller's tier limit counts it", r.Method, r.Resource)
 		}
 	}
@@ -357,7 +357,7 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 		if !isAuthPath(l.Path.Text) {
 			continue
 		}
-		if !policy.StageOf(cfg, limits).IsFailClosed(samplePath(l.Path.Text)) {
+		if !(policy.Stage{Limits: limits}).IsFailClosed(samplePath(l.Path.Text)) {
 			warn("login route limit %q fails open: when Redis is down it is limited per instance only (add its glob to RATE_LIMIT_FAIL_CLOSED)", l.Name())
 		}
 		for _, x := range l.Limits {
@@ -373,7 +373,7 @@ func checkAuthRoutes(spec *deployconfig.Spec, cfg *config.Config, limits *config
 // divided by RATE_LIMIT_FALLBACK_INSTANCES, rounded up, at least one.
 func checkFallback(cfg *config.Config, limits *config.Limits, warn func(string, ...any)) {
 	n := cfg.FallbackInstances
-	failOpen := []ratelimit.Limit{limits.Quota}
+	failOpen := []ratelimit.Limit{limits.Quota.Limit}
 	for _, list := range []config.LimitList{limits.Tiers.Anonymous, limits.Tiers.User, limits.Tiers.Org} {
 		failOpen = append(failOpen, list.Limits()...)
 	}
@@ -381,7 +381,7 @@ func checkFallback(cfg *config.Config, limits *config.Limits, warn func(string, 
 		failOpen = append(failOpen, limits.Plans[name].Limits()...)
 	}
 	for _, r := range limits.Routes {
-		if !policy.StageOf(cfg, limits).IsFailClosed(samplePath(r.Path.Text)) {
+		if !(policy.Stage{Limits: limits}).IsFailClosed(samplePath(r.Path.Text)) {
 			failOpen = append(failOpen, r.Limits.Limits()...)
 		}
 	}

@@ -311,7 +311,11 @@ func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules p
 	for _, e := range pol.EveryInFlight(rules) {
 		// The lease is not part of the key: any valid one reads the set.
 		e.Lease = time.Minute
-		p, err := op.Limiter.PeekSlots(ctx, id, e)
+		p, err := op.Gate.PeekSlots(ctx, id, e)
+		if err == nil && p.Degraded {
+			// The Gate's local count is no answer for an operator.
+			err = p.Cause
+		}
 		if err != nil {
 			return nil, fmt.Errorf("peek in-flight slots: %w", err)
 		}
@@ -328,7 +332,11 @@ func peekSlots(ctx context.Context, op *operator.Conn, pol policy.Stage, rules p
 // peekCaller reads every limit of the caller without spending anything.
 func peekCaller(ctx context.Context, op *operator.Conn, sc *stageConfig, caller identity.Caller, sourceIP string) (inspection, error) {
 	rules, checks := callerChecks(sc.policy(), caller, sourceIP)
-	res, err := op.Limiter.Peek(ctx, 1, checks...)
+	res, err := op.Gate.Peek(ctx, 1, checks...)
+	if err == nil && res.Degraded {
+		// The Gate's fallback is no answer for an operator.
+		err = res.Cause
+	}
 	if err != nil {
 		return inspection{}, fmt.Errorf("peek: %w", err)
 	}

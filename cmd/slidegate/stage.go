@@ -165,7 +165,7 @@ func absPath(path string) string {
 }
 
 // policy is the stage's request policy, as the functions resolve it.
-func (sc *stageConfig) policy() policy.Stage { return policy.StageOf(sc.cfg, sc.limits) }
+func (sc *stageConfig) policy() policy.Stage { return policy.Stage{Limits: sc.limits} }
 
 // errorList splits a joined error into its parts.
 func errorList(err error) []string {

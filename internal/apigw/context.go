@@ -11,7 +11,7 @@ import (
 )
 
 // Authorizer context keys: the contract between the authorizer, the API
-// function and the templates' gateway responses, wire's (contract.CtxTier and
+// function and the templates' gateway responses, the contract package's (contract.CtxTier and
 // the others, where each is described), listed in docs/contract.md.
 const (
 	CtxTier          = contract.CtxTier
@@ -76,7 +76,7 @@ func AuthorizerContext(o Outcome) map[string]any {
 	case o.Kind == Unlimited:
 		ctx[CtxUnlimited] = true
 	case len(o.Result.Decisions) > 0:
-		d := o.Result.Closest()
+		d := httplimit.Closest(o.Result)
 		if !o.Result.Allowed {
 			refused, wait = true, o.Result.RetryAfter()
 		}

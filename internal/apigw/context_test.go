@@ -54,7 +54,7 @@ func TestFromAuthorizerContextReadsAuthorizerContextBack(t *testing.T) {
 					t.Fatalf("FromAuthorizerContext(%v) = %+v, %v; want Kind %v with %d decisions and policy %q", ctx, out, ok, tt.want, tt.decisions, tt.wantPolicy)
 				}
 				if tt.decisions == 1 {
-					d := out.Result.Closest()
+					d := httplimit.Closest(out.Result)
 					if d.Limit.Name != tt.ctx[CtxName] || d.Remaining != tt.ctx[CtxRemaining] || d.Allowed != (tt.want != Denied) || out.Result.Allowed != d.Allowed {
 						t.Errorf("decision %+v does not match the context %v", d, tt.ctx)
 					}

@@ -63,7 +63,7 @@ type Outcome struct {
 	// Plan is the plan whose limits applied, "" for the tier's.
 	Plan string
 	// Policy, when set, is the RateLimit-Policy value to send with the
-	// outcome (see ratelimit.Result.PolicyHeader): every policy that applies, where Result may
+	// outcome (see httplimit.PolicyHeader): every policy that applies, where Result may
 	// hold the closest decision only (an Outcome read back from an
 	// authorizer's context, FromAuthorizerContext). Empty: the policy of
 	// the closest decision.

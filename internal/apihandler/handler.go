@@ -205,7 +205,7 @@ func (d deciders) spend(r *http.Request) (apigw.Outcome, error) {
 	// the route (apigw.RouteName, clipped), and the middleware's line names
 	// it once more. A caller chooses the path; each copy of it in a log
 	// line is one more place for a token in it to land.
-	return withPolicy(c.res.Decide(r.Context()))
+	return c.res.Decide(r.Context())
 }
 
 // peek reports the caller's limits without spending them: the
@@ -221,7 +221,7 @@ func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 		return *out, httplimit.ErrAuthorizerUnavailable
 	}
 	// Not wrapped again with the route: see spend.
-	return withPolicy(c.res.Quota(r.Context()))
+	return c.res.Quota(r.Context())
 }
 
 // acquire takes the request's in-flight slots, whether its rate limits were
@@ -229,14 +229,6 @@ func (d deciders) peek(r *http.Request) (apigw.Outcome, error) {
 // request ends, so the in-flight limits are the API function's alone.
 func (d deciders) acquire(r *http.Request) (httplimit.Admission, error) {
 	return carriedFrom(r).res.Acquire(r.Context())
-}
-
-// withPolicy sets the RateLimit-Policy of an outcome the function decided
-// itself: every policy that applies (ratelimit.Result.PolicyHeader), as the authorizer's
-// context carries it.
-func withPolicy(out apigw.Outcome, err error) (apigw.Outcome, error) {
-	out.Policy = httplimit.PolicyHeader(out.Result)
-	return out, err
 }
 
 // stripStage removes an HTTP API's named-stage prefix ("/prod") from the

@@ -67,7 +67,7 @@ type QuotaControl struct {
 
 func serveQuota(w http.ResponseWriter, r *http.Request) {
 	out, _ := httplimit.OutcomeFromContext[apigw.Outcome](r.Context())
-	closest := out.Result.Closest()
+	closest := httplimit.Closest(out.Result)
 	q := Quota{Limits: make([]QuotaLimit, 0, len(out.Result.Decisions)), Degraded: out.Result.Degraded}
 	if name := out.Control(); name != "" {
 		c := out.Result.Control

@@ -178,9 +178,10 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 	// Everything else is a policy: Deny (429 through template.yaml's
 	// gateway response) for every Kind that does not admit, the
 	// UnauthorizedOverLimit one included.
-	effect := "Deny"
-	if o.Admitted() {
-		effect = "Allow"
+	effect, describe := "Allow", apigw.AuthorizerContext
+	if !o.Admitted() {
+		// Every key ACCESS_DENIED maps, whatever denied the request.
+		effect, describe = "Deny", apigw.DenyContext
 	}
 	resp := events.APIGatewayCustomAuthorizerResponse{
 		PrincipalID: apigw.PrincipalID(o),
@@ -192,11 +193,7 @@ func (h *Handler) REST(ctx context.Context, ev events.APIGatewayCustomAuthorizer
 				Resource: []string{ev.MethodArn},
 			}},
 		},
-		Context: apigw.AuthorizerContext(o),
-	}
-	if effect == "Deny" {
-		// Every key ACCESS_DENIED maps, whatever denied the request.
-		resp.Context = apigw.DenyContext(o)
+		Context: describe(o),
 	}
 	if o.Caller.Tier == identity.TierOrg {
 		resp.UsageIdentifierKey = o.Caller.APIKey

@@ -19,6 +19,7 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/instance"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -121,7 +122,7 @@ func TestHTTPAPIDeny(t *testing.T) {
 				}
 			}
 			if tt.authorized {
-				if out, ok := apigw.FromAuthorizerContext(last.Context); !last.IsAuthorized || !ok || len(out.Result.Decisions) != 1 || out.Result.Closest().Allowed || out.Result.Closest().RetryAfter < time.Second {
+				if out, ok := apigw.FromAuthorizerContext(last.Context); !last.IsAuthorized || !ok || len(out.Result.Decisions) != 1 || httplimit.Closest(out.Result).Allowed || httplimit.Closest(out.Result).RetryAfter < time.Second {
 					t.Errorf("third request: %+v, want authorized with the denial (retryAfter) in the context", last)
 				}
 				return
@@ -211,7 +212,7 @@ func TestUnauthorizedOverTheLimitIsDenied(t *testing.T) {
 				t.Fatalf("request 3, over the anonymous limit: %+v, %v; want authorized with the denial", resp, err)
 			}
 			out, ok := apigw.FromAuthorizerContext(resp.Context)
-			d := out.Result.Closest()
+			d := httplimit.Closest(out.Result)
 			if !ok || len(out.Result.Decisions) != 1 || d.Allowed || d.RetryAfter < time.Second || d.Limit.Name != identity.TierAnonymous {
 				t.Errorf("context %v does not carry the anonymous limit's denial", resp.Context)
 			}

@@ -62,18 +62,13 @@ func (c Concurrency) Empty() bool { return len(c.Owners) == 0 && len(c.Routes) =
 // "get:/x", "ANY /x" and "* /x" are one route) is a bad entry, its error
 // wrapping ErrDuplicateEntry: which of the two was meant cannot be known.
 func ParseConcurrency(s string) (Concurrency, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
+	items := listItems(s)
+	if len(items) == 0 {
 		return Concurrency{}, nil
 	}
 	c := Concurrency{Owners: make(map[string]int64)}
-	entries := 0
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		if entries++; entries > MaxConcurrencyEntries {
+	for entries, entry := range items {
+		if entries >= MaxConcurrencyEntries {
 			return Concurrency{}, fmt.Errorf("more than %d entries", MaxConcurrencyEntries)
 		}
 		owner, value, ok := strings.Cut(entry, "=")

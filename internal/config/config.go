@@ -166,31 +166,15 @@ type Config struct {
 	// RedisIAM is IAM authentication (REDIS_IAM_USER, REDIS_CACHE_NAME,
 	// REDIS_CACHE_SERVERLESS); off unless REDIS_IAM_USER is set.
 	RedisIAM RedisIAM
-	// Tiers are the environment's tier limits, before stage variables.
-	Tiers Tiers
-	// Plans are the named plans' limits (RATE_LIMIT_PLANS), before stage
-	// variables.
-	Plans Plans
-	// Routes are the extra per-route limits (RATE_LIMIT_ROUTES), in the
-	// environment's algorithm; a stage's algorithm replaces it.
-	Routes []RouteLimit
-	// Costs are the units requests of some routes spend
-	// (RATE_LIMIT_COSTS).
-	Costs []RouteCost
-	// Shadow are the limits evaluated but not enforced
-	// (RATE_LIMIT_SHADOW), before the stage variable.
-	Shadow Shadow
-	// Networks map source networks to a plan, unlimited or blocked
-	// (RATE_LIMIT_NETWORKS).
-	Networks Networks
+	// Limits are the environment's limits, networks and fail-closed
+	// globs, before stage variables (a stage's are StageCache.For's).
+	Limits
 	// APIKeyPlans maps the hash of an API_KEY_HASHES entry written
 	// "hash:plan" to its plan.
 	APIKeyPlans map[string]string
 	// JWTPlanClaim is the claim of a verified JWT that names the caller's
 	// plan (JWT_PLAN_CLAIM); "" reads no plan from tokens.
 	JWTPlanClaim string
-	// FailClosed are the route globs that fail closed.
-	FailClosed []PathGlob
 	// FallbackInstances divides each limit for the local fallback.
 	FallbackInstances int64
 	// KeyPrefix starts every Redis key.
@@ -202,9 +186,6 @@ type Config struct {
 	APIKeyHashes map[string]struct{}
 	// APIKeysRefresh is how often the API Gateway keys are re-listed.
 	APIKeysRefresh time.Duration
-	// IPv6Prefix is the prefix length an IPv6 anonymous caller is counted
-	// per (RATE_LIMIT_IPV6_PREFIX); a stage may override it.
-	IPv6Prefix int
 	// HashKey is the identity hash key (RATE_LIMIT_HASH_KEY,
 	// RATE_LIMIT_HASH_KEY_SECRET_ARN).
 	HashKey HashKey
@@ -212,16 +193,6 @@ type Config struct {
 	// its limit and a fail-closed route Redis could not decide
 	// (HTTP_API_DENIALS): DenialsRefuse unless set to DenialsForward.
 	HTTPAPIDenials Denials
-	// Quota is the limit of GET /v1/quota per caller identity
-	// (RATE_LIMIT_QUOTA), in the environment's algorithm: each quota call
-	// spends one from it, while the caller's other limits are only peeked.
-	Quota ratelimit.Limit
-	// QuotaOwnAlgorithm is true when RATE_LIMIT_QUOTA names its algorithm
-	// ("10/1m:sliding-log"), which a stage's algorithm then does not replace.
-	QuotaOwnAlgorithm bool
-	// Concurrency are the API function's in-flight limits
-	// (RATE_LIMIT_CONCURRENCY), before the stage variable.
-	Concurrency Concurrency
 	// ConcurrencyLease is how long an in-flight slot is held when its
 	// request never releases it (RATE_LIMIT_CONCURRENCY_LEASE); zero: the
 	// invocation's deadline plus a margin.
@@ -286,7 +257,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	hashKey, err := parseHashKey(get("RATE_LIMIT_HASH_KEY_SECRET_ARN"), getenv("RATE_LIMIT_HASH_KEY"))
 	report(err)
 
-	quota, quotaOwn, err := parseQuotaLimit("RATE_LIMIT_QUOTA", QuotaLimitName, get("RATE_LIMIT_QUOTA"), DefaultQuota, alg)
+	quota, err := parseQuotaLimit(get("RATE_LIMIT_QUOTA"), alg)
 	report(err)
 	denials, err := parseDenials(get("HTTP_API_DENIALS"))
 	report(err)
@@ -314,24 +285,15 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		Redis:              redisCfg,
 		RedisAuthSecretARN: get("REDIS_AUTH_SECRET_ARN"),
 		RedisIAM:           redisIAM,
-		Tiers:              tiers,
-		Plans:              plans,
-		Routes:             routes,
-		Costs:              costs,
-		Shadow:             shadow,
-		Networks:           networks,
-		JWTPlanClaim:       planClaim,
-		FailClosed:         failClosed,
-		FallbackInstances:  DefaultFallbackInstances,
-		KeyPrefix:          DefaultKeyPrefix,
-		APIKeysRefresh:     DefaultAPIKeysRefresh,
-		IPv6Prefix:         ipv6Prefix,
-		HashKey:            hashKey,
-		HTTPAPIDenials:     denials,
-		Quota:              quota,
-		QuotaOwnAlgorithm:  quotaOwn,
-		Concurrency:        concurrency,
-		ConcurrencyLease:   lease,
+		Limits: Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: costs, Shadow: shadow, IPv6Prefix: ipv6Prefix,
+			Quota: quota, Concurrency: concurrency, Networks: networks, FailClosed: failClosed},
+		JWTPlanClaim:      planClaim,
+		FallbackInstances: DefaultFallbackInstances,
+		KeyPrefix:         DefaultKeyPrefix,
+		APIKeysRefresh:    DefaultAPIKeysRefresh,
+		HashKey:           hashKey,
+		HTTPAPIDenials:    denials,
+		ConcurrencyLease:  lease,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),
@@ -546,22 +508,15 @@ func algorithmNamed(s string) (ratelimit.Algorithm, error) {
 }
 
 // parseQuotaLimit parses RATE_LIMIT_QUOTA's "<count>/<window>[:<algorithm>]",
-// falling back to def (itself always valid). own reports whether the value
-// used named its algorithm.
-func parseQuotaLimit(name, tier, v, def string, alg ratelimit.Algorithm) (l ratelimit.Limit, own bool, err error) {
-	if v != "" {
-		l, own, perr := makeLimitSpec(tier, v, alg)
-		if perr == nil {
-			return l, own, nil
-		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), perr, def)
-	}
-	l, own, derr := makeLimitSpec(tier, def, alg)
-	if derr != nil {
-		// def is a constant or an already validated value.
-		panic(fmt.Sprintf("config: default %s=%q: %v", name, def, derr))
-	}
-	return l, own, err
+// falling back to DefaultQuota.
+func parseQuotaLimit(v string, alg ratelimit.Algorithm) (OwnedLimit, error) {
+	return orDefault("RATE_LIMIT_QUOTA", v, DefaultQuota, DefaultQuota, func(s string) (OwnedLimit, error) { return makeOwnedLimit(QuotaLimitName, s, alg) })
+}
+
+// makeOwnedLimit is makeLimitSpec's limit, owned by name.
+func makeOwnedLimit(name, spec string, def ratelimit.Algorithm) (OwnedLimit, error) {
+	l, own, err := makeLimitSpec(name, spec, def)
+	return OwnedLimit{Limit: l, Owner: name, OwnAlgorithm: own}, err
 }
 
 // makeLimitSpec parses "<count>/<window>" or "<count>/<window>:<algorithm>"
@@ -590,7 +545,7 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 
 // makeLimit parses rate into a validated limit of the given name.
 func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	count, window, err := ratelimit.ParseRate(inHours(rate))
+	count, window, err := ParseRate(inHours(rate))
 	if err != nil {
 		return ratelimit.Limit{}, err
 	}

@@ -369,7 +369,7 @@ func FuzzStageVariables(f *testing.F) {
 				}
 			}
 		}
-		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous[0].Limit, l.Tiers.User[0].Limit, l.Tiers.Org[0].Limit, l.Quota} {
+		for _, lim := range []ratelimit.Limit{l.Tiers.Anonymous[0].Limit, l.Tiers.User[0].Limit, l.Tiers.Org[0].Limit, l.Quota.Limit} {
 			if err := lim.Validate(); err != nil {
 				t.Fatalf("stage variables gave an unusable limit: %v", err)
 			}

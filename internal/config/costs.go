@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -31,17 +30,9 @@ type RouteCost struct {
 // error wrapping ErrDuplicateEntry, naming the entry; the costs are then
 // still returned (the highest applies, so the copy loosens nothing).
 func ParseCosts(s string) ([]RouteCost, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return nil, nil
-	}
 	var costs []RouteCost
 	var dups []error
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range listItems(s) {
 		route, value, err := parseRouteEntry(entry)
 		if err != nil {
 			return nil, fmt.Errorf("cost %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
@@ -81,7 +72,7 @@ func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit
 		if c.Cost == 1 {
 			continue
 		}
-		over := func(owner string, list LimitList) {
+		over := func(list LimitList) {
 			for _, l := range list {
 				if c.Cost > l.Burst() {
 					errs = append(errs, fmt.Errorf("cost %s is above limit %s %s (%s admits at most %d units at once): such a request could never pass",
@@ -90,23 +81,21 @@ func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit
 				}
 			}
 		}
-		over(identity.TierAnonymous, tiers.Anonymous)
-		over(identity.TierUser, tiers.User)
-		over(identity.TierOrg, tiers.Org)
-		for _, name := range plans.Names() {
-			over(name, plans[name])
+		for _, list := range ownerLists(tiers, plans, nil) {
+			over(list)
 		}
 		for _, r := range routes {
-			if methodsOverlap(c.Method, r.Method) && globsOverlap(c.Path.segments, r.Path.segments) {
-				over(r.Name(), r.Limits)
+			if CostsOverlap(c.Route, r.Route) {
+				over(r.Limits)
 			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// CostsOverlap reports whether some request matches both cost entries.
-func CostsOverlap(a, b RouteCost) bool {
+// CostsOverlap reports whether some request is held by both routes (two
+// cost entries, or a cost entry and a route limit).
+func CostsOverlap(a, b Route) bool {
 	return methodsOverlap(a.Method, b.Method) && globsOverlap(a.Path.segments, b.Path.segments)
 }
 

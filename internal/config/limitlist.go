@@ -129,23 +129,29 @@ func ParseLimitList(owner, spec string, alg ratelimit.Algorithm) (LimitList, err
 	return list, nil
 }
 
-// parseTierList parses a tier's limit list, falling back to def (itself
-// always valid).
+// parseTierList parses a tier's limit list, falling back to def.
 func parseTierList(name, tier, v, def string, alg ratelimit.Algorithm) (LimitList, error) {
-	var err error
+	return orDefault(name, v, def, def, func(s string) (LimitList, error) { return ParseLimitList(tier, s, alg) })
+}
+
+// orDefault parses variable's value v with parse, or def when v is empty.
+// A value that does not parse is reported (the error ends "using " and
+// using, def as the message shows it) and def used; def always parses (a
+// constant or an already validated value).
+func orDefault[T any](variable, v, def, using string, parse func(string) (T, error)) (T, error) {
 	if v != "" {
-		l, perr := ParseLimitList(tier, v, alg)
-		if perr == nil {
-			return l, nil
+		x, err := parse(v)
+		if err == nil {
+			return x, nil
 		}
-		err = fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), perr, def)
+		d, _ := orDefault(variable, "", def, using, parse)
+		return d, fmt.Errorf("%s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, using)
 	}
-	l, derr := ParseLimitList(tier, def, alg)
-	if derr != nil {
-		// def is a constant or an already validated value.
-		panic(fmt.Sprintf("config: default %s=%q: %v", name, def, derr))
+	x, err := parse(def)
+	if err != nil {
+		panic(fmt.Sprintf("config: default %s=%q: %v", variable, def, err))
 	}
-	return l, err
+	return x, nil
 }
 
 // stageList resolves one tier or plan on a stage: the stage variable's

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,13 +28,19 @@ const maxNetworks = 1024
 type Networks struct {
 	// entries are sorted longest prefix first, so the first match is the
 	// most specific.
-	entries []networkEntry
+	entries []Network
 }
 
-type networkEntry struct {
-	prefix netip.Prefix
-	plan   string
+// Network is one entry of RATE_LIMIT_NETWORKS.
+type Network struct {
+	// Prefix is the network, IPv4 for an IPv4-mapped CIDR.
+	Prefix netip.Prefix
+	// Plan is NetworkUnlimited, NetworkBlocked or a plan name.
+	Plan string
 }
+
+// Entries returns the networks, most specific first.
+func (n Networks) Entries() []Network { return slices.Clone(n.entries) }
 
 // ParseNetworks parses RATE_LIMIT_NETWORKS: comma-separated entries
 // "CIDR=plan", IPv4 or IPv6 ("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,
@@ -44,17 +51,9 @@ type networkEntry struct {
 // prefix wins. The empty string and "none" map nothing. Any bad entry
 // fails the whole value, naming the entry.
 func ParseNetworks(s string) (Networks, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return Networks{}, nil
-	}
 	var n Networks
 	seen := make(map[netip.Prefix]bool)
-	for _, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
+	for _, entry := range listItems(s) {
 		cidr, rawPlan, ok := strings.Cut(entry, "=")
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", truncate.Text(entry, truncate.QuotedLen))
@@ -72,12 +71,12 @@ func ParseNetworks(s string) (Networks, error) {
 			return Networks{}, fmt.Errorf("network %q: %s is given twice", truncate.Text(entry, truncate.QuotedLen), prefix)
 		}
 		seen[prefix] = true
-		n.entries = append(n.entries, networkEntry{prefix: prefix, plan: plan})
+		n.entries = append(n.entries, Network{Prefix: prefix, Plan: plan})
 	}
 	if len(n.entries) > maxNetworks {
 		return Networks{}, fmt.Errorf("more than %d networks", maxNetworks)
 	}
-	sort.SliceStable(n.entries, func(i, j int) bool { return n.entries[i].prefix.Bits() > n.entries[j].prefix.Bits() })
+	sort.SliceStable(n.entries, func(i, j int) bool { return n.entries[i].Prefix.Bits() > n.entries[j].Prefix.Bits() })
 	return n, nil
 }
 
@@ -128,28 +127,11 @@ func (n Networks) Lookup(ip string) (plan string, ok bool) {
 // false when none does.
 func (n Networks) LookupAddr(a netip.Addr) (plan string, ok bool) {
 	for _, e := range n.entries {
-		if e.prefix.Contains(a) {
-			return e.plan, true
+		if e.Prefix.Contains(a) {
+			return e.Plan, true
 		}
 	}
 	return "", false
-}
-
-// Network is one entry of RATE_LIMIT_NETWORKS.
-type Network struct {
-	// Prefix is the network, IPv4 for an IPv4-mapped CIDR.
-	Prefix netip.Prefix
-	// Plan is NetworkUnlimited, NetworkBlocked or a plan name.
-	Plan string
-}
-
-// Entries returns the networks, most specific first.
-func (n Networks) Entries() []Network {
-	out := make([]Network, len(n.entries))
-	for i, e := range n.entries {
-		out[i] = Network{Prefix: e.prefix, Plan: e.plan}
-	}
-	return out
 }
 
 // Len is the number of networks.
@@ -160,7 +142,7 @@ func (n Networks) Len() int { return len(n.entries) }
 func (n Networks) String() string {
 	parts := make([]string, len(n.entries))
 	for i, e := range n.entries {
-		parts[i] = e.prefix.String() + "=" + e.plan
+		parts[i] = e.Prefix.String() + "=" + e.Plan
 	}
 	return strings.Join(parts, ",")
 }

@@ -28,13 +28,44 @@ func (p Plans) Names() []string {
 	return names
 }
 
+// ownerLists are the limit lists of every tier, every plan (by name) and
+// every route, in that order.
+func ownerLists(tiers Tiers, plans Plans, routes []RouteLimit) []LimitList {
+	lists := []LimitList{tiers.Anonymous, tiers.User, tiers.Org}
+	for _, name := range plans.Names() {
+		lists = append(lists, plans[name])
+	}
+	for _, r := range routes {
+		lists = append(lists, r.Limits)
+	}
+	return lists
+}
+
+// listItems splits a comma-separated list into its items, trimmed, empty
+// ones left out; the empty string and None are none.
+func listItems(s string) []string {
+	var items []string
+	if s = strings.TrimSpace(s); s != "" && !strings.EqualFold(s, None) {
+		for _, item := range strings.Split(s, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+	}
+	return items
+}
+
 // splitEntries splits a list of "key=value" entries whose values may
 // themselves be comma-separated lists: entries are separated by commas (or
 // by any of extraSeps), and an item without '=' continues the value of the
 // entry before it. "free=20/1s,600/1m,pro=100/1s" is the two entries
 // "free=20/1s,600/1m" and "pro=100/1s". An item without '=' at the start
-// is returned as an entry of its own, for the caller to refuse.
+// is returned as an entry of its own, for the caller to refuse. The empty
+// string and None are no entries.
 func splitEntries(s, extraSeps string) []string {
+	if s = strings.TrimSpace(s); s == "" || strings.EqualFold(s, None) {
+		return nil
+	}
 	chunks := []string{s}
 	if extraSeps != "" {
 		chunks = strings.FieldsFunc(s, func(r rune) bool { return strings.ContainsRune(extraSeps, r) })
@@ -71,11 +102,7 @@ func splitEntries(s, extraSeps string) []string {
 // tier's limits); the other plans stand. A plan is never half-applied: one
 // bad limit in its list leaves the whole plan out.
 func ParsePlans(s string, alg ratelimit.Algorithm) (Plans, error) {
-	s = strings.TrimSpace(s)
 	plans := make(Plans)
-	if s == "" || strings.EqualFold(s, None) {
-		return plans, nil
-	}
 	var errs []error
 	for _, entry := range splitEntries(s, ";") {
 		name, list, err := parsePlanEntry(entry, alg)

@@ -60,7 +60,7 @@ func limitsByOwner(l *Limits) map[string][]ratelimit.Limit {
 		"tier anonymous": l.Tiers.Anonymous.Limits(),
 		"tier user":      l.Tiers.User.Limits(),
 		"tier org":       l.Tiers.Org.Limits(),
-		"quota":          {l.Quota},
+		"quota":          {l.Quota.Limit},
 	}
 	for name, p := range l.Plans {
 		out["plan "+name] = p.Limits()

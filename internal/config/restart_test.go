@@ -14,7 +14,7 @@ func TestRestartWarnings(t *testing.T) {
 	anon := func(count int64, window time.Duration, alg ratelimit.Algorithm) *Limits {
 		return &Limits{
 			Tiers: Tiers{Anonymous: LimitList{{Limit: ratelimit.Limit{Name: "anonymous", Count: count, Window: window, Algorithm: alg}}}},
-			Quota: ratelimit.Limit{Name: "quota", Count: 10, Window: time.Minute},
+			Quota: OwnedLimit{Limit: ratelimit.Limit{Name: "quota", Count: 10, Window: time.Minute}},
 		}
 	}
 	from := anon(30, time.Hour, ratelimit.SlidingWindow)

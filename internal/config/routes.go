@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/truncate"
@@ -154,10 +155,6 @@ func MethodMatches(route, method string) bool {
 // that the earlier one already has is dropped, its other limits kept, so
 // that refusing the value loosens nothing the operator wrote.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return nil, nil
-	}
 	var routes []RouteLimit
 	var dups []error
 	for _, entry := range splitEntries(s, "") {
@@ -259,16 +256,8 @@ func isToken(s string) bool {
 // ParseFailClosed parses RATE_LIMIT_FAIL_CLOSED: comma-separated path
 // globs. The empty string and "none" mean no fail-closed route.
 func ParseFailClosed(s string) ([]PathGlob, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return nil, nil
-	}
 	var globs []PathGlob
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
+	for _, part := range listItems(s) {
 		g, err := ParsePathGlob(part)
 		if err != nil {
 			return nil, err
@@ -283,36 +272,14 @@ func ParseFailClosed(s string) ([]PathGlob, error) {
 // half-applied list would silently drop a limit the operator asked for) and
 // the default used.
 func parseRoutesVar(v string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
-	if v == "" {
-		v = DefaultRoutes
-	}
-	routes, err := ParseRoutes(v, alg)
-	if err != nil && routes != nil {
+	if routes, err := ParseRoutes(v, alg); err != nil && routes != nil {
 		// Duplicates only: each limit kept once (see ParseRoutes).
 		return routes, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; each limit is kept once", truncate.Text(v, truncate.QuotedLen), err)
 	}
-	if err != nil {
-		def, derr := ParseRoutes(DefaultRoutes, alg)
-		if derr != nil {
-			panic(fmt.Sprintf("config: default RATE_LIMIT_ROUTES: %v", derr))
-		}
-		return def, fmt.Errorf("RATE_LIMIT_ROUTES=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultRoutes)
-	}
-	return routes, nil
+	return orDefault("RATE_LIMIT_ROUTES", v, DefaultRoutes, strconv.Quote(DefaultRoutes), func(s string) ([]RouteLimit, error) { return ParseRoutes(s, alg) })
 }
 
 // parseFailClosedVar is parseRoutesVar for RATE_LIMIT_FAIL_CLOSED.
 func parseFailClosedVar(v string) ([]PathGlob, error) {
-	if v == "" {
-		v = DefaultFailClosed
-	}
-	globs, err := ParseFailClosed(v)
-	if err != nil {
-		def, derr := ParseFailClosed(DefaultFailClosed)
-		if derr != nil {
-			panic(fmt.Sprintf("config: default RATE_LIMIT_FAIL_CLOSED: %v", derr))
-		}
-		return def, fmt.Errorf("RATE_LIMIT_FAIL_CLOSED=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultFailClosed)
-	}
-	return globs, nil
+	return orDefault("RATE_LIMIT_FAIL_CLOSED", v, DefaultFailClosed, strconv.Quote(DefaultFailClosed), ParseFailClosed)
 }

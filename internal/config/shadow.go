@@ -35,16 +35,8 @@ type Shadow struct {
 // "METHOD:/glob" where spaces are not allowed, normalized as
 // RATE_LIMIT_ROUTES normalizes it.
 func ParseShadow(s string) (Shadow, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || strings.EqualFold(s, None) {
-		return Shadow{}, nil
-	}
 	names := make(map[string]struct{})
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range listItems(s) {
 		name, err := shadowName(item)
 		if err != nil {
 			return Shadow{}, err
@@ -117,20 +109,10 @@ func (s Shadow) Names() []string {
 // (the safe side, but a silent one).
 func checkShadowNames(s Shadow, tiers Tiers, plans Plans, routes []RouteLimit) error {
 	known := map[string]bool{identity.TierAnonymous: true, identity.TierUser: true, identity.TierOrg: true}
-	add := func(owner string, list LimitList) {
-		known[owner] = true
+	for _, list := range ownerLists(tiers, plans, routes) {
 		for _, l := range list {
-			known[strings.ToLower(l.Name)] = true
+			known[l.Owner], known[strings.ToLower(l.Name)] = true, true
 		}
-	}
-	add(identity.TierAnonymous, tiers.Anonymous)
-	add(identity.TierUser, tiers.User)
-	add(identity.TierOrg, tiers.Org)
-	for name, list := range plans {
-		add(name, list)
-	}
-	for _, r := range routes {
-		add(r.Name(), r.Limits)
 	}
 	var errs []error
 	for _, n := range s.Names() {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,9 +28,12 @@ const (
 // attacker-controlled (they are not: they come from the deployment).
 const maxStageEntries = 64
 
-// Limits are the limits that apply on one stage: the tiers, the plans and
-// the route limits, each in the stage's algorithm unless it names its own,
-// with the costs and the shadow list.
+// Limits are the rules one request is resolved against (internal/policy):
+// the limits that apply on one stage (the tiers, the plans and the route
+// limits, each in the stage's algorithm unless it names its own, with the
+// costs and the shadow list) and the environment's networks and
+// fail-closed globs, which no stage variable changes. Config holds the
+// environment's; StageCache.For a stage's.
 type Limits struct {
 	// Tiers are the per-caller limits of the stage.
 	Tiers Tiers
@@ -50,11 +52,21 @@ type Limits struct {
 	// per (identity.SourceIdentity).
 	IPv6Prefix int
 	// Quota is the limit of GET /v1/quota per caller (RATE_LIMIT_QUOTA,
-	// rateLimitQuota).
-	Quota ratelimit.Limit
+	// rateLimitQuota), owned by QuotaLimitName: each quota call spends
+	// one from it, while the caller's other limits are only peeked. Its
+	// OwnAlgorithm says whether it named its algorithm
+	// ("10/1m:sliding-log"), which a stage's algorithm then does not
+	// replace.
+	Quota OwnedLimit
 	// Concurrency are the in-flight limits (RATE_LIMIT_CONCURRENCY,
 	// rateLimitConcurrency).
 	Concurrency Concurrency
+	// Networks map source networks to a plan, unlimited or blocked
+	// (RATE_LIMIT_NETWORKS).
+	Networks Networks
+	// FailClosed are the route globs that fail closed
+	// (RATE_LIMIT_FAIL_CLOSED).
+	FailClosed []PathGlob
 }
 
 // StageValues are the values of the stage variables a Limits is built
@@ -121,7 +133,7 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 		base:    cfg,
 		report:  report,
 		entries: make(map[StageValues]*Limits),
-		env:     envLimits(cfg),
+		env:     &cfg.Limits,
 	}
 }
 
@@ -181,11 +193,6 @@ func (c *StageCache) parse(stageVars map[string]string) *Limits {
 	return l
 }
 
-// envLimits are the limits of a stage without stage variables.
-func envLimits(cfg *Config) *Limits {
-	return &Limits{Tiers: cfg.Tiers, Plans: cfg.Plans, Routes: cfg.Routes, Costs: cfg.Costs, Shadow: cfg.Shadow, IPv6Prefix: cfg.IPv6Prefix, Quota: cfg.Quota, Concurrency: cfg.Concurrency}
-}
-
 // ResolveStage parses stage variable values over cfg's environment limits.
 // An empty value keeps the environment's; a bad one is reported and the
 // environment's used. Stage limits some RATE_LIMIT_COSTS entry could never
@@ -215,7 +222,7 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	report(err)
 	plans, err := stagePlans(cfg.Plans, v.Plans, alg)
 	report(err)
-	quotaLimit, _, err := stageLimit(StageVarQuota, QuotaLimitName, v.Quota, cfg.Quota, cfg.QuotaOwnAlgorithm, alg)
+	quotaLimit, err := stageQuota(v.Quota, cfg.Quota, alg)
 	report(err)
 	routes := cfg.Routes
 	if alg != cfg.Tiers.Algorithm {
@@ -236,33 +243,31 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	}
 	concurrency, err := stageConcurrency(v.Concurrency, cfg.Concurrency)
 	report(err)
-	limits := &Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: cfg.Costs, Shadow: shadow, IPv6Prefix: prefix, Quota: quotaLimit, Concurrency: concurrency}
+	limits := &Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: cfg.Costs, Shadow: shadow, IPv6Prefix: prefix, Quota: quotaLimit, Concurrency: concurrency,
+		Networks: cfg.Networks, FailClosed: cfg.FailClosed}
 	if err := checkCosts(cfg.Costs, tiers, plans, routes); err != nil {
-		env := envLimits(cfg)
+		env := cfg.Limits
 		env.IPv6Prefix, env.Shadow, env.Concurrency = prefix, shadow, concurrency
 		report(fmt.Errorf("stage variables: limits RATE_LIMIT_COSTS could never pay: %w; the environment's limits are used on this stage", err))
-		return env, errors.Join(errs...)
+		return &env, errors.Join(errs...)
 	}
 	return limits, errors.Join(errs...)
 }
 
-// stageLimit resolves one single limit on a stage (the quota limit): the
-// stage variable's value v when set and valid ("N/window", in the stage's
-// algorithm alg, or "N/window:algorithm"), else the environment's limit
-// env, which keeps its own algorithm when it named one (envOwn) and takes
-// alg otherwise.
-func stageLimit(variable, name, v string, env ratelimit.Limit, envOwn bool, alg ratelimit.Algorithm) (ratelimit.Limit, bool, error) {
-	if !envOwn {
-		env.Algorithm = alg
-	}
+// stageQuota resolves the quota limit on a stage: the stage variable's
+// value v when set and valid ("N/window", in the stage's algorithm alg,
+// or "N/window:algorithm"), else the environment's limit env, which keeps
+// its own algorithm when it named one and takes alg otherwise.
+func stageQuota(v string, env OwnedLimit, alg ratelimit.Algorithm) (OwnedLimit, error) {
+	env = LimitList{env}.withAlgorithm(alg)[0]
 	if v == "" {
-		return env, envOwn, nil
+		return env, nil
 	}
-	l, own, err := makeLimitSpec(name, v, alg)
+	l, err := makeOwnedLimit(QuotaLimitName, v, alg)
 	if err != nil {
-		return env, envOwn, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, env)
+		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarQuota, truncate.Text(v, truncate.QuotedLen), err, env.Limit)
 	}
-	return l, own, nil
+	return l, nil
 }
 
 // envFitsAlgorithm reports an environment limit that names no algorithm of
@@ -274,15 +279,9 @@ func envFitsAlgorithm(cfg *Config, alg ratelimit.Algorithm) error {
 	if alg == cfg.Tiers.Algorithm {
 		return nil
 	}
-	lists := []LimitList{cfg.Tiers.Anonymous, cfg.Tiers.User, cfg.Tiers.Org}
-	for _, name := range slices.Sorted(maps.Keys(cfg.Plans)) {
-		lists = append(lists, cfg.Plans[name])
-	}
-	for _, r := range cfg.Routes {
-		lists = append(lists, r.Limits)
-	}
-	if !cfg.QuotaOwnAlgorithm && cfg.Quota.Count > 0 {
-		lists = append(lists, LimitList{{Limit: cfg.Quota}})
+	lists := ownerLists(cfg.Tiers, cfg.Plans, cfg.Routes)
+	if cfg.Quota.Count > 0 {
+		lists = append(lists, LimitList{cfg.Quota})
 	}
 	for _, list := range lists {
 		for _, x := range list.withAlgorithm(alg) {

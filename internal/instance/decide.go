@@ -23,7 +23,7 @@ import (
 // caller's plan's or tier's limits on the request's stage, and every
 // matching route limit, counted for the same identity, with the route's
 // cost and each limit's shadow flag), then one decision that spends on all
-// of them or none: Resolve(ctx, req).Decide(ctx), for an edge that answers
+// of them or none: Resolve(ctx, req).Decide(ctx), for a handler that answers
 // a request once (the authorizer).
 func (rt *Runtime) Decide(ctx context.Context, req apigw.Request) (apigw.Outcome, error) {
 	return rt.Resolve(ctx, req).Decide(ctx)
@@ -35,7 +35,7 @@ func (rt *Runtime) Decide(ctx context.Context, req apigw.Request) (apigw.Outcome
 // key looked up, a bearer token verified, an unparseable source address
 // logged) and its rules (policy.Stage.Resolve: the request in every
 // reading, the strictest taken). A Resolution is for one request, used by
-// one goroutine at a time; an edge that answers a request in several steps
+// one goroutine at a time; a handler that answers a request in several steps
 // (the API function's rate decision, then its in-flight slots) carries it
 // from one to the next (the request's context), and every step counts the
 // same caller.
@@ -58,7 +58,7 @@ type Resolution struct {
 }
 
 // Resolve begins the resolution of req, which must be normalised as the
-// edge package builds it (upper-case method, lower-case header names):
+// constructors of apigw build it (upper-case method, lower-case header names):
 // its stage's limits now, its caller and its rules on the first answer
 // that needs them.
 func (rt *Runtime) Resolve(_ context.Context, req apigw.Request) *Resolution {
@@ -81,7 +81,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 	if r.who.InvalidSource {
 		rt.observer.InvalidSource(ctx, req.SourceIP)
 	}
-	stage := policy.StageOf(rt.cfg, r.limits)
+	stage := policy.Stage{Limits: r.limits}
 	r.gate = rt.currentGate(ctx)
 	stage.NetworkControls, r.redisDeadline = rt.liveNetworks(ctx, r.gate)
 	r.rules = stage.Resolve(policy.Read(req), r.who.Caller)
@@ -177,7 +177,7 @@ func (r *Resolution) Quota(ctx context.Context) (apigw.Outcome, error) {
 	ctx = tracing.WithTier(ctx, out.Caller.Tier)
 	ctx, cancel := r.redisBudget(ctx)
 	defer cancel()
-	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota}
+	quota := ratelimit.Check{Identity: out.Caller.Identity, Limit: r.limits.Quota.Limit}
 	spent, err := r.gate.gate.Decide(ctx, 1, ratelimit.FailOpen, quota)
 	if err != nil {
 		err = fmt.Errorf("quota %s for %s: %w", apigw.RouteName(r.req), out.Caller.Tier, err)

@@ -223,7 +223,7 @@ func NewRuntime(ctx context.Context, getenv func(string) string, opts Options) (
 			logger.LogAttrs(context.Background(), slog.LevelWarn, "configuration starts callers afresh", slog.String("warning", msg))
 		})
 	// What loosens a limit without being wrong, as slidegate check says it.
-	for _, w := range policy.Warnings(policy.StageOf(cfg, rt.stages.For(nil))) {
+	for _, w := range policy.Warnings(policy.Stage{Limits: rt.stages.For(nil)}) {
 		logger.LogAttrs(ctx, slog.LevelWarn, "configuration loosens a limit", slog.String("warning", w))
 	}
 

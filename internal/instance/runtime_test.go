@@ -143,7 +143,7 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 				t.Fatalf("FromAuthorizerContext(%v) = %+v, %v; want one decision", c, back, ok)
 			}
 			d := back.Result.Decisions[0]
-			want := o.Result.Closest()
+			want := httplimit.Closest(o.Result)
 			if d.Allowed != want.Allowed || d.Remaining != want.Remaining || d.Limit.Count != want.Limit.Count || d.Limit.Name != want.Limit.Name {
 				t.Errorf("round trip: got %+v, want %+v", d, want)
 			}
@@ -155,8 +155,8 @@ func TestAuthorizerContextRoundTrip(t *testing.T) {
 			}
 		}
 		for key, want := range map[string]string{"RateLimit": "rateLimit", "RateLimit-Policy": "policy"} {
-			if ctx[want] != headersOf(o.Result.Closest())[http.CanonicalHeaderKey(key)] {
-				t.Errorf("context %s = %v, want the %s header %q", want, ctx[want], key, headersOf(o.Result.Closest())[http.CanonicalHeaderKey(key)])
+			if ctx[want] != headersOf(httplimit.Closest(o.Result))[http.CanonicalHeaderKey(key)] {
+				t.Errorf("context %s = %v, want the %s header %q", want, ctx[want], key, headersOf(httplimit.Closest(o.Result))[http.CanonicalHeaderKey(key)])
 			}
 		}
 		if !o.Result.Allowed {

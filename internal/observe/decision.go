@@ -269,7 +269,7 @@ func (o *Observer) logDecision(ctx context.Context, rec Observation, outcome, br
 		slog.String("version", o.version),
 	)
 	if len(out.Result.Decisions) > 0 {
-		d := out.Result.Closest()
+		d := httplimit.Closest(out.Result)
 		attrs = append(attrs,
 			slog.String("limitName", d.Limit.Name),
 			slog.Int64("limit", d.Limit.Count),

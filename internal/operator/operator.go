@@ -52,8 +52,13 @@ const DefaultTimeout = 5 * time.Second
 // under the same key prefix and identity hash key as the functions of a
 // configuration.
 type Conn struct {
-	// Limiter decides, peeks and resets like the functions' own.
+	// Limiter decides and resets like the functions' own, and holds the
+	// live controls (Limiter.Controls).
 	Limiter *ratelimit.Limiter
+	// Gate peeks through Limiter, within its timeout, with no deny cache:
+	// every peek asks Redis (one Redis cannot answer comes back Degraded,
+	// with its Cause).
+	Gate *ratelimit.Gate
 	// Keyed is true when identities are hashed with a key (HMAC-SHA-256),
 	// false for plain SHA-256 (no key configured).
 	Keyed bool
@@ -137,6 +142,7 @@ func Connect(ctx context.Context, cfg *config.Config, opts Options) (*Conn, erro
 		op.Close()
 		return nil, err
 	}
+	op.Gate = ratelimit.NewGate(op.Limiter, ratelimit.GateOptions{DenyCacheDisabled: true})
 	if err := op.ping(ctx); err != nil {
 		op.Close()
 		return nil, fmt.Errorf("%w at %s: %w", errRedisUnreachable, redisHost(cc.URL), err)

@@ -73,7 +73,7 @@ func TestNetworkVerdictUnderLiveControls(t *testing.T) {
 			}
 			// The one place: Stage.CallerRules reads the same, and the
 			// network's answer carries the control.
-			s := policy.Stage{Limits: &config.Limits{}, Networks: static, NetworkControls: c.live}
+			s := policy.Stage{Limits: &config.Limits{Networks: static}, NetworkControls: c.live}
 			caller := s.CallerRules(identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}, c.ip)
 			if caller.Network.String() != c.verdict || caller.Network.Control.Kind != c.control {
 				t.Errorf("Stage.CallerRules: network %q control %s, want %q %s", caller.Network.String(), caller.Network.Control.Kind, c.verdict, c.control)

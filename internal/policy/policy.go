@@ -1,7 +1,7 @@
 // Package policy resolves one request's rules, once: which limits apply
 // (with their algorithm, cost, shadow flag and owner), whether the route
 // fails closed, what the source network says, and the caller's plan. It
-// reads the request as edge normalised it, the caller as identity resolved
+// reads the request as apigw normalised it, the caller as identity resolved
 // it and the stage as config parsed it; it decides nothing on Redis.
 //
 // A request can be read several ways: its path in every spelling a router
@@ -45,25 +45,18 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// Stage is the parsed configuration one request is resolved against: the
-// stage's limits and the environment's networks and fail-closed globs.
+// Stage is what one request is resolved against: the stage's parsed
+// configuration (config.StageCache.For: its limits, and the environment's
+// networks and fail-closed globs) and the live network controls.
 type Stage struct {
-	// Limits are the stage's tiers, plans, routes, costs and shadow list.
+	// Limits are the stage's tiers, plans, routes, costs, shadow list,
+	// networks and fail-closed globs.
 	Limits *config.Limits
-	// Networks are RATE_LIMIT_NETWORKS.
-	Networks config.Networks
-	// FailClosed are RATE_LIMIT_FAIL_CLOSED's globs.
-	FailClosed []config.PathGlob
 	// NetworkControls are the live network controls in force, as the
 	// process last read them (controls.NetworkControlCache); nil for
-	// none. They join Networks in the network verdict (ReadNetwork).
+	// none. They join Limits.Networks in the network verdict
+	// (ReadNetwork).
 	NetworkControls []controls.Network
-}
-
-// StageOf is the Stage of limits under cfg's networks and fail-closed
-// globs.
-func StageOf(cfg *config.Config, limits *config.Limits) Stage {
-	return Stage{Limits: limits, Networks: cfg.Networks, FailClosed: cfg.FailClosed}
 }
 
 // Request is a request in all its readings.
@@ -217,7 +210,7 @@ func (s Stage) inFlight(c CallerRules, routeMatches func(config.Route) bool) []r
 func (s Stage) IsFailClosed(path string) bool { return s.failClosed(ParsePath(path)) }
 
 func (s Stage) failClosed(p Path) bool {
-	for _, g := range s.FailClosed {
+	for _, g := range s.Limits.FailClosed {
 		if p.Matches(g) {
 			return true
 		}
@@ -244,7 +237,7 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
-	out := CallerRules{Network: ReadNetwork(s.Networks, s.NetworkControls, sourceIP)}
+	out := CallerRules{Network: ReadNetwork(s.Limits.Networks, s.NetworkControls, sourceIP)}
 	plan := c.Plan
 	if plan == "" {
 		plan = out.Network.Plan
@@ -312,7 +305,9 @@ func (s Stage) EveryLimit(c CallerRules) []config.OwnedLimit {
 	for _, route := range s.Limits.Routes {
 		out = s.addList(out, route.Limits)
 	}
-	return add(out, config.OwnedLimit{Limit: s.Limits.Quota, Owner: config.QuotaLimitName})
+	quota := s.Limits.Quota
+	quota.Shadow = false
+	return add(out, quota)
 }
 
 // addList adds the limits of a list with their shadow flags.

@@ -14,7 +14,7 @@ func envOf(m map[string]string) func(string) string { return func(k string) stri
 
 // stageOf is the policy of cfg on a stage with stageVars.
 func stageOf(cfg *config.Config, stageVars map[string]string) policy.Stage {
-	return policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(stageVars))
+	return policy.Stage{Limits: config.NewStageCache(cfg, nil).For(stageVars)}
 }
 
 // forRequest resolves a request of a caller of tier and plan from no

@@ -42,7 +42,7 @@ func TestStrictestRules(t *testing.T) {
 		{"2002:c000:0201::1", ""},                     // 192.0.2.1 under nothing: not unlimited
 		{"::ffff:203.0.113.9", config.NetworkBlocked}, // mapped is IPv4
 	} {
-		if got := policy.ReadNetwork(s.Networks, nil, c.ip).String(); got != c.want {
+		if got := policy.ReadNetwork(s.Limits.Networks, nil, c.ip).String(); got != c.want {
 			t.Errorf("ReadNetwork(%s) = %q, want %q", c.ip, got, c.want)
 		}
 	}

@@ -46,7 +46,7 @@ func FuzzStrictestReading(f *testing.F) {
 				"RATE_LIMIT_SHADOW": shadow, "RATE_LIMIT_NETWORKS": networks,
 			}[k]
 		})
-		s := policy.StageOf(cfg, config.NewStageCache(cfg, nil).For(nil))
+		s := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
 		caller := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
 		all := policy.Request{Method: method, Path: policy.ParsePath(path), SourceIP: ip}
 		served := all
@@ -87,8 +87,8 @@ func FuzzStrictestReading(f *testing.F) {
 		if !ok {
 			return
 		}
-		onlyAddr, _ := s.Networks.LookupAddr(a)
-		got := policy.ReadNetwork(s.Networks, nil, ip).String()
+		onlyAddr, _ := s.Limits.Networks.LookupAddr(a)
+		got := policy.ReadNetwork(s.Limits.Networks, nil, ip).String()
 		switch {
 		case onlyAddr == config.NetworkBlocked && got != config.NetworkBlocked:
 			t.Fatalf("%s: blocked as parsed, %q in every form", ip, got)
@@ -104,7 +104,7 @@ func FuzzStrictestReading(f *testing.F) {
 		forms, _ := identity.SourceForms(ip)
 		readings := map[string]bool{}
 		for _, f := range forms {
-			if plan, _ := s.Networks.LookupAddr(f); plan != config.NetworkUnlimited {
+			if plan, _ := s.Limits.Networks.LookupAddr(f); plan != config.NetworkUnlimited {
 				readings[plan] = true
 			}
 		}

@@ -28,7 +28,7 @@ const (
 //     their order.
 func Warnings(s Stage) []string {
 	var out []string
-	for _, n := range s.Networks.Entries() {
+	for _, n := range s.Limits.Networks.Entries() {
 		if n.Plan == config.NetworkBlocked {
 			continue
 		}
@@ -59,7 +59,7 @@ func Warnings(s Stage) []string {
 	costs := s.Limits.Costs
 	for i, a := range costs {
 		for _, b := range costs[i+1:] {
-			if a.Cost != b.Cost && config.CostsOverlap(a, b) {
+			if a.Cost != b.Cost && config.CostsOverlap(a.Route, b.Route) {
 				high := a
 				if b.Cost > a.Cost {
 					high = b

@@ -18,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,3 +123,17 @@ func RandomSecret(t testing.TB) string {
 // 14 on 2 cores), and log the measured worst case instead: what they pin
 // down is that a hanging Redis never holds a decision for long.
 const BudgetSlack = 400 * time.Millisecond
+
+// LineWith reports whether one line of s holds every one of parts.
+func LineWith(s string, parts ...string) bool {
+	for _, line := range strings.Split(s, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}

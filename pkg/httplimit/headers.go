@@ -25,7 +25,7 @@ const (
 
 // SetHeaders writes the rate-limit headers of r into h. RateLimit-Policy
 // lists every limit r enforces ([PolicyHeader]); the other headers
-// describe the decision closest to denying ([ratelimit.Result.Closest]):
+// describe the decision closest to denying ([Closest]):
 //
 //	RateLimit-Policy: "anonymous";q=30;w=60, "login";q=5;w=900   (draft-ietf-httpapi-ratelimit-headers-10)
 //	RateLimit: "login";r=2;t=41                                  (RateLimitHeader)
@@ -53,7 +53,7 @@ func SetHeaders(h http.Header, r ratelimit.Result) {
 	if len(r.Decisions) == 0 {
 		return
 	}
-	d := r.Closest()
+	d := Closest(r)
 	reset := ResetSeconds(d)
 	limit := strconv.FormatInt(d.Limit.Count, 10)
 	remaining := strconv.FormatInt(d.Remaining, 10)
@@ -75,7 +75,7 @@ func SetHeaders(h http.Header, r ratelimit.Result) {
 // first limit of a name stands for it), e.g.
 // `"anonymous";q=30;w=60, "login";q=5;w=900`. Shadow limits are left out:
 // they deny no one, and a client should not pace itself by them. When
-// every decision is a shadow one, it is the policy of [ratelimit.Result.Closest]
+// every decision is a shadow one, it is the policy of [Closest]
 // alone; "" when r has no decisions.
 //
 // It is what SetHeaders writes, for code that carries the value other than
@@ -94,7 +94,7 @@ func PolicyHeader(r ratelimit.Result) string {
 		writePolicy(&b, d.Limit)
 	}
 	if b.Len() == 0 && len(r.Decisions) > 0 {
-		writePolicy(&b, r.Closest().Limit)
+		writePolicy(&b, Closest(r).Limit)
 	}
 	return b.String()
 }
@@ -189,4 +189,44 @@ func resetUnix(d ratelimit.Decision, resetSeconds int64) int64 {
 		unix++
 	}
 	return unix + resetSeconds
+}
+
+// Closest returns the decision whose limit is closest to denying, the one
+// response headers describe: for a denied request the denying limit with the
+// longest RetryAfter; otherwise the limit with the fewest units remaining
+// (ties go to the one that resets later).
+//
+// Shadow decisions are passed over, so the headers describe the limits that
+// are enforced, whatever a shadow limit would have said. Only when every
+// decision is a shadow one is the closest of them returned, with its own
+// answer (which may be a denial of a request that was admitted).
+func Closest(r ratelimit.Result) ratelimit.Decision {
+	if len(r.Decisions) == 0 {
+		return ratelimit.Decision{}
+	}
+	best, found := r.Decisions[0], !r.Decisions[0].Shadow
+	for _, d := range r.Decisions[1:] {
+		switch {
+		case d.Shadow && found:
+		case !d.Shadow && !found:
+			best, found = d, true
+		case closer(d, best):
+			best = d
+		}
+	}
+	return best
+}
+
+// closer reports whether a is closer to denying than b.
+func closer(a, b ratelimit.Decision) bool {
+	if a.Allowed != b.Allowed {
+		return !a.Allowed
+	}
+	if !a.Allowed {
+		return a.RetryAfter > b.RetryAfter
+	}
+	if a.Remaining != b.Remaining {
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
 }

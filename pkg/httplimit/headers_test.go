@@ -125,3 +125,31 @@ func TestSetHeadersSeveralLimits(t *testing.T) {
 		t.Errorf("SetHeaders of a result without decisions wrote %v", h)
 	}
 }
+
+func TestClosest(t *testing.T) {
+	tier := ratelimit.Decision{Limit: ratelimit.Limit{Name: "user"}, Allowed: true, Remaining: 500, ResetAfter: time.Minute}
+	route := ratelimit.Decision{Limit: ratelimit.Limit{Name: "login"}, Allowed: true, Remaining: 2, ResetAfter: time.Minute}
+	deniedShort := ratelimit.Decision{Limit: ratelimit.Limit{Name: "a"}, RetryAfter: time.Second}
+	deniedLong := ratelimit.Decision{Limit: ratelimit.Limit{Name: "b"}, RetryAfter: time.Hour}
+	shadowDenied := ratelimit.Decision{Limit: ratelimit.Limit{Name: "trial"}, RetryAfter: 2 * time.Hour, Shadow: true}
+	shadowLow := ratelimit.Decision{Limit: ratelimit.Limit{Name: "trial-low"}, Allowed: true, Remaining: 1, ResetAfter: time.Hour, Shadow: true}
+	tests := []struct {
+		name string
+		in   []ratelimit.Decision
+		want string
+	}{
+		{"fewest remaining", []ratelimit.Decision{tier, route}, "login"},
+		{"a denial beats any allowance", []ratelimit.Decision{route, deniedShort}, "a"},
+		{"the longest denial", []ratelimit.Decision{deniedShort, tier, deniedLong}, "b"},
+		{"empty", nil, ""},
+		{"a shadow denial is passed over", []ratelimit.Decision{shadowDenied, tier, route}, "login"},
+		{"a shadow allowance is passed over", []ratelimit.Decision{tier, shadowLow}, "user"},
+		{"an enforced denial beats a longer shadow one", []ratelimit.Decision{shadowDenied, deniedShort}, "a"},
+		{"only shadows: the closest of them", []ratelimit.Decision{shadowLow, shadowDenied}, "trial"},
+	}
+	for _, tt := range tests {
+		if got := Closest(ratelimit.Result{Decisions: tt.in}).Limit.Name; got != tt.want {
+			t.Errorf("%s: Closest = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -68,7 +68,7 @@ func BenchmarkDecision(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := limiter.Allow(ctx, ids[i%len(ids)], lim); err != nil {
+				if _, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: ids[i%len(ids)], Limit: lim}); err != nil {
 					b.Fatal(err)
 				}
 				i++

@@ -91,10 +91,3 @@ func (b *redisBreaker) allow() (done func(err error, callerCtx context.Context),
 		}
 	}, true
 }
-
-func (b *redisBreaker) state() string {
-	if b.cb == nil {
-		return "disabled"
-	}
-	return b.cb.State().String()
-}

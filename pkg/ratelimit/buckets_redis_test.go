@@ -330,7 +330,7 @@ func testSlidingBucketsRetryAfterIsExact(t *testing.T, client redis.UniversalCli
 			}
 			peekAt := func(when time.Time) ratelimit.Result {
 				clock.Set(when)
-				res, err := limiter.Peek(ctx, 1, check)
+				res, err := ratelimit.LimiterPeek(limiter, ctx, 1, check)
 				if err != nil {
 					t.Fatalf("peek: %v", err)
 				}

@@ -42,13 +42,8 @@ type ConcurrencyLimit struct {
 	Retry time.Duration
 }
 
-// String renders the limit as "<max> in flight, lease <lease>".
-func (c ConcurrencyLimit) String() string {
-	return strconv.FormatInt(c.Max, 10) + " in flight, lease " + formatWindow(c.Lease)
-}
-
-// Validate reports whether the limit can be enforced.
-func (c ConcurrencyLimit) Validate() error {
+// validate reports whether the limit can be enforced.
+func (c ConcurrencyLimit) validate() error {
 	if c.Max < 1 || c.Max > maxConcurrency {
 		return fmt.Errorf("concurrency limit %q: max %d out of range 1..%d", c.Name, c.Max, maxConcurrency)
 	}
@@ -144,47 +139,6 @@ func newSlotToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Acquire takes one of identity's slots of limit, if fewer than limit.Max
-// are held: with one script call that first frees the slots whose lease
-// has ended, then either adds a slot held until now + limit.Lease on the
-// Redis clock, or reports the lease ends of the slots held. Concurrent
-// acquires of one identity, from any number of processes, never hold more
-// than Max slots at once (the script runs atomically on the identity's
-// node).
-//
-// Redis's own guarantees bound this one: a restart without persistence, or
-// a failover to a replica that had not yet received the latest writes,
-// forgets slots, and up to Max more may be acquired while the forgotten
-// ones' requests still run, for at most one lease.
-//
-// Errors wrap ErrInvalid (the limit is out of range) or ErrUnavailable.
-func (l *Limiter) Acquire(ctx context.Context, identity string, limit ConcurrencyLimit) (Slot, error) {
-	if err := limit.Validate(); err != nil {
-		return Slot{}, fmt.Errorf("acquire: %w: %w", ErrInvalid, err)
-	}
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	return l.acquire(ctx, identity, limit, newSlotToken())
-}
-
-// PeekSlots reports identity's slots of limit without taking one or
-// writing anything: how many are held, their lease ends, and whether an
-// Acquire would succeed now. For status pages and operators.
-func (l *Limiter) PeekSlots(ctx context.Context, identity string, limit ConcurrencyLimit) (Slot, error) {
-	if err := limit.Validate(); err != nil {
-		return Slot{}, fmt.Errorf("peek slots: %w: %w", ErrInvalid, err)
-	}
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	return l.acquire(ctx, identity, limit, "")
-}
-
 // acquire runs the acquire script within ctx; an empty token peeks.
 func (l *Limiter) acquire(ctx context.Context, identity string, limit ConcurrencyLimit, token string) (Slot, error) {
 	key := l.concurrencyKey(identity, limit)
@@ -242,29 +196,6 @@ func denialRetry(limit ConcurrencyLimit, at, earliestEnd time.Time) time.Duratio
 		wait = min(wait, earliestEnd.Sub(at))
 	}
 	return max(wait, time.Microsecond)
-}
-
-// Release gives back a slot taken by Acquire, with one script call that
-// removes the slot's own token and nothing else. It reports whether the
-// slot was still there: false when its lease had ended and an acquire had
-// cleared it, or Redis forgot it (a restart, a failover); releasing it
-// then is a no-op, and never frees another holder's slot. A Slot that was
-// not Acquired, or was released already, is released again as a no-op
-// too.
-//
-// Release is best sent with a context of its own, not the request's, which
-// may have ended: a slot whose Release fails stays held until its lease
-// ends. Errors wrap ErrUnavailable.
-func (l *Limiter) Release(ctx context.Context, slot Slot) (bool, error) {
-	if slot.token == "" || slot.Degraded {
-		return false, nil
-	}
-	if l.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.timeout)
-		defer cancel()
-	}
-	return l.release(ctx, slot)
 }
 
 // release runs the release script within ctx.

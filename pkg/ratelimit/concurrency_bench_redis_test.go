@@ -43,16 +43,16 @@ func BenchmarkConcurrency(b *testing.B) {
 		ids[i] = "bench-user-" + strconv.Itoa(i)
 	}
 	decide := func(b *testing.B, id string) {
-		if res, err := limiter.Allow(ctx, id, rate); err != nil || !res.Allowed {
+		if res, err := allowOne(limiter, ctx, id, rate); err != nil || !res.Allowed {
 			b.Fatalf("decide: %+v, %v", res, err)
 		}
 	}
 	hold := func(b *testing.B, id string) {
-		slot, err := limiter.Acquire(ctx, id, slots)
+		slot, err := ratelimit.LimiterAcquire(limiter, ctx, id, slots)
 		if err != nil || !slot.Acquired {
 			b.Fatalf("acquire: %+v, %v", slot, err)
 		}
-		if released, err := limiter.Release(ctx, slot); err != nil || !released {
+		if released, err := ratelimit.LimiterRelease(limiter, ctx, slot); err != nil || !released {
 			b.Fatalf("release: %v, %v", released, err)
 		}
 	}

@@ -7,17 +7,29 @@ import (
 	"time"
 )
 
-// Acquire is Limiter.Acquire under the failure policy, within the Gate's
-// budget (the Limiter's Options.Timeout, 100 ms when zero) and through its
-// circuit breaker, as a rate decision is. When Redis cannot decide, a
+// Acquire takes one of identity's slots of limit, if fewer than limit.Max
+// are held: with one script call that first frees the slots whose lease
+// has ended, then either adds a slot held until now + limit.Lease on the
+// Redis clock, or reports the lease ends of the slots held. Concurrent
+// acquires of one identity, from any number of processes, never hold more
+// than Max slots at once (the script runs atomically on the identity's
+// node). Redis's own guarantees bound this one: a restart without
+// persistence, or a failover to a replica that had not yet received the
+// latest writes, forgets slots, and up to Max more may be acquired while
+// the forgotten ones' requests still run, for at most one lease.
+//
+// The call runs within the Gate's budget (the Limiter's Options.Timeout,
+// 100 ms when zero) and through its circuit breaker, as a rate decision
+// is, under the failure policy. When Redis cannot decide, a
 // FailOpen acquire takes a slot of the Gate's local count instead (each
 // limit's Max divided by GateOptions.FallbackInstances, rounded up, at
 // least 1; leases on the process's clock) and the Slot is Degraded; a
 // FailClosed acquire gets ErrUnavailable, with a Slot holding only its
 // RedisLatency. Denials are not cached: a Release may free a slot at any
-// moment.
+// moment. Errors wrap ErrInvalid (the limit is out of range) or, under
+// FailClosed only, ErrUnavailable.
 func (g *Gate) Acquire(ctx context.Context, policy FailurePolicy, identity string, limit ConcurrencyLimit) (Slot, error) {
-	if err := limit.Validate(); err != nil {
+	if err := limit.validate(); err != nil {
 		return Slot{}, fmt.Errorf("acquire: %w: %w", ErrInvalid, err)
 	}
 	slot, err := g.acquireOnRedis(ctx, identity, limit)
@@ -53,8 +65,13 @@ func (g *Gate) acquireOnRedis(ctx context.Context, identity string, limit Concur
 }
 
 // Release gives back a slot taken by Acquire: a Degraded slot to the local
-// count, any other on Redis (Limiter.Release), within the Gate's budget and
-// through its breaker. When Redis cannot be reached (or the breaker is
+// count, any other on Redis, with one script call that removes the slot's
+// own token and nothing else, within the Gate's budget and through its
+// breaker. It reports whether the slot was still there: false when its
+// lease had ended and an acquire had cleared it, or Redis forgot it (a
+// restart, a failover); releasing it then is a no-op, and never frees
+// another holder's slot. A Slot that was not Acquired, or was released
+// already, is released again as a no-op too. When Redis cannot be reached (or the breaker is
 // open) the error wraps ErrUnavailable and the slot stays held on Redis
 // until its lease ends; there is nothing else to do about it, so callers
 // log it and go on. A Slot not Acquired is a no-op.
@@ -86,11 +103,13 @@ func (g *Gate) Release(ctx context.Context, slot Slot) (bool, error) {
 	return released, nil
 }
 
-// PeekSlots is Limiter.PeekSlots within the Gate's budget and through its
-// breaker; when Redis cannot answer, the local count's view is returned,
+// PeekSlots reports identity's slots of limit without taking one or
+// writing anything: how many are held, their lease ends, and whether an
+// Acquire would succeed now, for status pages and operators. It runs
+// within the Gate's budget and through its breaker; when Redis cannot answer, the local count's view is returned,
 // marked Degraded.
 func (g *Gate) PeekSlots(ctx context.Context, identity string, limit ConcurrencyLimit) (Slot, error) {
-	if err := limit.Validate(); err != nil {
+	if err := limit.validate(); err != nil {
 		return Slot{}, fmt.Errorf("peek slots: %w: %w", ErrInvalid, err)
 	}
 	done, ok := g.breaker.allow()

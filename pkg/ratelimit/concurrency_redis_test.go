@@ -19,6 +19,7 @@ import (
 // separate Lambda instances). Every algorithm admits exactly its burst: 100
 // for all but the leaky bucket, whose burst is 1.
 func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	const (
 		clients  = 10
 		requests = 5000
@@ -49,7 +50,7 @@ func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
 							<-start
 							ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 							defer cancel()
-							d, err := limiters[i%clients].Allow(ctx, identity, lim)
+							d, err := allowOne(limiters[i%clients], ctx, identity, lim)
 							switch {
 							case err != nil:
 								errs.Store(err.Error(), true)
@@ -78,6 +79,7 @@ func TestSimultaneousRequestsAdmitExactlyTheLimit(t *testing.T) {
 // and a route limit of one identity are decided in one call (no
 // CROSSSLOT), and every key expires within two windows.
 func TestTenThousandIdentitiesSpreadAndExpire(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topos := redistest.StartTopologies(t)
 	for _, topo := range topos {
 		t.Run(topo.Name, func(t *testing.T) {

@@ -93,7 +93,7 @@ func TestAcquireHoldsExactlyMaxUnderConcurrency(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					<-start
-					slot, err := limiters[i%instances].Acquire(ctx, "org:acme", limit)
+					slot, err := limiters[i%instances].acquireSlot(ctx, "org:acme", limit)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -115,19 +115,19 @@ func TestAcquireHoldsExactlyMaxUnderConcurrency(t *testing.T) {
 				t.Fatalf("%d of %d simultaneous acquires held a slot, want exactly %d", len(held), attempts, maxSlots)
 			}
 			// Another identity has slots of its own.
-			if s, err := limiters[0].Acquire(ctx, "org:other", limit); err != nil || !s.Acquired || s.Held != 1 {
+			if s, err := limiters[0].acquireSlot(ctx, "org:other", limit); err != nil || !s.Acquired || s.Held != 1 {
 				t.Fatalf("another identity: %+v, %v; want its first slot", s, err)
 			}
 			// Releasing every slot frees exactly as many.
 			for _, s := range held {
-				if ok, err := limiters[1].Release(ctx, s); err != nil || !ok {
+				if ok, err := limiters[1].releaseSlot(ctx, s); err != nil || !ok {
 					t.Fatalf("release: %v, %v; want released", ok, err)
 				}
 			}
-			if ok, err := limiters[1].Release(ctx, held[0]); err != nil || ok {
+			if ok, err := limiters[1].releaseSlot(ctx, held[0]); err != nil || ok {
 				t.Fatalf("second release of one slot: %v, %v; want a no-op", ok, err)
 			}
-			peek, err := limiters[0].PeekSlots(ctx, "org:acme", limit)
+			peek, err := limiters[0].peekSlots(ctx, "org:acme", limit)
 			if err != nil || peek.Held != 0 || !peek.Acquired {
 				t.Fatalf("after every release: %+v, %v; want none held", peek, err)
 			}
@@ -146,15 +146,15 @@ func TestLeaseEndFreesTheSlotAndNotBefore(t *testing.T) {
 	l := liveLimiter(t, server, "cc-lease", &clock)
 	limit := ConcurrencyLimit{Name: "anonymous", Max: 2, Lease: 30 * time.Second}
 
-	first, err := l.Acquire(ctx, "ip:203.0.113.5", limit)
+	first, err := l.acquireSlot(ctx, "ip:203.0.113.5", limit)
 	if err != nil || !first.Acquired || !first.LeaseEnd.Equal(clock.Add(30*time.Second)) {
 		t.Fatalf("first acquire: %+v, %v; want a slot until now+30s", first, err)
 	}
 	clock = clock.Add(10 * time.Second)
-	if s, err := l.Acquire(ctx, "ip:203.0.113.5", limit); err != nil || !s.Acquired || s.Held != 2 {
+	if s, err := l.acquireSlot(ctx, "ip:203.0.113.5", limit); err != nil || !s.Acquired || s.Held != 2 {
 		t.Fatalf("second acquire: %+v, %v", s, err)
 	}
-	denied, err := l.Acquire(ctx, "ip:203.0.113.5", limit)
+	denied, err := l.acquireSlot(ctx, "ip:203.0.113.5", limit)
 	if err != nil || denied.Acquired {
 		t.Fatalf("third acquire: %+v, %v; want a denial", denied, err)
 	}
@@ -168,27 +168,27 @@ func TestLeaseEndFreesTheSlotAndNotBefore(t *testing.T) {
 	// 1µs before the first lease ends the slot is still held; the hint is
 	// then the time left, as it is shorter than the 1s.
 	clock = first.LeaseEnd.Add(-time.Microsecond)
-	s, err := l.Acquire(ctx, "ip:203.0.113.5", limit)
+	s, err := l.acquireSlot(ctx, "ip:203.0.113.5", limit)
 	if err != nil || s.Acquired || s.RetryAfter != time.Microsecond {
 		t.Fatalf("1µs before the lease end: %+v, %v; want a denial with RetryAfter 1µs", s, err)
 	}
-	if p, err := l.PeekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 2 || p.Acquired || !p.EarliestEnd.Equal(first.LeaseEnd) {
+	if p, err := l.peekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 2 || p.Acquired || !p.EarliestEnd.Equal(first.LeaseEnd) {
 		t.Fatalf("peek 1µs before the lease end: %+v, %v; want both slots held", p, err)
 	}
 	clock = first.LeaseEnd
-	if p, err := l.PeekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 1 || !p.Acquired || !p.EarliestEnd.Equal(denied.LatestEnd) {
+	if p, err := l.peekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 1 || !p.Acquired || !p.EarliestEnd.Equal(denied.LatestEnd) {
 		t.Fatalf("peek at the lease end: %+v, %v; want one slot held, ending at %v", p, err, denied.LatestEnd)
 	}
-	s, err = l.Acquire(ctx, "ip:203.0.113.5", limit)
+	s, err = l.acquireSlot(ctx, "ip:203.0.113.5", limit)
 	if err != nil || !s.Acquired || s.Held != 2 {
 		t.Fatalf("at the lease end: %+v, %v; want the crashed holder's slot", s, err)
 	}
 	// The holder whose lease ended releases late: nothing of the new
 	// holder's is freed.
-	if ok, err := l.Release(ctx, first); err != nil || ok {
+	if ok, err := l.releaseSlot(ctx, first); err != nil || ok {
 		t.Fatalf("release after the lease end: %v, %v; want a no-op", ok, err)
 	}
-	if p, err := l.PeekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 2 || p.Acquired {
+	if p, err := l.peekSlots(ctx, "ip:203.0.113.5", limit); err != nil || p.Held != 2 || p.Acquired {
 		t.Fatalf("after the late release: %+v, %v; want both slots still held", p, err)
 	}
 	// The key lives as long as the longest lease, not longer.
@@ -211,12 +211,12 @@ func TestLeaseEndOnTheRedisClock(t *testing.T) {
 	defer client.Close()
 	l := mustLimiter(t, client, Options{KeyPrefix: "cc-clock"})
 	limit := ConcurrencyLimit{Name: "user", Max: 1, Lease: 150 * time.Millisecond}
-	held, err := l.Acquire(ctx, "user:7", limit)
+	held, err := l.acquireSlot(ctx, "user:7", limit)
 	if err != nil || !held.Acquired {
 		t.Fatalf("acquire: %+v, %v", held, err)
 	}
 	for {
-		s, err := l.Acquire(ctx, "user:7", limit)
+		s, err := l.acquireSlot(ctx, "user:7", limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,21 +244,21 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 				if err := l.LoadScripts(ctx); err != nil {
 					t.Fatal(err)
 				}
-				a, err := l.Acquire(ctx, "org:acme", limit)
+				a, err := l.acquireSlot(ctx, "org:acme", limit)
 				if err != nil || !a.Acquired {
 					t.Fatalf("acquire: %+v, %v", a, err)
 				}
 				flushScripts(t, topo.admin)
-				if ok, err := l.Release(ctx, a); err != nil || !ok {
+				if ok, err := l.releaseSlot(ctx, a); err != nil || !ok {
 					t.Fatalf("release after SCRIPT FLUSH: %v, %v; want released", ok, err)
 				}
 				flushScripts(t, topo.admin)
 				for range 2 {
-					if s, err := l.Acquire(ctx, "org:acme", limit); err != nil || !s.Acquired {
+					if s, err := l.acquireSlot(ctx, "org:acme", limit); err != nil || !s.Acquired {
 						t.Fatalf("acquire after SCRIPT FLUSH: %+v, %v", s, err)
 					}
 				}
-				if s, err := l.Acquire(ctx, "org:acme", limit); err != nil || s.Acquired {
+				if s, err := l.acquireSlot(ctx, "org:acme", limit); err != nil || s.Acquired {
 					t.Fatalf("third acquire: %+v, %v; want a denial", s, err)
 				}
 			})
@@ -275,7 +275,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		l := mustLimiter(t, client, Options{KeyPrefix: "cc-restart"})
 		var before []Slot
 		for range 2 {
-			s, err := l.Acquire(ctx, "org:acme", limit)
+			s, err := l.acquireSlot(ctx, "org:acme", limit)
 			if err != nil || !s.Acquired {
 				t.Fatalf("acquire: %+v, %v", s, err)
 			}
@@ -284,7 +284,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		server.Restart(t) // empty: the slots are forgotten
 		var after []Slot
 		for range 2 {
-			s, err := l.Acquire(ctx, "org:acme", limit)
+			s, err := l.acquireSlot(ctx, "org:acme", limit)
 			if err != nil || !s.Acquired {
 				t.Fatalf("acquire after the restart: %+v, %v", s, err)
 			}
@@ -293,19 +293,19 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		// The holders from before the restart release: no-ops, which free
 		// none of the new holders' slots.
 		for _, s := range before {
-			if ok, err := l.Release(ctx, s); err != nil || ok {
+			if ok, err := l.releaseSlot(ctx, s); err != nil || ok {
 				t.Fatalf("release of a forgotten slot: %v, %v; want a no-op", ok, err)
 			}
 		}
-		if p, err := l.PeekSlots(ctx, "org:acme", limit); err != nil || p.Held != 2 || p.Acquired {
+		if p, err := l.peekSlots(ctx, "org:acme", limit); err != nil || p.Held != 2 || p.Acquired {
 			t.Fatalf("after the old holders released: %+v, %v; want the 2 new slots held", p, err)
 		}
 		for _, s := range after {
-			if ok, err := l.Release(ctx, s); err != nil || !ok {
+			if ok, err := l.releaseSlot(ctx, s); err != nil || !ok {
 				t.Fatalf("release: %v, %v", ok, err)
 			}
 		}
-		if p, err := l.PeekSlots(ctx, "org:acme", limit); err != nil || p.Held != 0 {
+		if p, err := l.peekSlots(ctx, "org:acme", limit); err != nil || p.Held != 0 {
 			t.Fatalf("after every release: %+v, %v; want none held (no slot leaked)", p, err)
 		}
 	})
@@ -318,7 +318,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		}
 		defer client.Close()
 		l := mustLimiter(t, client, Options{KeyPrefix: "cc-failover"})
-		held, err := l.Acquire(ctx, "org:acme", limit)
+		held, err := l.acquireSlot(ctx, "org:acme", limit)
 		if err != nil || !held.Acquired {
 			t.Fatalf("acquire: %+v, %v", held, err)
 		}
@@ -336,7 +336,7 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		// The slot survived: it still counts, and its release frees it.
 		var other Slot
 		for {
-			other, err = l.Acquire(ctx, "org:acme", limit)
+			other, err = l.acquireSlot(ctx, "org:acme", limit)
 			if err == nil {
 				break
 			}
@@ -348,10 +348,10 @@ func TestReleaseAfterScriptFlushRestartAndFailover(t *testing.T) {
 		if !other.Acquired || other.Held != 2 {
 			t.Fatalf("acquire after the failover: %+v; want the second of 2 slots", other)
 		}
-		if ok, err := l.Release(ctx, held); err != nil || !ok {
+		if ok, err := l.releaseSlot(ctx, held); err != nil || !ok {
 			t.Fatalf("release after the failover: %v, %v; want released", ok, err)
 		}
-		if p, err := l.PeekSlots(ctx, "org:acme", limit); err != nil || p.Held != 1 {
+		if p, err := l.peekSlots(ctx, "org:acme", limit); err != nil || p.Held != 1 {
 			t.Fatalf("after the release: %+v, %v; want the other holder's slot only", p, err)
 		}
 	})
@@ -374,10 +374,10 @@ func TestConcurrencyLimitValidation(t *testing.T) {
 		{"negative retry", ConcurrencyLimit{Name: "a", Max: 1, Lease: time.Second, Retry: -time.Second}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if err := c.limit.Validate(); err == nil {
+			if err := c.limit.validate(); err == nil {
 				t.Fatal("Validate accepted it")
 			}
-			if _, err := l.Acquire(context.Background(), "x", c.limit); !errors.Is(err, ErrInvalid) {
+			if _, err := l.acquireSlot(context.Background(), "x", c.limit); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("Acquire: %v, want ErrInvalid", err)
 			}
 			gate := NewGate(l, GateOptions{})
@@ -386,7 +386,7 @@ func TestConcurrencyLimitValidation(t *testing.T) {
 			}
 		})
 	}
-	if ok, err := l.Release(context.Background(), Slot{}); ok || err != nil {
+	if ok, err := l.releaseSlot(context.Background(), Slot{}); ok || err != nil {
 		t.Fatalf("release of a slot never acquired: %v, %v; want a no-op", ok, err)
 	}
 }

@@ -67,7 +67,7 @@ func (h *scriptHook) counts() (controlled, plain, reads int64) {
 }
 
 // watchFixture is a Limiter reading controls on a stepped clock that
-// starts at Redis's time (SetControl's records expire on Redis's clock).
+// starts at Redis's time (Store.Set's records expire on Redis's clock).
 type watchFixture struct {
 	client redis.UniversalClient
 	clock  *testkit.Clock
@@ -110,11 +110,12 @@ func (f *watchFixture) expect(t *testing.T, what string, controlled, plain, read
 }
 
 // TestControlWatchAppliesANewControlAfterItsRead: a control set with
-// SetControl applies from the first decision after the watch's next read,
+// Store.Set applies from the first decision after the watch's next read,
 // controls.Propagation after its last one on the stepped clock; until then
 // the decisions run the plain script. Lifting applies at once (the control
 // key is still read); the watch then drops the identity at its next read.
 func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			f := newWatchFixture(t, topo.NewClient(t), "watch-new")
@@ -163,6 +164,7 @@ func TestControlWatchAppliesANewControlAfterItsRead(t *testing.T) {
 // scripts' commands). A control whose end has passed is read until the
 // watch's next read, then no more.
 func TestControlWatchReadsOnlyWatchedIdentities(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -293,6 +295,7 @@ func TestControlWatchOverflow(t *testing.T) {
 // goes on, and the next read is an interval later. Before any read has
 // succeeded, every decision reads its control key.
 func TestControlWatchKeepsTheLastListOnAFailedRead(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -402,7 +405,7 @@ func TestControlWatchRealClock(t *testing.T) {
 		}
 		// Generous: the bound is controls.Propagation plus one request.
 		if time.Since(set) > controls.Propagation+3*time.Second {
-			t.Fatalf("not blocked %v after SetControl", time.Since(set))
+			t.Fatalf("not blocked %v after Store.Set", time.Since(set))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -441,7 +444,7 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 	}
 }
 
-// TestControlWatchOverflowField: SetControl past maxWatchedControls live
+// TestControlWatchOverflowField: Store.Set past maxWatchedControls live
 // identity fields writes the one overflow field instead of a field per
 // identity, so the hash holds at most maxWatchedControls+1 identity
 // fields; every instance reading it is in overflow and applies a control
@@ -450,6 +453,7 @@ func TestControlWatchConcurrentDecisions(t *testing.T) {
 // by tag; past the field's end, with the fields left within the bound, an
 // instance leaves overflow and still applies the mirrored controls.
 func TestControlWatchOverflowField(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -596,7 +600,7 @@ func TestControlWatchOverflowField(t *testing.T) {
 	}
 }
 
-// TestControlWatchOverflowFieldConcurrent: concurrent SetControls across
+// TestControlWatchOverflowFieldConcurrent: concurrent Store.Set calls across
 // the bound (the hash's script is atomic) leave at most
 // maxWatchedControls+1 identity fields, and every control is either in a
 // field of its own or within the overflow field's end, which is the latest

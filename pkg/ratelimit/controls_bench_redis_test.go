@@ -56,7 +56,7 @@ func BenchmarkDecisionControls(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, err := l.Allow(ctx, ids[i%len(ids)], lim); err != nil {
+				if _, err := l.allow(ctx, ids[i%len(ids)], lim); err != nil {
 					b.Fatal(err)
 				}
 				i++

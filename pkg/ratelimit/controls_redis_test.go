@@ -69,7 +69,7 @@ func (f *controlFixture) setRaw(t *testing.T, identity, record string, ttl time.
 }
 
 // watchIdentity lists identity in l's network-controls hash, with no end,
-// as SetControl does, and makes l's watch read the hash at its next
+// as Store.Set does, and makes l's watch read the hash at its next
 // decision, as it would controls.Propagation later.
 func watchIdentity(t testing.TB, client redis.UniversalClient, l *Limiter, identity string) {
 	t.Helper()
@@ -100,7 +100,7 @@ func (f *controlFixture) decide(t *testing.T, checks ...Check) Result {
 // exactly, with no control read.
 func (f *controlFixture) state(t *testing.T, checks ...Check) []Decision {
 	t.Helper()
-	res, err := f.plain.Peek(f.ctx, 1, checks...)
+	res, err := f.plain.peek(f.ctx, 1, checks...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +121,7 @@ func block(until time.Time) controls.Control {
 // TestLiveControls pins down every control's answer on a single node and a
 // cluster, for every algorithm, with exact counts.
 func TestLiveControls(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -163,7 +164,7 @@ func testControlBlock(t *testing.T, client redis.UniversalClient) {
 				if res.Control.Kind != controls.Block || !res.Control.Until.Equal(until) || res.Control.Malformed {
 					t.Fatalf("blocked: controls.Control = %+v", res.Control)
 				}
-				peek, err := f.limiter.Peek(f.ctx, 1, check)
+				peek, err := f.limiter.peek(f.ctx, 1, check)
 				if err != nil || peek.Allowed || peek.Control.Kind != controls.Block {
 					t.Fatalf("Peek while blocked: %+v, %v", peek, err)
 				}
@@ -260,7 +261,7 @@ func testControlScaleUp(t *testing.T, client redis.UniversalClient) {
 			if alg == LeakyBucket {
 				left = 1
 			}
-			peek, err := f.limiter.Peek(f.ctx, 1, check)
+			peek, err := f.limiter.peek(f.ctx, 1, check)
 			if err != nil || !peek.Allowed || peek.Control.Kind != controls.Scale || peek.Decisions[0].Limit.Count != 30 || peek.Decisions[0].Remaining != left {
 				t.Fatalf("Peek under x10: %+v, %v", peek, err)
 			}
@@ -721,8 +722,8 @@ func TestDenyCacheHoldsNoDenialPastControlPropagation(t *testing.T) {
 	})
 }
 
-// testControlThroughAdminAPI sets and lifts controls with SetControl and
-// LiftControl (controls_admin.go), on a stepped clock near the real one
+// testControlThroughAdminAPI sets and lifts controls with Store.Set and
+// Store.Lift, on a stepped clock near the real one
 // (the record's TTL is real time), and decides on them. The Limiter's
 // first decision reads its control watch, which then lists the identity:
 // the lift and the second control apply from the next decision (a new
@@ -737,10 +738,10 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	if res, err := l.Decide(ctx, 1, check); err != nil || res.Allowed || res.Control.Kind != controls.Block {
-		t.Fatalf("after SetControl(block): %+v, %v", res, err)
+		t.Fatalf("after Store.Set(block): %+v, %v", res, err)
 	}
 	if _, ok, err := l.Controls().Lift(ctx, check.Identity); err != nil || !ok {
-		t.Fatalf("LiftControl: %v, %v", ok, err)
+		t.Fatalf("Store.Lift: %v, %v", ok, err)
 	}
 	if err := l.Controls().Set(ctx, check.Identity, controls.Control{Kind: controls.Scale, Factor: 10, Until: clock.Now().Add(time.Hour), Reason: "launch"}); err != nil {
 		t.Fatal(err)
@@ -756,7 +757,7 @@ func testControlThroughAdminAPI(t *testing.T, client redis.UniversalClient) {
 		}
 	}
 	if admitted != 30 {
-		t.Fatalf("SetControl(scale x10) of 3: admitted %d, want 30", admitted)
+		t.Fatalf("Store.Set(scale x10) of 3: admitted %d, want 30", admitted)
 	}
 	if _, _, err := l.Controls().Lift(ctx, check.Identity); err != nil {
 		t.Fatal(err)

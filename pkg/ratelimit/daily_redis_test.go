@@ -20,6 +20,7 @@ import (
 // it is not). Alone (one limit's spend) and beside another limit (several
 // limits), enforced and shadow, on a single server and a cluster.
 func TestDailyQuotaSlidingWindow(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	const day = 24 * time.Hour
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
@@ -136,6 +137,7 @@ func TestDailyQuotaSlidingWindow(t *testing.T) {
 // script call: a request the quota denies spends nothing on the route, and
 // the quota's Retry-After is exact there too.
 func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	const day = 24 * time.Hour
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
@@ -191,6 +193,7 @@ func TestDailyQuotaBesideTokenBucketRoute(t *testing.T) {
 // daily quota of 1,000,000 needs no other clock: count units in the aligned
 // day, then a denial whose Retry-After is the day's end, exactly.
 func TestDailyQuotaFixedWindow(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)

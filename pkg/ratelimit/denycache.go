@@ -160,10 +160,3 @@ func (c *denyCache) evict(now time.Time) {
 		delete(c.entries, a.key)
 	}
 }
-
-// len reports how many denials are remembered.
-func (c *denyCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

@@ -14,7 +14,9 @@
 // per check; package httplimit writes the result's rate-limit headers
 // (httplimit.SetHeaders), and their values one by one for answers that
 // carry them other than in an http.Header. A [Gate]
-// wraps the Limiter with what to do when Redis cannot answer. Errors wrap
+// wraps the Limiter with what to do when Redis cannot answer
+// ([Gate.Decide]), and is what peeks ([Gate.Peek]) and holds in-flight
+// slots ([Gate.Acquire]). Errors wrap
 // [ErrInvalid] (the request can never be decided) or [ErrUnavailable]
 // (Redis could not decide it).
 //
@@ -62,13 +64,14 @@
 // request is admitted iff every other check admits it, and the shadow check
 // then spends only if it admits the request on its own, so its state is what
 // enforcing it would have left. Its Decision says what it would have
-// answered; [Result.RetryAfter] and [Result.Closest] look past it.
+// answered; [Result.RetryAfter] and the headers (httplimit.Closest) look
+// past it.
 //
 // # Concurrency limits
 //
 // A [ConcurrencyLimit] bounds how many requests of one identity are in
-// flight at once, where a rate limit counts arrivals. [Limiter.Acquire]
-// takes one of Max slots, held until [Limiter.Release] or the end of its
+// flight at once, where a rate limit counts arrivals. [Gate.Acquire]
+// takes one of Max slots, held until [Gate.Release] or the end of its
 // Lease on the Redis clock, whichever comes first: a holder that crashed
 // frees its slot at its lease end, not before. Each is one script call on
 // a sorted set of lease ends under the identity's hash tag, keyed by a

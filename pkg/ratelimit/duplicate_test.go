@@ -26,7 +26,7 @@ func TestTwoChecksOnOneKeyAreInvalid(t *testing.T) {
 	} {
 		calls := map[string]func() error{
 			"Limiter.Decide": func() error { _, err := l.Decide(ctx, 1, dup...); return err },
-			"Limiter.Peek":   func() error { _, err := l.Peek(ctx, 1, dup...); return err },
+			"Limiter.peek":   func() error { _, err := l.peek(ctx, 1, dup...); return err },
 			"Gate.Decide":    func() error { _, err := gate.Decide(ctx, 1, FailOpen, dup...); return err },
 			"Gate.Peek":      func() error { _, err := gate.Peek(ctx, 1, dup...); return err },
 		}

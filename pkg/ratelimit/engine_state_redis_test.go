@@ -15,6 +15,7 @@ import (
 // caller back what it spent. Every answer is at one instant of a stepped
 // clock, so nothing drains between the steps.
 func TestEngineStateSurvivesCountChanges(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)

@@ -198,7 +198,9 @@ func (g *Gate) Decide(ctx context.Context, cost int64, policy FailurePolicy, che
 	return g.degrade(res.RedisLatency, err, cost, true, checks), nil
 }
 
-// Peek is Limiter.Peek under the failure policy: when Redis cannot answer,
+// Peek reports what Decide would answer for a request of cost, without
+// spending anything or writing to Redis: the caller's quota, for a status
+// endpoint or a dry run. When Redis cannot answer,
 // the fallback's view is returned, marked Degraded. A caller still denied
 // from memory is shown that denial.
 func (g *Gate) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
@@ -275,40 +277,6 @@ func (g *Gate) reloadClusterMap() {
 	}
 }
 
-// gateStats are running totals of a Gate's decisions since it was built,
-// for this package's tests.
-type gateStats struct {
-	// decisions counts calls of Decide and Peek.
-	decisions uint64
-	// redisCalls counts decisions that were sent to Redis (one decision may
-	// take more than one round trip).
-	redisCalls uint64
-	// degraded counts decisions made by the local fallback.
-	degraded uint64
-	// rejected counts fail-closed decisions answered with ErrUnavailable.
-	rejected uint64
-	// denyCacheHits counts decisions answered from the deny cache.
-	denyCacheHits uint64
-	// breakerSkips counts decisions that did not call Redis because the
-	// circuit breaker was open.
-	breakerSkips uint64
-	// breakerState is "closed", "half-open", "open" or "disabled".
-	breakerState string
-}
-
 type gateCounters struct {
 	decisions, redisCalls, degraded, rejected, denyCacheHits, breakerSkips atomic.Uint64
-}
-
-// stats returns the gate's counters.
-func (g *Gate) stats() gateStats {
-	return gateStats{
-		decisions:     g.counters.decisions.Load(),
-		redisCalls:    g.counters.redisCalls.Load(),
-		degraded:      g.counters.degraded.Load(),
-		rejected:      g.counters.rejected.Load(),
-		denyCacheHits: g.counters.denyCacheHits.Load(),
-		breakerSkips:  g.counters.breakerSkips.Load(),
-		breakerState:  g.breaker.state(),
-	}
 }

@@ -175,37 +175,6 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// ParseRate parses the configuration syntax "<count>/<window>", such as
-// "30/1m", "5/10s" or "10000/1h". The window is a Go duration; a bare unit
-// means one of it ("100/m" is "100/1m"). Surrounding spaces are ignored.
-// It checks the count and the window each on its own; whether their product
-// fits depends on the algorithm, which [Limit.Validate] checks.
-func ParseRate(s string) (count int64, window time.Duration, err error) {
-	raw := s
-	s = strings.TrimSpace(s)
-	num, per, ok := strings.Cut(s, "/")
-	if !ok {
-		return 0, 0, fmt.Errorf("rate %q: want <count>/<window>, like 30/1m", truncate(raw, 64))
-	}
-	count, err = strconv.ParseInt(strings.TrimSpace(num), 10, 64)
-	if err != nil || count < 1 || count > MaxCount {
-		return 0, 0, fmt.Errorf("rate %q: count must be a whole number from 1 to %d", truncate(raw, 64), MaxCount)
-	}
-	per = strings.TrimSpace(per)
-	if per != "" && (per[0] < '0' || per[0] > '9') {
-		per = "1" + per
-	}
-	window, err = time.ParseDuration(per)
-	if err != nil {
-		// Not wrapped: time's error quotes the whole input, unbounded.
-		return 0, 0, fmt.Errorf("rate %q: window %q is not a duration like 1m, 10s or 1h", truncate(raw, 32), truncate(per, 16))
-	}
-	if window < minWindow || window > MaxWindow || window%time.Millisecond != 0 {
-		return 0, 0, fmt.Errorf("rate %q: window must be whole milliseconds between %s and %s", truncate(raw, 64), minWindow, MaxWindow)
-	}
-	return count, window, nil
-}
-
 // formatWindow writes a window compactly: "1m" rather than "1m0s".
 func formatWindow(d time.Duration) string {
 	switch {

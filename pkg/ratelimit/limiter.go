@@ -169,15 +169,6 @@ func (l *Limiter) LoadScripts(ctx context.Context) error {
 	return nil
 }
 
-// Allow spends one unit of limit for identity.
-func (l *Limiter) Allow(ctx context.Context, identity string, limit Limit) (Decision, error) {
-	res, err := l.Decide(ctx, 1, Check{Identity: identity, Limit: limit})
-	if err != nil {
-		return Decision{}, err
-	}
-	return res.Decisions[0], nil
-}
-
 // Decide spends cost units on every check's limit if all of them admit it,
 // and on none of them otherwise.
 //
@@ -196,13 +187,6 @@ func (l *Limiter) Allow(ctx context.Context, identity string, limit Limit) (Deci
 // request that is denied; the window is one round trip wide.
 func (l *Limiter) Decide(ctx context.Context, cost int64, checks ...Check) (Result, error) {
 	return l.decide(ctx, cost, true, checks)
-}
-
-// Peek reports what Decide would answer for a request of cost, without
-// spending anything or writing to Redis: the caller's quota, for a status
-// endpoint or a dry run.
-func (l *Limiter) Peek(ctx context.Context, cost int64, checks ...Check) (Result, error) {
-	return l.decide(ctx, cost, false, checks)
 }
 
 // group is the set of checks decided by one script call.

@@ -37,6 +37,7 @@ func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // a sliding-window tier) is decided by one script call, all or nothing: the
 // route's denial spends nothing on the tier, and a shadow route never denies.
 func TestLimitsOfOneIdentityAndSeveralAlgorithms(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)

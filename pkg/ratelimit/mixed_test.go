@@ -19,6 +19,7 @@ import (
 // the request denied: the script never answers admitted when a spend
 // denies. And a denial by the group spent last spends nothing on the other.
 func TestMixedScriptReadsEverySpend(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topologies := []struct {
 		name   string
 		client func(t *testing.T) redis.UniversalClient

@@ -29,6 +29,8 @@ var released embed.FS
 // Whichever instance a request reaches, each admits exactly what today's
 // Limiter alone admits for another caller at the same instants.
 func TestRollingDeployKeepsCountsExact(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
+
 	base := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) // a multiple of the window
 	algs := []struct {
 		alg        ratelimit.Algorithm
@@ -69,7 +71,7 @@ func TestRollingDeployKeepsCountsExact(t *testing.T) {
 							}
 							return v[0] == int64(1)
 						}
-						d, err := l.Allow(context.Background(), id, lim)
+						d, err := allowOne(l, context.Background(), id, lim)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -78,7 +80,7 @@ func TestRollingDeployKeepsCountsExact(t *testing.T) {
 					alone := func() int {
 						n := 0
 						for range 16 {
-							d, err := l.Allow(context.Background(), "alone-"+a.code, lim)
+							d, err := allowOne(l, context.Background(), "alone-"+a.code, lim)
 							if err != nil {
 								t.Fatal(err)
 							}

@@ -31,7 +31,7 @@ import (
 // [ErrUnavailable] when its reply is not a decision (the Limiter reports
 // such a reply the same way). Otherwise allowed is the verdict of the call
 // as a whole: one call decides every limit of one identity, and denies if
-// any of them denies. A peek ([Limiter.Peek]) reads the same way, by what
+// any of them denies. A peek ([Gate.Peek]) reads the same way, by what
 // it would have done.
 func (c noRetryCmd) RateLimitVerdict() (allowed, ours bool, err error) {
 	return decisionReply(c.Cmd)

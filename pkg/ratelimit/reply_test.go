@@ -171,10 +171,10 @@ func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 				run  func() (Result, error)
 				want string
 			}{
-				{"peek at a fresh limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, replyAllowed},
+				{"peek at a fresh limit", func() (Result, error) { return l.peek(ctx, 1, check) }, replyAllowed},
 				{"spend the only unit", func() (Result, error) { return l.Decide(ctx, 1, check) }, replyAllowed},
 				{"over the limit", func() (Result, error) { return l.Decide(ctx, 1, check) }, replyDenied},
-				{"peek over the limit", func() (Result, error) { return l.Peek(ctx, 1, check) }, replyDenied},
+				{"peek over the limit", func() (Result, error) { return l.peek(ctx, 1, check) }, replyDenied},
 			}
 			for _, s := range steps {
 				res, err := s.run()
@@ -194,20 +194,20 @@ func TestDecisionReplyReadsRealScriptReplies(t *testing.T) {
 
 	t.Run("concurrency", func(t *testing.T) {
 		limit := ConcurrencyLimit{Name: "exports", Max: 1, Lease: time.Minute}
-		slot, err := l.Acquire(ctx, "203.0.113.7", limit)
+		slot, err := l.acquireSlot(ctx, "203.0.113.7", limit)
 		if err != nil || !slot.Acquired {
 			t.Fatalf("acquire the only slot: %+v, %v", slot, err)
 		}
 		if got := recorder.take(); len(got) != 1 || got[0] != replyAllowed {
 			t.Fatalf("acquire of a free slot: outcomes %v, want exactly [%s]", got, replyAllowed)
 		}
-		if again, err := l.Acquire(ctx, "203.0.113.7", limit); err != nil || again.Acquired {
+		if again, err := l.acquireSlot(ctx, "203.0.113.7", limit); err != nil || again.Acquired {
 			t.Fatalf("acquire past Max: %+v, %v", again, err)
 		}
 		if got := recorder.take(); len(got) != 1 || got[0] != replyDenied {
 			t.Fatalf("acquire past Max: outcomes %v, want exactly [%s]", got, replyDenied)
 		}
-		if released, err := l.Release(ctx, slot); err != nil || !released {
+		if released, err := l.releaseSlot(ctx, slot); err != nil || !released {
 			t.Fatalf("release: %v, %v", released, err)
 		}
 		if got := recorder.take(); len(got) != 1 || got[0] != replyOther {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestResetStartsOnlyTheGivenLimitsOfTheIdentityAfresh(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topologies := []struct {
 		name   string
 		client func(t *testing.T) redis.UniversalClient
@@ -70,7 +71,7 @@ func TestResetStartsOnlyTheGivenLimitsOfTheIdentityAfresh(t *testing.T) {
 			if err != nil || n != 2 {
 				t.Fatalf("reset a: %d, %v; want 2", n, err)
 			}
-			peek, err := l.Peek(ctx, 1, checksOf(a)...)
+			peek, err := l.peek(ctx, 1, checksOf(a)...)
 			if err != nil || !peek.Allowed {
 				t.Fatalf("a after reset: %+v, %v; want allowed", peek, err)
 			}
@@ -79,7 +80,7 @@ func TestResetStartsOnlyTheGivenLimitsOfTheIdentityAfresh(t *testing.T) {
 					t.Errorf("a after reset: %s remaining %d, want the whole %d", lim.Name, got, lim.Count)
 				}
 			}
-			peek, err = l.Peek(ctx, 1, checksOf(b)...)
+			peek, err = l.peek(ctx, 1, checksOf(b)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -106,14 +106,14 @@ func exactLoad(limiter *ratelimit.Limiter, lim ratelimit.Limit, workers, perWork
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				// Many identities, so every node's cache is exercised.
 				id := fmt.Sprintf("user-%d", (w*perWorker+i)%40)
-				d, err := limiter.Allow(ctx, id, lim)
+				res, err := limiter.Decide(ctx, 1, ratelimit.Check{Identity: id, Limit: lim})
 				cancel()
 				if err != nil {
 					failuresN.Add(1)
 					first.CompareAndSwap(nil, err)
 					continue
 				}
-				if d.Allowed {
+				if res.Allowed {
 					admittedN.Add(1)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -17,6 +18,7 @@ import (
 // together mean: one limit's denial leaves every other limit untouched, a
 // cost of n passes only when all n units fit, and Peek never spends.
 func TestDeniedRequestsSpendNothing(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -45,7 +47,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 					if admitted != want {
 						t.Fatalf("admitted %d through tier+route, want the route's burst %d", admitted, want)
 					}
-					peek, err := limiter.Peek(ctx, 1, tier)
+					peek, err := ratelimit.LimiterPeek(limiter, ctx, 1, tier)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -54,12 +56,12 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 							peek.Decisions[0].Remaining, admitted, 20-admitted, wantLeft)
 					}
 					// Peeking again changes nothing.
-					again, _ := limiter.Peek(ctx, 1, tier)
+					again, _ := ratelimit.LimiterPeek(limiter, ctx, 1, tier)
 					if again.Decisions[0].Remaining != peek.Decisions[0].Remaining {
 						t.Fatal("Peek spent")
 					}
-					if peek.Closest().Limit.Name != "user" {
-						t.Fatalf("Closest = %q", peek.Closest().Limit.Name)
+					if httplimit.Closest(peek).Limit.Name != "user" {
+						t.Fatalf("Closest = %q", httplimit.Closest(peek).Limit.Name)
 					}
 				})
 			}
@@ -69,6 +71,7 @@ func TestDeniedRequestsSpendNothing(t *testing.T) {
 
 // TestCostIsAllOrNothing: a request of cost n passes only when n fit.
 func TestCostIsAllOrNothing(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	clock := testkit.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
@@ -100,6 +103,7 @@ func TestCostIsAllOrNothing(t *testing.T) {
 // they are peeked before anything is spent, so a denial by one spends
 // nothing on the other.
 func TestChecksOfDifferentIdentities(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "cross"})
@@ -114,7 +118,7 @@ func TestChecksOfDifferentIdentities(t *testing.T) {
 			t.Fatalf("request %d: allowed=%v", i, res.Allowed)
 		}
 	}
-	peek, err := limiter.Peek(ctx, 1, key)
+	peek, err := ratelimit.LimiterPeek(limiter, ctx, 1, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +132,7 @@ func TestChecksOfDifferentIdentities(t *testing.T) {
 // strain memory (64 KiB, invalid UTF-8). All are decided, and a caller who
 // fixes a "{tag}" prefix still lands all over the cluster.
 func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	topo := redistest.StartTopologies(t)[1]
 	ctx := context.Background()
 	client := topo.NewClient(t)
@@ -139,7 +144,7 @@ func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
 	}
 	for _, id := range hostile {
 		for i := range 3 {
-			d, err := limiter.Allow(ctx, id, lim)
+			d, err := allowOne(limiter, ctx, id, lim)
 			if err != nil {
 				t.Fatalf("identity %.20q: %v", id, err)
 			}
@@ -150,7 +155,7 @@ func TestHostileIdentitiesCannotChooseTheirSlot(t *testing.T) {
 	}
 	slots := map[int64]bool{}
 	for i := range 200 {
-		if _, err := limiter.Allow(ctx, fmt.Sprintf("{victim}%d", i), lim); err != nil {
+		if _, err := allowOne(limiter, ctx, fmt.Sprintf("{victim}%d", i), lim); err != nil {
 			t.Fatal(err)
 		}
 	}

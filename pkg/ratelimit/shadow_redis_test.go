@@ -7,6 +7,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -16,6 +17,7 @@ import (
 // own, so that its state is the one enforcing it would have left; and a
 // denied request spends nothing on it.
 func TestShadowChecks(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			client := topo.NewClient(t)
@@ -114,7 +116,7 @@ func assertShadowOverflow(t *testing.T, limiter *ratelimit.Limiter, clock *testk
 		if res.RetryAfter() != 0 {
 			t.Fatalf("request %d: Result.RetryAfter = %v for an admitted request", i+1, res.RetryAfter())
 		}
-		if len(checks) > 1 && res.Closest().Shadow {
+		if len(checks) > 1 && httplimit.Closest(res).Shadow {
 			t.Fatalf("request %d: Closest picked the shadow decision over an enforced one", i+1)
 		}
 	}
@@ -124,7 +126,7 @@ func assertShadowOverflow(t *testing.T, limiter *ratelimit.Limiter, clock *testk
 func assertRemaining(t *testing.T, limiter *ratelimit.Limiter, check ratelimit.Check, want int64) {
 	t.Helper()
 	check.Shadow = false
-	res, err := limiter.Peek(context.Background(), 1, check)
+	res, err := ratelimit.LimiterPeek(limiter, context.Background(), 1, check)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,13 +178,13 @@ func assertShadowTracksEnforced(t *testing.T, limiter *ratelimit.Limiter, clock 
 			}
 		}
 	}
-	peek, err := limiter.Peek(ctx, 1, enforced)
+	peek, err := ratelimit.LimiterPeek(limiter, ctx, 1, enforced)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []ratelimit.Check{alone, paired} {
 		c.Shadow = false
-		got, err := limiter.Peek(ctx, 1, c)
+		got, err := ratelimit.LimiterPeek(limiter, ctx, 1, c)
 		if err != nil {
 			t.Fatal(err)
 		}

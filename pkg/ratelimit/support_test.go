@@ -36,3 +36,12 @@ func expectedBurst(a ratelimit.Algorithm, count int64) int64 {
 	}
 	return count
 }
+
+// allowOne spends one unit of limit for identity and returns its Decision.
+func allowOne(l *ratelimit.Limiter, ctx context.Context, identity string, limit ratelimit.Limit) (ratelimit.Decision, error) {
+	res, err := l.Decide(ctx, 1, ratelimit.Check{Identity: identity, Limit: limit})
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	return res.Decisions[0], nil
+}

@@ -505,3 +505,19 @@ func readLogTail(path string, offset int64, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// PingMicros is the mean round trip of a bare PING to the server, in
+// microseconds, over 2,000 of them: what a benchmark of a decision
+// reports beside its own figure, as the part of it that is the network.
+func (s *Server) PingMicros(t testing.TB) float64 {
+	t.Helper()
+	c := s.Client(t)
+	const n = 2000
+	start := time.Now()
+	for range n {
+		if err := c.Ping(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(time.Since(start).Microseconds()) / n
+}

@@ -50,6 +50,7 @@ func sameControl(a, b controls.Control) bool {
 }
 
 func TestControlsRoundTrip(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -268,6 +269,7 @@ func TestControlsRefuseBadInput(t *testing.T) {
 // new identity or network is refused; replacing one is not; ended entries
 // do not count.
 func TestControlsBounds(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			ctx := context.Background()
@@ -387,6 +389,7 @@ func TestControlsBounds(t *testing.T) {
 }
 
 func TestMalformedControlRecords(t *testing.T) {
+	t.Parallel() // its own servers: the cluster's start-up waits beside other tests'
 	for _, topo := range redistest.StartTopologies(t) {
 		t.Run(topo.Name, func(t *testing.T) {
 			ctx := context.Background()

@@ -18,7 +18,7 @@ import (
 // network-controls hash holds (plus one, the overflow field). Past it the
 // process watches none by tag: every decision reads its identity's control
 // key, as if every identity held one: more reads, never fewer than needed.
-// SetControl writes a control that would pass it into the overflow field,
+// Store.Set writes a control that would pass it into the overflow field,
 // which puts every process reading it in overflow until the latest such
 // control ends.
 const MaxWatched = 1_000
@@ -251,7 +251,7 @@ type Report struct {
 	// finds neither.
 	Overflow bool
 	// OverflowUntil is the end of the overflow field at that read: the
-	// latest end of the identity controls SetControl could not mirror by
+	// latest end of the identity controls Store.Set could not mirror by
 	// tag (MaxWatched fields were live); the largest time UnixMicro gives
 	// when its end could not be read (the strictest reading). Zero when it
 	// was not live. Lifting a control never brings it earlier: the process

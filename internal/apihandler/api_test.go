@@ -1,4 +1,4 @@
-package tests
+package apihandler_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/observe"
 	"github.com/slidegate/slidegate/internal/testkit"
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
@@ -30,26 +31,26 @@ import (
 // is a contract 429, whatever X-Forwarded-For says.
 func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m"}))
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "3/1m"}))
 
 	shapes := []struct {
 		name  string
 		event func(xff string) []byte
 	}{
 		{"REST v1", func(xff string) []byte {
-			return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 				e.RequestContext.Identity.SourceIP = "203.0.113.101"
-				apiSetRESTHeader(e, "X-Forwarded-For", xff)
+				apitest.SetRESTHeader(e, "X-Forwarded-For", xff)
 			})
 		}},
 		{"HTTP API v2", func(xff string) []byte {
-			return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 				e.RequestContext.HTTP.SourceIP = "203.0.113.102"
 				e.Headers["x-forwarded-for"] = xff
 			})
 		}},
 		{"HTTP API v2 on a named stage", func(xff string) []byte {
-			return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 				e.RequestContext.HTTP.SourceIP = "203.0.113.103"
 				e.RequestContext.Stage = "prod"
 				e.RawPath = "/prod/v1/items"
@@ -63,14 +64,14 @@ func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 			for i := range 3 {
 				// A new X-Forwarded-For every time: if it were trusted,
 				// every request would be a new caller.
-				resp := invokeAPI(t, api, shape.event(fmt.Sprintf("198.51.100.%d", i+1)))
+				resp := apitest.Invoke(t, api, shape.event(fmt.Sprintf("198.51.100.%d", i+1)))
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("request %d: status %d, body %s", i+1, resp.StatusCode, resp.Body)
 				}
 				if !strings.Contains(resp.Body, `"items"`) {
 					t.Fatalf("request %d did not reach GET /v1/items: %s", i+1, resp.Body)
 				}
-				checkAPIRateLimitHeaders(t, resp)
+				apitest.CheckRateLimitHeaders(t, resp)
 				want := map[string]string{
 					"RateLimit-Policy":      `"anonymous";q=3;w=60`,
 					"RateLimit-Limit":       "3",
@@ -91,7 +92,7 @@ func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 					t.Errorf("request %d: RateLimit-Reset %d, X-RateLimit-Reset %d", i+1, reset, xreset)
 				}
 			}
-			checkAPI429(t, invokeAPI(t, api, shape.event("198.51.100.200")))
+			apitest.Check429(t, apitest.Invoke(t, api, shape.event("198.51.100.200")))
 		})
 	}
 }
@@ -102,10 +103,10 @@ func TestAPIAnonymousLimitOnRESTAndHTTPAPI(t *testing.T) {
 // is counted twice.
 func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), nil))
+	api := apitest.Start(t, apitest.Env(srv.URL(), nil))
 
 	httpAPIWith := func(ctx map[string]any) []byte {
-		return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: ctx}
 		})
 	}
@@ -117,7 +118,7 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 	}{
 		{
 			name:       "REST, context values as strings (events/api-rest-with-authorizer-context.json)",
-			event:      readAPIEvent(t, "api-rest-with-authorizer-context.json"),
+			event:      apitest.ReadEvent(t, "api-rest-with-authorizer-context.json"),
 			wantStatus: http.StatusOK,
 			wantHeaders: map[string]string{
 				"RateLimit-Policy":      `"org";q=10000;w=60`,
@@ -152,13 +153,13 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 		},
 		{
 			name:        "HTTP API, the authorizer could not decide a fail-closed route: 503 from the context (events/api-httpapi-v2-unavailable.json)",
-			event:       readAPIEvent(t, "api-httpapi-v2-unavailable.json"),
+			event:       apitest.ReadEvent(t, "api-httpapi-v2-unavailable.json"),
 			wantStatus:  http.StatusServiceUnavailable,
 			wantHeaders: map[string]string{"Retry-After": "1", "RateLimit": ""},
 		},
 		{
 			name: "HTTP API, unavailable as a string on another route: 503 too",
-			event: apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+			event: apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 				e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{
 					"tier": "org", "unavailable": "true", "retryAfter": "1",
 				}}
@@ -167,23 +168,23 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 			wantHeaders: map[string]string{"Retry-After": "1", "RateLimit": ""},
 		},
 	}
-	before := apiRedisKeyCount(t, srv)
+	before := apitest.RedisKeyCount(t, srv)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			for range 5 {
-				resp := invokeAPI(t, api, tt.event)
+				resp := apitest.Invoke(t, api, tt.event)
 				if resp.StatusCode != tt.wantStatus {
 					t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tt.wantStatus, resp.Body)
 				}
 				switch resp.StatusCode {
 				case http.StatusTooManyRequests:
-					checkAPI429(t, resp)
+					apitest.Check429(t, resp)
 				case http.StatusServiceUnavailable:
 					if resp.Body != string(contract.ServiceUnavailableBody(1)) {
 						t.Fatalf("503 body %s", resp.Body)
 					}
 				default:
-					checkAPIRateLimitHeaders(t, resp)
+					apitest.CheckRateLimitHeaders(t, resp)
 				}
 				for name, want := range tt.wantHeaders {
 					if got := resp.Header.Get(name); got != want {
@@ -193,14 +194,14 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 			}
 		})
 	}
-	if after := apiRedisKeyCount(t, srv); after != before {
+	if after := apitest.RedisKeyCount(t, srv); after != before {
 		t.Fatalf("Redis went from %d to %d keys: the authorizer's decision was counted again", before, after)
 	}
 
 	// The same event without the context is counted: the key count moves,
 	// which shows the assertion above can fail.
-	invokeAPI(t, api, readAPIEvent(t, "api-rest-anonymous.json"))
-	if after := apiRedisKeyCount(t, srv); after == before {
+	apitest.Invoke(t, api, apitest.ReadEvent(t, "api-rest-anonymous.json"))
+	if after := apitest.RedisKeyCount(t, srv); after == before {
 		t.Fatal("a request without the authorizer's context was not counted")
 	}
 }
@@ -211,10 +212,10 @@ func TestAPIReusesTheAuthorizerDecision(t *testing.T) {
 // and counted.
 func TestAPIRoutes(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "4/1m"}))
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "4/1m"}))
 
 	at := func(ip, method, path string, edit ...func(*events.APIGatewayProxyRequest)) []byte {
-		return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = ip
 			e.HTTPMethod, e.Path, e.Resource = method, path, path
 			for _, f := range edit {
@@ -225,7 +226,7 @@ func TestAPIRoutes(t *testing.T) {
 
 	t.Run("GET /health is not limited", func(t *testing.T) {
 		for range 10 {
-			resp := invokeAPI(t, api, at("203.0.113.110", "GET", "/health"))
+			resp := apitest.Invoke(t, api, at("203.0.113.110", "GET", "/health"))
 			if resp.StatusCode != http.StatusOK || resp.Body != `{"status":"ok"}` {
 				t.Fatalf("health: %d %s", resp.StatusCode, resp.Body)
 			}
@@ -234,7 +235,7 @@ func TestAPIRoutes(t *testing.T) {
 			}
 		}
 		// Nothing was counted for that IP.
-		resp := invokeAPI(t, api, at("203.0.113.110", "GET", "/v1/items"))
+		resp := apitest.Invoke(t, api, at("203.0.113.110", "GET", "/v1/items"))
 		if got := resp.Header.Get("RateLimit-Remaining"); got != "3" {
 			t.Fatalf("after 10 health checks the first item request has %s remaining, want 3", got)
 		}
@@ -242,7 +243,7 @@ func TestAPIRoutes(t *testing.T) {
 
 	t.Run("GET /v1/quota spends nothing and answers when exhausted", func(t *testing.T) {
 		ip := "203.0.113.111"
-		quota := func() (apiResponse, struct {
+		quota := func() (apitest.Response, struct {
 			Limits []struct {
 				Name          string `json:"name"`
 				Limit         int64  `json:"limit"`
@@ -252,7 +253,7 @@ func TestAPIRoutes(t *testing.T) {
 			} `json:"limits"`
 			Degraded bool `json:"degraded"`
 		}) {
-			resp := invokeAPI(t, api, at(ip, "GET", "/v1/quota"))
+			resp := apitest.Invoke(t, api, at(ip, "GET", "/v1/quota"))
 			var body struct {
 				Limits []struct {
 					Name          string `json:"name"`
@@ -282,38 +283,38 @@ func TestAPIRoutes(t *testing.T) {
 					t.Fatalf("quota header remaining %q after %d spent", resp.Header.Get("RateLimit-Remaining"), spent)
 				}
 			}
-			if resp := invokeAPI(t, api, at(ip, "GET", "/v1/items")); resp.StatusCode != http.StatusOK {
+			if resp := apitest.Invoke(t, api, at(ip, "GET", "/v1/items")); resp.StatusCode != http.StatusOK {
 				t.Fatalf("item request %d: %d", spent+1, resp.StatusCode)
 			}
 		}
-		checkAPI429(t, invokeAPI(t, api, at(ip, "GET", "/v1/items")))
+		apitest.Check429(t, apitest.Invoke(t, api, at(ip, "GET", "/v1/items")))
 		resp, body := quota()
 		if resp.StatusCode != http.StatusOK || body.Limits[0].Remaining != 0 || resp.Header.Get("Retry-After") != "" {
 			t.Fatalf("exhausted quota: %d, %s, Retry-After %q", resp.StatusCode, resp.Body, resp.Header.Get("Retry-After"))
 		}
-		checkAPIRateLimitHeaders(t, resp)
+		apitest.CheckRateLimitHeaders(t, resp)
 	})
 
 	t.Run("an unknown API key is 401 and counted against the IP", func(t *testing.T) {
 		ip := "203.0.113.112"
 		for i := range 4 {
-			resp := invokeAPI(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
-				apiSetRESTHeader(e, "x-api-key", fmt.Sprintf("forged-key-%d", i))
+			resp := apitest.Invoke(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
+				apitest.SetRESTHeader(e, "x-api-key", fmt.Sprintf("forged-key-%d", i))
 			}))
 			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(resp.Body, `"UNAUTHORIZED"`) {
 				t.Fatalf("forged key %d: %d %s", i, resp.StatusCode, resp.Body)
 			}
-			checkAPIRateLimitHeaders(t, resp)
+			apitest.CheckRateLimitHeaders(t, resp)
 			if got := resp.Header.Get("RateLimit-Policy"); got != `"anonymous";q=4;w=60` {
 				t.Fatalf("forged key counted under %q", got)
 			}
 		}
-		checkAPI429(t, invokeAPI(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
-			apiSetRESTHeader(e, "x-api-key", "forged-key-last")
+		apitest.Check429(t, apitest.Invoke(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
+			apitest.SetRESTHeader(e, "x-api-key", "forged-key-last")
 		})))
 		// And the known key is its own, bigger bucket.
-		resp := invokeAPI(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
-			apiSetRESTHeader(e, "x-api-key", apiKnownKey)
+		resp := apitest.Invoke(t, api, at(ip, "GET", "/v1/items", func(e *events.APIGatewayProxyRequest) {
+			apitest.SetRESTHeader(e, "x-api-key", apitest.KnownKey)
 		}))
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Policy") != `"org";q=10000;w=60` {
 			t.Fatalf("known key: %d, policy %q", resp.StatusCode, resp.Header.Get("RateLimit-Policy"))
@@ -321,7 +322,7 @@ func TestAPIRoutes(t *testing.T) {
 	})
 
 	t.Run("an unknown route is 404 and counted", func(t *testing.T) {
-		resp := invokeAPI(t, api, at("203.0.113.113", "GET", "/wp-login.php"))
+		resp := apitest.Invoke(t, api, at("203.0.113.113", "GET", "/wp-login.php"))
 		if resp.StatusCode != http.StatusNotFound || resp.Header.Get("RateLimit-Remaining") != "3" {
 			t.Fatalf("unknown route: %d, remaining %q, %s", resp.StatusCode, resp.Header.Get("RateLimit-Remaining"), resp.Body)
 		}
@@ -337,25 +338,25 @@ func TestAPIQuotaIsNoFreeKeyCheck(t *testing.T) {
 	srv := redistest.StartServer(t)
 	const limit, sprayed = 30, 50
 	var logs bytes.Buffer
-	api := startAPILogging(t, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1m", limit)}), &logs)
+	api := apitest.StartLogging(t, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": fmt.Sprintf("%d/1m", limit)}), &logs)
 
 	statuses := func(ip, path string) []int {
 		got := make([]int, sprayed)
 		for i := range sprayed {
-			resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			resp := apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 				e.RequestContext.Identity.SourceIP = ip
 				e.Path, e.Resource = path, path
-				apiSetRESTHeader(e, "x-api-key", randomAPIKey(t))
+				apitest.SetRESTHeader(e, "x-api-key", randomAPIKey(t))
 			}))
 			got[i] = resp.StatusCode
 			switch {
 			case i < limit && resp.StatusCode == http.StatusUnauthorized:
-				checkAPIRateLimitHeaders(t, resp)
+				apitest.CheckRateLimitHeaders(t, resp)
 				if got := resp.Header.Get("RateLimit-Remaining"); got != strconv.Itoa(limit-1-i) {
 					t.Fatalf("%s request %d: RateLimit-Remaining %s, want %d", path, i+1, got, limit-1-i)
 				}
 			case i >= limit && resp.StatusCode == http.StatusTooManyRequests:
-				checkAPI429(t, resp)
+				apitest.Check429(t, resp)
 			default:
 				t.Fatalf("%s request %d with a made-up credential: status %d, want %s; %s",
 					path, i+1, resp.StatusCode, map[bool]string{true: "401", false: "429"}[i < limit], resp.Body)
@@ -372,11 +373,11 @@ func TestAPIQuotaIsNoFreeKeyCheck(t *testing.T) {
 
 	// The spray on the quota spent the address's budget: its clean requests
 	// are denied, and its quota (still free) shows the limit spent.
-	checkAPI429(t, invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	apitest.Check429(t, apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.RequestContext.Identity.SourceIP = "203.0.113.120"
 	})))
 	for range 3 {
-		resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		resp := apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = "203.0.113.120"
 			e.Path, e.Resource = "/v1/quota", "/v1/quota"
 		}))
@@ -421,14 +422,14 @@ func randomAPIKey(t testing.TB) string {
 // anonymous caller.
 func TestAPICredentialsSurviveManyHeaders(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), nil))
+	api := apitest.Start(t, apitest.Env(srv.URL(), nil))
 	for try := range 40 {
-		resp := invokeAPI(t, api, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		resp := apitest.Invoke(t, api, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = fmt.Sprintf("203.0.113.%d", 130+try%10)
 			for i := range 200 {
-				apiSetRESTHeader(e, fmt.Sprintf("X-Pad-%03d", i), "x")
+				apitest.SetRESTHeader(e, fmt.Sprintf("X-Pad-%03d", i), "x")
 			}
-			apiSetRESTHeader(e, "x-api-key", "unknown-key")
+			apitest.SetRESTHeader(e, "x-api-key", "unknown-key")
 		}))
 		if resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("try %d: status %d, want 401; %s", try+1, resp.StatusCode, resp.Body)
@@ -441,28 +442,28 @@ func TestAPICredentialsSurviveManyHeaders(t *testing.T) {
 // tier's 30/1m, and the headers name the route limit.
 func TestAPILoginRouteLimit(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), nil))
-	login := readAPIEvent(t, "api-login.json")
+	api := apitest.Start(t, apitest.Env(srv.URL(), nil))
+	login := apitest.ReadEvent(t, "api-login.json")
 	for i := range 5 {
-		resp := invokeAPI(t, api, login)
+		resp := apitest.Invoke(t, api, login)
 		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, "Login accepted") {
 			t.Fatalf("login %d: %d %s", i+1, resp.StatusCode, resp.Body)
 		}
-		checkAPIRateLimitHeaders(t, resp)
+		apitest.CheckRateLimitHeaders(t, resp)
 		if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"POST /auth/*";r=%d;t=`, 4-i); !strings.HasPrefix(got, want) {
 			t.Fatalf("login %d: RateLimit %q, want %s...", i+1, got, want)
 		}
 	}
-	resp := invokeAPI(t, api, login)
-	checkAPI429(t, resp)
+	resp := apitest.Invoke(t, api, login)
+	apitest.Check429(t, resp)
 	// Both policies apply; RateLimit names the route limit, which denied.
 	if got := resp.Header.Get("RateLimit-Policy"); got != `"anonymous";q=30;w=60, "POST /auth/*";q=5;w=60` {
 		t.Fatalf("429 RateLimit-Policy %q", got)
 	}
 	// The tier limit of the same caller is untouched by the denial and
 	// still far from denying: an ordinary route passes.
-	items := apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.Identity.SourceIP = "203.0.113.8" })
-	if resp := invokeAPI(t, api, items); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "24" {
+	items := apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.Identity.SourceIP = "203.0.113.8" })
+	if resp := apitest.Invoke(t, api, items); resp.StatusCode != http.StatusOK || resp.Header.Get("RateLimit-Remaining") != "24" {
 		t.Fatalf("items after login flood: %d, remaining %q", resp.StatusCode, resp.Header.Get("RateLimit-Remaining"))
 	}
 }
@@ -472,7 +473,7 @@ func TestAPILoginRouteLimit(t *testing.T) {
 // rest is answered like any request.
 func TestAPIMalformedAndHostileEvents(t *testing.T) {
 	srv := redistest.StartServer(t)
-	api := startAPI(t, apiEnv(srv.URL(), nil))
+	api := apitest.Start(t, apitest.Env(srv.URL(), nil))
 
 	huge := strings.Repeat("A", 1<<20)
 	tests := []struct {
@@ -480,37 +481,37 @@ func TestAPIMalformedAndHostileEvents(t *testing.T) {
 		event      []byte
 		wantStatus int
 	}{
-		{"events/api-malformed.json", readAPIEvent(t, "api-malformed.json"), http.StatusBadRequest},
+		{"events/api-malformed.json", apitest.ReadEvent(t, "api-malformed.json"), http.StatusBadRequest},
 		{"not JSON", []byte("GET / HTTP/1.1"), http.StatusBadRequest},
 		{"JSON null", []byte("null"), http.StatusBadRequest},
 		{"JSON array", []byte("[1,2]"), http.StatusBadRequest},
 		{"empty object", []byte("{}"), http.StatusBadRequest},
 		{"empty payload", []byte(""), http.StatusBadRequest},
 		{"version 2.0 without requestContext.http", []byte(`{"version":"2.0","rawPath":"/v1/items"}`), http.StatusBadRequest},
-		{"REST method with a space", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.HTTPMethod = "GE T" }), http.StatusBadRequest},
-		{"REST bad base64 body", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Body, e.IsBase64Encoded = "!!!", true }), http.StatusBadRequest},
-		{"domain name that breaks the URL", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.DomainName = "bad host/%zz" }), http.StatusBadRequest},
-		{"no request context: counted under an empty source", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		{"REST method with a space", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.HTTPMethod = "GE T" }), http.StatusBadRequest},
+		{"REST bad base64 body", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Body, e.IsBase64Encoded = "!!!", true }), http.StatusBadRequest},
+		{"domain name that breaks the URL", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.RequestContext.DomainName = "bad host/%zz" }), http.StatusBadRequest},
+		{"no request context: counted under an empty source", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext = events.APIGatewayProxyRequestContext{}
 		}), http.StatusOK},
-		{"huge header value", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { apiSetRESTHeader(e, "X-Huge", huge) }), http.StatusOK},
-		{"huge API key", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { apiSetRESTHeader(e, "x-api-key", huge) }), http.StatusUnauthorized},
-		{"control characters in the path", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Path = "/v1/\x00\r\n\"items" }), http.StatusBadRequest},
-		{"odd but valid characters in the path", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Path = "/v1/\u00e9/{x}/%41/items;x=1" }), http.StatusNotFound},
-		{"odd characters in the source IP", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		{"huge header value", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { apitest.SetRESTHeader(e, "X-Huge", huge) }), http.StatusOK},
+		{"huge API key", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { apitest.SetRESTHeader(e, "x-api-key", huge) }), http.StatusUnauthorized},
+		{"control characters in the path", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Path = "/v1/\x00\r\n\"items" }), http.StatusBadRequest},
+		{"odd but valid characters in the path", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) { e.Path = "/v1/\u00e9/{x}/%41/items;x=1" }), http.StatusNotFound},
+		{"odd characters in the source IP", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Identity.SourceIP = "{tag}\u00e9\x00 " + huge[:300]
 		}), http.StatusOK},
-		{"HTTP API with no headers at all", apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.Headers = nil }), http.StatusOK},
-		{"HTTP API bearer token that is not a JWT", apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		{"HTTP API with no headers at all", apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) { e.Headers = nil }), http.StatusOK},
+		{"HTTP API bearer token that is not a JWT", apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.Headers["authorization"] = "Bearer \x01not-a-jwt"
 		}), http.StatusOK},
-		{"authorizer context of the wrong types", apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+		{"authorizer context of the wrong types", apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 			e.RequestContext.Authorizer = map[string]any{"limit": []any{1}, "remaining": map[string]any{}, "tier": 7}
 		}), http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := invokeAPI(t, api, tt.event)
+			resp := apitest.Invoke(t, api, tt.event)
 			if resp.StatusCode != tt.wantStatus {
 				t.Fatalf("status %d, want %d; body %.300s", resp.StatusCode, tt.wantStatus, resp.Body)
 			}
@@ -530,8 +531,8 @@ func TestAPIMalformedAndHostileEvents(t *testing.T) {
 func TestAPIWithRedisStopped(t *testing.T) {
 	srv := redistest.StartServer(t)
 	const redisTimeout = 100 * time.Millisecond
-	api := startAPI(t, apiEnv(srv.URL(), map[string]string{"REDIS_TIMEOUT": redisTimeout.String()}))
-	if resp := invokeAPI(t, api, readAPIEvent(t, "api-login.json")); resp.StatusCode != http.StatusOK {
+	api := apitest.Start(t, apitest.Env(srv.URL(), map[string]string{"REDIS_TIMEOUT": redisTimeout.String()}))
+	if resp := apitest.Invoke(t, api, apitest.ReadEvent(t, "api-login.json")); resp.StatusCode != http.StatusOK {
 		t.Fatalf("login with Redis up: %d %s", resp.StatusCode, resp.Body)
 	}
 	srv.Stop()
@@ -539,9 +540,9 @@ func TestAPIWithRedisStopped(t *testing.T) {
 	tests := []struct {
 		name  string
 		event []byte
-		check func(t *testing.T, resp apiResponse)
+		check func(t *testing.T, resp apitest.Response)
 	}{
-		{"POST /auth/login fails closed: 503", readAPIEvent(t, "api-login.json"), func(t *testing.T, resp apiResponse) {
+		{"POST /auth/login fails closed: 503", apitest.ReadEvent(t, "api-login.json"), func(t *testing.T, resp apitest.Response) {
 			if resp.StatusCode != http.StatusServiceUnavailable {
 				t.Fatalf("status %d, want 503; %s", resp.StatusCode, resp.Body)
 			}
@@ -552,11 +553,11 @@ func TestAPIWithRedisStopped(t *testing.T) {
 				t.Fatalf("503 Content-Type %q", resp.Header.Get("Content-Type"))
 			}
 		}},
-		{"GET /v1/items degrades to the fallback limit", readAPIEvent(t, "api-rest-anonymous.json"), func(t *testing.T, resp apiResponse) {
+		{"GET /v1/items degrades to the fallback limit", apitest.ReadEvent(t, "api-rest-anonymous.json"), func(t *testing.T, resp apitest.Response) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, want 200; %s", resp.StatusCode, resp.Body)
 			}
-			checkAPIRateLimitHeaders(t, resp)
+			apitest.CheckRateLimitHeaders(t, resp)
 			// The fallback admits 30/1m divided by
 			// RATE_LIMIT_FALLBACK_INSTANCES (10): 3, of which this is the
 			// first.
@@ -564,13 +565,13 @@ func TestAPIWithRedisStopped(t *testing.T) {
 				t.Fatalf("degraded RateLimit-Remaining %q, want 2 of the fallback's 3", got)
 			}
 		}},
-		{"HTTP API GET /v1/items degrades too", readAPIEvent(t, "api-httpapi-v2.json"), func(t *testing.T, resp apiResponse) {
+		{"HTTP API GET /v1/items degrades too", apitest.ReadEvent(t, "api-httpapi-v2.json"), func(t *testing.T, resp apitest.Response) {
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, want 200; %s", resp.StatusCode, resp.Body)
 			}
-			checkAPIRateLimitHeaders(t, resp)
+			apitest.CheckRateLimitHeaders(t, resp)
 		}},
-		{"GET /v1/quota shows the fallback, degraded", readAPIEvent(t, "api-quota.json"), func(t *testing.T, resp apiResponse) {
+		{"GET /v1/quota shows the fallback, degraded", apitest.ReadEvent(t, "api-quota.json"), func(t *testing.T, resp apitest.Response) {
 			if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Body, `"degraded":true`) {
 				t.Fatalf("quota: %d %s", resp.StatusCode, resp.Body)
 			}
@@ -579,7 +580,7 @@ func TestAPIWithRedisStopped(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start := time.Now()
-			resp := invokeAPI(t, api, tt.event)
+			resp := apitest.Invoke(t, api, tt.event)
 			took := time.Since(start)
 			tt.check(t, resp)
 			t.Logf("answered in %v", took.Round(time.Microsecond))

@@ -1,4 +1,9 @@
-package tests
+// Package apitest runs the API function in-process, as its main builds it
+// (one instance.Runtime, the handler, the Lambda entry point), builds its
+// events from those in events/, and checks its answers against
+// docs/contract.md: the 429 and the rate-limit headers. It is test
+// support: no code that ships imports it.
+package apitest
 
 import (
 	"context"
@@ -19,17 +24,19 @@ import (
 
 	"github.com/slidegate/slidegate/internal/apihandler"
 	"github.com/slidegate/slidegate/internal/instance"
+	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
+	"github.com/slidegate/slidegate/internal/testkit/sfv"
 	"github.com/slidegate/slidegate/pkg/httplimit/contract"
 )
 
-// apiKnownKey is the API key the API tests configure as known (tier org).
-const apiKnownKey = "slidegate-example-api-key-0001"
+// KnownKey is the API key the API tests configure as known (tier org).
+const KnownKey = "slidegate-example-api-key-0001"
 
-// apiEnv is the environment of an API function under test: the defaults
-// of the contract, Redis at url, apiKnownKey known, then overrides.
-func apiEnv(url string, overrides map[string]string) map[string]string {
-	sum := sha256.Sum256([]byte(apiKnownKey))
+// Env is the environment of an API function under test: the defaults
+// of the contract, Redis at url, KnownKey known, then overrides.
+func Env(url string, overrides map[string]string) map[string]string {
+	sum := sha256.Sum256([]byte(KnownKey))
 	env := map[string]string{
 		"REDIS_URL":      url,
 		"REDIS_TIMEOUT":  "100ms",
@@ -41,16 +48,16 @@ func apiEnv(url string, overrides map[string]string) map[string]string {
 	return env
 }
 
-// startAPI builds the API function in-process, as its main does: one
+// Start builds the API function in-process, as its main does: one
 // Runtime, the handler, the Lambda entry point.
-func startAPI(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
+func Start(t testing.TB, env map[string]string) *apihandler.LambdaHandler {
 	t.Helper()
-	return startAPILogging(t, env, io.Discard)
+	return StartLogging(t, env, io.Discard)
 }
 
-// startAPILogging is startAPI with the function's standard output written
+// StartLogging is Start with the function's standard output written
 // to logs: its JSON log lines and its EMF metrics records, as in Lambda.
-func startAPILogging(t testing.TB, env map[string]string, logs io.Writer) *apihandler.LambdaHandler {
+func StartLogging(t testing.TB, env map[string]string, logs io.Writer) *apihandler.LambdaHandler {
 	t.Helper()
 	logger := slog.New(slog.NewJSONHandler(logs, nil))
 	rt, err := instance.NewRuntime(context.Background(), func(k string) string { return env[k] }, instance.Options{Logger: logger, Metrics: logs})
@@ -61,17 +68,17 @@ func startAPILogging(t testing.TB, env map[string]string, logs io.Writer) *apiha
 	return apihandler.NewLambdaHandler(apihandler.New(rt, apihandler.Options{Logger: logger}), logger)
 }
 
-// apiResponse is an API Gateway proxy response (v1 or v2) as the client
+// Response is an API Gateway proxy response (v1 or v2) as the client
 // would see it.
-type apiResponse struct {
+type Response struct {
 	StatusCode int
 	Header     http.Header
 	Body       string
 }
 
-// invokeAPI hands payload to the Lambda entry point and reads the answer
+// Invoke hands payload to the Lambda entry point and reads the answer
 // back from its JSON, as the Lambda runtime would send it.
-func invokeAPI(t testing.TB, h *apihandler.LambdaHandler, payload []byte) apiResponse {
+func Invoke(t testing.TB, h *apihandler.LambdaHandler, payload []byte) Response {
 	t.Helper()
 	out, err := h.Invoke(context.Background(), payload)
 	if err != nil {
@@ -81,11 +88,11 @@ func invokeAPI(t testing.TB, h *apihandler.LambdaHandler, payload []byte) apiRes
 	if err != nil {
 		t.Fatalf("marshal response: %v", err)
 	}
-	return parseAPIResponse(t, raw)
+	return Parse(t, raw)
 }
 
-// parseAPIResponse reads a v1 or v2 proxy response.
-func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
+// Parse reads a v1 or v2 proxy response.
+func Parse(t testing.TB, raw []byte) Response {
 	t.Helper()
 	var proxy struct {
 		StatusCode        int                 `json:"statusCode"`
@@ -109,7 +116,7 @@ func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 			t.Errorf("response multi-value header %q: the contract spells it %q", k, spec)
 		}
 	}
-	resp := apiResponse{StatusCode: proxy.StatusCode, Header: http.Header{}, Body: proxy.Body}
+	resp := Response{StatusCode: proxy.StatusCode, Header: http.Header{}, Body: proxy.Body}
 	for k, v := range proxy.Headers {
 		resp.Header.Set(k, v)
 	}
@@ -129,43 +136,47 @@ func parseAPIResponse(t testing.TB, raw []byte) apiResponse {
 	return resp
 }
 
-// readAPIEvent returns the bytes of events/<name>.
-func readAPIEvent(t testing.TB, name string) []byte {
+// ReadEvent returns the bytes of events/<name>.
+func ReadEvent(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "events", name))
+	root, err := lambdatest.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "events", name))
 	if err != nil {
 		t.Fatalf("read event: %v", err)
 	}
 	return b
 }
 
-// apiRESTEvent is events/api-rest-anonymous.json changed by edit.
-func apiRESTEvent(t testing.TB, edit func(e *events.APIGatewayProxyRequest)) []byte {
+// RESTEvent is events/api-rest-anonymous.json changed by edit.
+func RESTEvent(t testing.TB, edit func(e *events.APIGatewayProxyRequest)) []byte {
 	t.Helper()
 	var e events.APIGatewayProxyRequest
-	if err := json.Unmarshal(readAPIEvent(t, "api-rest-anonymous.json"), &e); err != nil {
+	if err := json.Unmarshal(ReadEvent(t, "api-rest-anonymous.json"), &e); err != nil {
 		t.Fatal(err)
 	}
 	edit(&e)
 	// API Gateway keeps the two in step; edits name only the resource.
 	e.RequestContext.ResourcePath = e.Resource
-	return apiJSON(t, e)
+	return JSON(t, e)
 }
 
-// apiHTTPAPIEvent is events/api-httpapi-v2.json changed by edit.
-func apiHTTPAPIEvent(t testing.TB, edit func(e *events.APIGatewayV2HTTPRequest)) []byte {
+// HTTPAPIEvent is events/api-httpapi-v2.json changed by edit.
+func HTTPAPIEvent(t testing.TB, edit func(e *events.APIGatewayV2HTTPRequest)) []byte {
 	t.Helper()
 	var e events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(readAPIEvent(t, "api-httpapi-v2.json"), &e); err != nil {
+	if err := json.Unmarshal(ReadEvent(t, "api-httpapi-v2.json"), &e); err != nil {
 		t.Fatal(err)
 	}
 	edit(&e)
-	return apiJSON(t, e)
+	return JSON(t, e)
 }
 
-// apiSetRESTHeader sets a header in both header maps of a REST event, as API
+// SetRESTHeader sets a header in both header maps of a REST event, as API
 // Gateway fills them.
-func apiSetRESTHeader(e *events.APIGatewayProxyRequest, name, value string) {
+func SetRESTHeader(e *events.APIGatewayProxyRequest, name, value string) {
 	if e.Headers == nil {
 		e.Headers = map[string]string{}
 	}
@@ -176,7 +187,8 @@ func apiSetRESTHeader(e *events.APIGatewayProxyRequest, name, value string) {
 	e.MultiValueHeaders[name] = []string{value}
 }
 
-func apiJSON(t testing.TB, v any) []byte {
+// JSON is v as JSON.
+func JSON(t testing.TB, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -185,13 +197,13 @@ func apiJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// apiSpecBody429 is the contract's 429 body with its number left open.
-var apiSpecBody429 = regexp.MustCompile(`^\{"error":\{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded\. Try again in ([0-9]+) seconds?\.","retry_after_seconds":([0-9]+)\}\}$`)
+// specBody429 is the contract's 429 body with its number left open.
+var specBody429 = regexp.MustCompile(`^\{"error":\{"code":"TOO_MANY_REQUESTS","message":"Rate limit exceeded\. Try again in ([0-9]+) seconds?\.","retry_after_seconds":([0-9]+)\}\}$`)
 
-// checkAPI429 asserts a contract 429: Retry-After of at least 1 second, equal to
+// Check429 asserts a contract 429: Retry-After of at least 1 second, equal to
 // the RateLimit header's t and to the body's number, and the body byte for
 // byte.
-func checkAPI429(t testing.TB, resp apiResponse) {
+func Check429(t testing.TB, resp Response) {
 	t.Helper()
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("status %d, want 429; body %s", resp.StatusCode, resp.Body)
@@ -203,7 +215,7 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	if want := string(contract.TooManyRequestsBody(retry)); resp.Body != want {
 		t.Fatalf("429 body\n got %s\nwant %s", resp.Body, want)
 	}
-	m := apiSpecBody429.FindStringSubmatch(resp.Body)
+	m := specBody429.FindStringSubmatch(resp.Body)
 	if m == nil || m[1] != strconv.FormatInt(retry, 10) || m[2] != m[1] {
 		t.Fatalf("429 body does not have the contract's shape with %d seconds: %s", retry, resp.Body)
 	}
@@ -213,21 +225,21 @@ func checkAPI429(t testing.TB, resp apiResponse) {
 	if got := resp.Header.Get("RateLimit"); !regexp.MustCompile(`;t=` + strconv.FormatInt(retry, 10) + `$`).MatchString(got) {
 		t.Fatalf("RateLimit %q disagrees with Retry-After %d", got, retry)
 	}
-	checkAPIRateLimitHeaders(t, resp)
+	CheckRateLimitHeaders(t, resp)
 }
 
-// apiRateLimitHeaderNames are the headers the contract puts on every limited response.
-var apiRateLimitHeaderNames = []string{
+// rateLimitHeaderNames are the headers the contract puts on every limited response.
+var rateLimitHeaderNames = []string{
 	"RateLimit-Policy", "RateLimit",
 	"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
 	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
 }
 
-// checkAPIRateLimitHeaders asserts every contract header is present and that the
+// CheckRateLimitHeaders asserts every contract header is present and that the
 // three families agree.
-func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
+func CheckRateLimitHeaders(t testing.TB, resp Response) {
 	t.Helper()
-	for _, name := range apiRateLimitHeaderNames {
+	for _, name := range rateLimitHeaderNames {
 		if resp.Header.Get(name) == "" {
 			t.Fatalf("limited response (status %d) lacks %s; headers %v", resp.StatusCode, name, resp.Header)
 		}
@@ -238,11 +250,11 @@ func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
 	}
 	// RateLimit-Policy lists every policy that applies; the one RateLimit
 	// names is among them, with the quota RateLimit-Limit says.
-	policies, err := parseSFList(h.Get("RateLimit-Policy"))
+	policies, err := sfv.ParseList(h.Get("RateLimit-Policy"))
 	if err != nil {
 		t.Fatalf("RateLimit-Policy: %v", err)
 	}
-	closest, err := parseSFList(h.Get("RateLimit"))
+	closest, err := sfv.ParseList(h.Get("RateLimit"))
 	if err != nil || len(closest) != 1 {
 		t.Fatalf("RateLimit %q: %v", h.Get("RateLimit"), err)
 	}
@@ -263,8 +275,8 @@ func checkAPIRateLimitHeaders(t testing.TB, resp apiResponse) {
 	}
 }
 
-// apiRedisKeyCount is the number of keys in srv's database.
-func apiRedisKeyCount(t testing.TB, srv *redistest.Server) int64 {
+// RedisKeyCount is the number of keys in srv's database.
+func RedisKeyCount(t testing.TB, srv *redistest.Server) int64 {
 	t.Helper()
 	n, err := srv.Client(t).DBSize(context.Background()).Result()
 	if err != nil {

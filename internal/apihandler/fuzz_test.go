@@ -1,4 +1,4 @@
-package tests
+package apihandler_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 )
 
@@ -19,18 +20,18 @@ import (
 // JSON body, and every 429 is the contract's.
 func FuzzAPIEvent(f *testing.F) {
 	srv := redistest.StartServer(f)
-	api := startAPI(f, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "5/1m"}))
+	api := apitest.Start(f, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "5/1m"}))
 
 	f.Add(false, "GET", "/v1/items", "203.0.113.7", "", "", "", []byte(nil))
 	f.Add(true, "GET", "/v1/items", "203.0.113.20", "", "", "", []byte(nil))
 	f.Add(false, "POST", "/auth/login", "203.0.113.8", "", "", "", []byte(nil))
-	f.Add(false, "GET", "/v1/quota", "2001:db8::1", apiKnownKey, "", "", []byte(nil))
+	f.Add(false, "GET", "/v1/quota", "2001:db8::1", apitest.KnownKey, "", "", []byte(nil))
 	f.Add(true, "GET", "/v1/items", "203.0.113.7", "forged", "Bearer a.b.c", "", []byte(nil))
 	f.Add(false, "GET", "/v1/items", "203.0.113.7", "", "", `{"tier":"org","limit":"10000","remaining":"5","reset":"3","window":"60","name":"org"}`, []byte(nil))
 	f.Add(true, "GET", "/v1/items", "203.0.113.7", "", "", `{"tier":"anonymous","limit":30,"remaining":0,"reset":9,"window":60,"retryAfter":-4}`, []byte(nil))
 	f.Add(false, "get", "//v1/../items/", "{x}", "\x00", "Bearer \r\n", `{"limit":1e400}`, []byte(nil))
 	for _, name := range []string{"api-rest-anonymous.json", "api-httpapi-v2.json", "api-malformed.json", "api-rest-with-authorizer-context.json"} {
-		f.Add(false, "", "", "", "", "", "", readAPIEvent(f, name))
+		f.Add(false, "", "", "", "", "", "", apitest.ReadEvent(f, name))
 	}
 
 	f.Fuzz(func(t *testing.T, v2 bool, method, path, sourceIP, apiKey, authorization, authorizer string, raw []byte) {
@@ -40,7 +41,7 @@ func FuzzAPIEvent(f *testing.F) {
 			_ = json.Unmarshal([]byte(authorizer), &ctx) // not an object: no authorizer
 			payload = apiFuzzEvent(t, v2, method, path, sourceIP, apiKey, authorization, ctx)
 		}
-		resp := invokeAPI(t, api, payload)
+		resp := apitest.Invoke(t, api, payload)
 		switch resp.StatusCode {
 		case http.StatusOK, http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound,
 			http.StatusTooManyRequests, http.StatusServiceUnavailable:
@@ -52,9 +53,9 @@ func FuzzAPIEvent(f *testing.F) {
 		}
 		switch resp.StatusCode {
 		case http.StatusTooManyRequests:
-			checkAPI429(t, resp)
+			apitest.Check429(t, resp)
 		case http.StatusUnauthorized:
-			checkAPIRateLimitHeaders(t, resp)
+			apitest.CheckRateLimitHeaders(t, resp)
 		}
 	})
 }
@@ -71,7 +72,7 @@ func apiFuzzEvent(t *testing.T, v2 bool, method, path, sourceIP, apiKey, authori
 		headers["authorization"] = authorization
 	}
 	if v2 {
-		return apiHTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
+		return apitest.HTTPAPIEvent(t, func(e *events.APIGatewayV2HTTPRequest) {
 			e.RequestContext.HTTP.Method, e.RawPath, e.RequestContext.HTTP.Path = method, path, path
 			e.RequestContext.HTTP.SourceIP = sourceIP
 			e.Headers = headers
@@ -80,12 +81,12 @@ func apiFuzzEvent(t *testing.T, v2 bool, method, path, sourceIP, apiKey, authori
 			}
 		})
 	}
-	return apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+	return apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 		e.HTTPMethod, e.Path, e.Resource = method, path, path
 		e.RequestContext.Identity.SourceIP = sourceIP
 		e.Headers, e.MultiValueHeaders = nil, nil
 		for k, v := range headers {
-			apiSetRESTHeader(e, k, v)
+			apitest.SetRESTHeader(e, k, v)
 		}
 		e.RequestContext.Authorizer = authorizer
 	})

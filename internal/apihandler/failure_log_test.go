@@ -1,4 +1,4 @@
-package tests
+package apihandler_test
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 )
 
 // TestAPIFailureLogNamesThePathOnce: when Redis cannot decide a fail-closed
@@ -36,8 +38,8 @@ func TestAPIFailureLogNamesThePathOnce(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			h := startAPILogging(t, apiEnv(dead, nil), &logs)
-			resp := invokeAPI(t, h, apiRESTEvent(t, func(e *events.APIGatewayProxyRequest) {
+			h := apitest.StartLogging(t, apitest.Env(dead, nil), &logs)
+			resp := apitest.Invoke(t, h, apitest.RESTEvent(t, func(e *events.APIGatewayProxyRequest) {
 				e.HTTPMethod, e.Path, e.Resource = http.MethodPost, c.path, "/{proxy+}"
 				e.PathParameters = nil
 			}))

@@ -1,4 +1,4 @@
-package tests
+package apihandler_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -24,7 +25,7 @@ import (
 func BenchmarkAPIWarmInvocation(b *testing.B) {
 	srv := redistest.StartServer(b)
 	// A limit no benchmark reaches, so that every request is admitted.
-	api := startAPI(b, apiEnv(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1s"}))
+	api := apitest.Start(b, apitest.Env(srv.URL(), map[string]string{"RATE_LIMIT_ANONYMOUS": "1000000/1s"}))
 	ctx := context.Background()
 
 	b.Run("redis round trip", func(b *testing.B) {
@@ -53,10 +54,10 @@ func BenchmarkAPIWarmInvocation(b *testing.B) {
 		name  string
 		event []byte
 	}{
-		{"REST v1", readAPIEvent(b, "api-rest-anonymous.json")},
-		{"HTTP API v2", readAPIEvent(b, "api-httpapi-v2.json")},
-		{"REST v1 with authorizer context", readAPIEvent(b, "api-rest-with-authorizer-context.json")},
-		{"REST v1 health, not limited", apiRESTEvent(b, func(e *events.APIGatewayProxyRequest) { e.Path = "/health" })},
+		{"REST v1", apitest.ReadEvent(b, "api-rest-anonymous.json")},
+		{"HTTP API v2", apitest.ReadEvent(b, "api-httpapi-v2.json")},
+		{"REST v1 with authorizer context", apitest.ReadEvent(b, "api-rest-with-authorizer-context.json")},
+		{"REST v1 health, not limited", apitest.RESTEvent(b, func(e *events.APIGatewayProxyRequest) { e.Path = "/health" })},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
