@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -66,7 +67,7 @@ type Limits struct {
 	Networks Networks
 	// FailClosed are the route globs that fail closed
 	// (RATE_LIMIT_FAIL_CLOSED).
-	FailClosed []PathGlob
+	FailClosed []route.PathGlob
 }
 
 // StageValues are the values of the stage variables a Limits is built

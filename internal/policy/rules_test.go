@@ -8,6 +8,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 )
 
 // TestStrictestRules pins the rule of every reading down, case by case
@@ -28,7 +29,7 @@ func TestStrictestRules(t *testing.T) {
 	anon := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
 
 	// Hole 1: the dearest reading's cost, whatever the entries' order.
-	r := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/items?/../search")}, anon)
+	r := s.Resolve(policy.Request{Method: "GET", Path: route.ParsePath("/v1/items?/../search")}, anon)
 	if r.Cost != 10 || len(r.Limits) != 2 || r.Limits[1].Limit.Name != "GET /v1/items" {
 		t.Errorf("/v1/items?/../search: cost %d, limits %+v; want 10 and the items route", r.Cost, r.Limits)
 	}
@@ -140,7 +141,7 @@ func TestDisagreeingFormsHoldEveryReading(t *testing.T) {
 		{"no network", "2001:db8::1", "anonymous=enforced", "anonymous=4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/items"), SourceIP: tc.ip}, anon)
+			r := s.Resolve(policy.Request{Method: "GET", Path: route.ParsePath("/v1/items"), SourceIP: tc.ip}, anon)
 			var limits, inFlight []string
 			for _, l := range r.Limits {
 				limits = append(limits, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])

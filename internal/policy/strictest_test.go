@@ -9,6 +9,7 @@ import (
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -48,7 +49,7 @@ func FuzzStrictestReading(f *testing.F) {
 		})
 		s := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
 		caller := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
-		all := policy.Request{Method: method, Path: policy.ParsePath(path), SourceIP: ip}
+		all := policy.Request{Method: method, Path: route.ParsePath(path), SourceIP: ip}
 		served := all
 		served.Path = all.Path.Served()
 		strict, one := s.Resolve(all, caller), s.Resolve(served, caller)

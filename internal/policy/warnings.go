@@ -6,6 +6,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/route"
 )
 
 // Shortest networks an exemption (unlimited, or a plan) may name without a
@@ -59,7 +60,7 @@ func Warnings(s Stage) []string {
 	costs := s.Limits.Costs
 	for i, a := range costs {
 		for _, b := range costs[i+1:] {
-			if a.Cost != b.Cost && config.CostsOverlap(a.Route, b.Route) {
+			if a.Cost != b.Cost && route.Overlap(a.Route, b.Route) {
 				high := a
 				if b.Cost > a.Cost {
 					high = b
