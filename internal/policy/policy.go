@@ -40,6 +40,7 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -56,7 +57,7 @@ type Stage struct {
 	// NetworkControls are the live network controls in force, as the
 	// process last read them (controls.NetworkControlCache); nil for
 	// none. They join Limits.Networks in the network verdict
-	// (ReadNetwork).
+	// (network.Read).
 	NetworkControls []controls.Network
 }
 
@@ -90,9 +91,9 @@ func Read(req apigw.Request) Request {
 // CallerRules are a caller's rules before any request: what its source
 // network says, its plan and its own limits.
 type CallerRules struct {
-	// Network is what the source network says (ReadNetwork): its verdict,
+	// Network is what the source network says (network.Read): its verdict,
 	// the plan it names, the live control behind it.
-	Network Network
+	Network network.Verdict
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is
@@ -234,11 +235,11 @@ func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
 }
 
 // CallerRules resolves a caller's own rules: what its source network says
-// (ReadNetwork, with the live network controls), its plan (its own, else its network's) when configured on the stage,
+// (network.Read, with the live network controls), its plan (its own, else its network's) when configured on the stage,
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
-	out := CallerRules{Network: ReadNetwork(s.Limits.Networks, s.NetworkControls, sourceIP)}
+	out := CallerRules{Network: network.Read(s.Limits.Networks, s.NetworkControls, sourceIP)}
 	plan := c.Plan
 	if plan == "" {
 		plan = out.Network.Plan

@@ -7,6 +7,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/route"
 )
@@ -37,14 +38,14 @@ func TestStrictestRules(t *testing.T) {
 	// Hole 4: a 6to4 address is also its IPv4 address: blocked if either
 	// form is, exempt or on a plan only if both are.
 	for _, c := range []struct{ ip, want string }{
-		{"2002:cb00:7107::1", config.NetworkBlocked},  // 203.0.113.7: blocked
-		{"2002:c633:6407::1", ""},                     // 198.51.100.7 partner, 2002::/16 unlimited: they disagree
-		{"198.51.100.7", "partner"},                   // one form
-		{"2002:c000:0201::1", ""},                     // 192.0.2.1 under nothing: not unlimited
-		{"::ffff:203.0.113.9", config.NetworkBlocked}, // mapped is IPv4
+		{"2002:cb00:7107::1", network.Blocked},  // 203.0.113.7: blocked
+		{"2002:c633:6407::1", ""},               // 198.51.100.7 partner, 2002::/16 unlimited: they disagree
+		{"198.51.100.7", "partner"},             // one form
+		{"2002:c000:0201::1", ""},               // 192.0.2.1 under nothing: not unlimited
+		{"::ffff:203.0.113.9", network.Blocked}, // mapped is IPv4
 	} {
-		if got := policy.ReadNetwork(s.Limits.Networks, nil, c.ip).String(); got != c.want {
-			t.Errorf("ReadNetwork(%s) = %q, want %q", c.ip, got, c.want)
+		if got := network.Read(s.Limits.Networks, nil, c.ip).String(); got != c.want {
+			t.Errorf("network.Read(%s) = %q, want %q", c.ip, got, c.want)
 		}
 	}
 	if id, _ := identity.SourceIdentity("2002:cb00:7107:9::1", 64); id != "ip:203.0.113.7" {

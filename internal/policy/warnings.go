@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/route"
 )
 
@@ -30,7 +30,7 @@ const (
 func Warnings(s Stage) []string {
 	var out []string
 	for _, n := range s.Limits.Networks.Entries() {
-		if n.Plan == config.NetworkBlocked {
+		if n.Plan == network.Blocked {
 			continue
 		}
 		min := MinExemptIPv6Bits
@@ -73,7 +73,7 @@ func Warnings(s Stage) []string {
 }
 
 func exemptionText(plan string) string {
-	if plan == config.NetworkUnlimited {
+	if plan == network.Unlimited {
 		return "unlimited"
 	}
 	return "on plan " + plan
