@@ -77,7 +77,7 @@ func (o Outcome) HTTPOutcome() httplimit.Outcome {
 
 // The names of the live controls that change a decision, as the decision
 // log line, the metrics and the authorizer context (CtxControl) give them:
-// wire's.
+// package contract's.
 const (
 	ControlBlocked = contract.ControlBlocked
 	ControlExempt  = contract.ControlExempt

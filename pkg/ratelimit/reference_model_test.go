@@ -130,7 +130,7 @@ func first(now, from int64, ok func(t int64) bool) int64 {
 	return lo
 }
 
-// decide is what Decide (spend) or Peek answers at now for checks of one
+// decide is what Decide (spend) or a peek answers at now for checks of one
 // identity under ctl (kind controls.None for none), and spends as Decide
 // does: nothing unless every enforced check admits the cost, then on every
 // check that admits it on its own.

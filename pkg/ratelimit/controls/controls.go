@@ -21,6 +21,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/slidegate/slidegate/pkg/ratelimit/internal/ctlstore"
 	"github.com/slidegate/slidegate/pkg/ratelimit/internal/errs"
 )
 
@@ -75,9 +76,9 @@ const (
 	// and none is forgotten in force.
 	MaxDuration = 30 * 24 * time.Hour
 	// MinScaleFactor and MaxScaleFactor bound a scale control's Factor,
-	// which is kept to three decimals.
+	// from 0.001 to 1000, which is kept to three decimals.
 	MinScaleFactor = 0.001
-	MaxScaleFactor = 1000
+	MaxScaleFactor = ctlstore.MaxScaleMilli / 1000
 	// maxReason and maxSetBy bound a control's Reason and SetBy, in
 	// bytes.
 	maxReason = 200
@@ -88,13 +89,13 @@ const (
 // them all, and keeps at most this many.
 const MaxNetworks = 1_000
 
-// Propagation bounds how long a change of control takes to reach every
-// warm instance: a Gate whose Limiter reads controls keeps no denial in
+// Propagation, 2 seconds, bounds how long a change of control takes to
+// reach every warm instance: a Gate whose Limiter reads controls keeps no denial in
 // its deny cache longer than this, and a Limiter's control watch (the
 // identities holding a control, and the network controls a
 // NetworkControlCache serves) is read again after at most this long, so a
 // new identity control applies within it plus one request.
-const Propagation = 2 * time.Second
+const Propagation = ctlstore.Propagation
 
 // Control is an operator's live control on one identity or network.
 type Control struct {

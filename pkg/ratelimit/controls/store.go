@@ -19,7 +19,8 @@ import (
 // Limiter's Controls method returns it, sharing the Limiter's client, key
 // prefix, identity hashing (Options.IdentityHashKey and
 // Options.HashedIdentities), Options.Timeout, Options.Now and control
-// watch. It is safe for concurrent use.
+// watch. It is safe for concurrent use. Its zero value is not: a Store
+// comes only from a Limiter.
 type Store ctlstore.Handle
 
 // cfg is what the Store shares with its Limiter.

@@ -16,12 +16,12 @@ import (
 	"github.com/slidegate/slidegate/pkg/ratelimit/internal/errs"
 )
 
-// Propagation is controls.Propagation: the watch reads the hash again
-// after at most this long.
+// Propagation is controls.Propagation (which documents it): the watch
+// reads the hash again after at most this long.
 const Propagation = 2 * time.Second
 
-// MaxScaleMilli is the largest scale factor, in thousandths
-// (controls.MaxScaleFactor).
+// MaxScaleMilli is the largest scale factor, in thousandths: 1000 x
+// controls.MaxScaleFactor, which is defined from it.
 const MaxScaleMilli = 1000 * 1000
 
 // A control record is what Redis holds for one control, as one string:
