@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func planLimits(t *testing.T, env map[string]string, tier, plan, method, path st
 		t.Fatalf("configuration %v: %v", env, err)
 	}
 	stage := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
-	return stage.Resolve(policy.Request{Method: method, Path: policy.ParsePath(path)}, identity.Caller{Tier: tier, Plan: plan})
+	return stage.Resolve(policy.Request{Method: method, Path: route.ParsePath(path)}, identity.Caller{Tier: tier, Plan: plan})
 }
 
 // decideN decides one request of cost on checks and fails the test on an

@@ -12,7 +12,7 @@ import (
 
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/testkit"
 	"github.com/slidegate/slidegate/internal/testkit/apitest"
 	"github.com/slidegate/slidegate/internal/testkit/lambdatest"
@@ -384,7 +384,7 @@ func TestDefaultLoginLimitBoundaryAttack(t *testing.T) {
 			limiter := newLimiter(t, topo.NewClient(t), ratelimit.Options{KeyPrefix: "login-edge", Now: clock.Now})
 			var login []config.RouteLimit
 			for _, r := range cfg.Routes {
-				if config.MethodMatches(r.Method, "POST") && policy.ParsePath("/auth/login").Matches(r.Path) {
+				if route.MethodMatches(r.Method, "POST") && route.ParsePath("/auth/login").Matches(r.Path) {
 					login = append(login, r)
 				}
 			}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/awsclients/sdkconfig"
-	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/operator"
 	"github.com/slidegate/slidegate/internal/policy"
 	"github.com/slidegate/slidegate/internal/truncate"
@@ -462,9 +462,9 @@ func printInspection(w io.Writer, in inspection) {
 		fmt.Fprintf(w, "caller %s (%s) %s, identity in logs %s\n", in.Identity, who, where, in.Hash)
 	}
 	switch in.Network {
-	case config.NetworkBlocked:
+	case network.Blocked:
 		fmt.Fprintln(w, "network: blocked (RATE_LIMIT_NETWORKS): every request is refused without a Redis call")
-	case config.NetworkUnlimited:
+	case network.Unlimited:
 		fmt.Fprintln(w, "network: unlimited (RATE_LIMIT_NETWORKS): every request is admitted without a Redis call")
 	case "":
 	default:

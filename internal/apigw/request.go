@@ -34,7 +34,7 @@ type Request struct {
 	// Path is the resource path the caller asked for, without the stage,
 	// as received: percent-encoded as the event or URL carries it, e.g.
 	// "/auth/login" or "/%61uth/login". Route limits and fail-closed globs
-	// match it as it is served (policy.ParsePath), so it must not
+	// match it as it is served (route.ParsePath), so it must not
 	// be decoded beforehand (decoding twice would read "%2561" as "a").
 	Path string
 	// ServedPaths are the other paths a REST request may be served as
@@ -171,7 +171,7 @@ func FromHTTPRequest(r *http.Request) Request {
 
 // fromHTTP is what every HTTP request tells, whatever event it came in: the
 // method, the path as the router reads it (escaped, decoded by the
-// matching, policy.Path, exactly once), the headers and the Lambda
+// matching, route.Path, exactly once), the headers and the Lambda
 // invocation.
 func fromHTTP(r *http.Request) Request {
 	return Request{
@@ -292,7 +292,7 @@ func foldInto[V any](out map[string]string, h map[string]V, value func(V) (strin
 // path carries the base path ("/api/auth/login") and would slip past
 // "/auth/*", the resource does not. A greedy resource ("/{proxy+}") says
 // nothing about the route, so the path is used then, as received (the
-// matching decodes it as the serving router does: policy.Path). A
+// matching decodes it as the serving router does: route.Path). A
 // glob's "*" matches a "{param}" segment like any other. A resource with
 // a parameter ("/{section}/{action}") is matched too, but says too little
 // alone: see servedPaths.

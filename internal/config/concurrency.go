@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 )
 
@@ -43,7 +44,7 @@ type Concurrency struct {
 // ConcurrencyRoute is an in-flight limit on the requests of one route,
 // named after it (Route.Name: its policy name and part of its Redis key).
 type ConcurrencyRoute struct {
-	Route
+	route.Route
 	// Max is how many of a caller's requests of the route may run at once.
 	Max int64
 }
@@ -81,7 +82,7 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		}
 		owner = strings.TrimSpace(owner)
 		if strings.Contains(owner, " ") || strings.Contains(owner, ":/") {
-			route, err := parseRoute(owner)
+			route, err := route.Parse(owner)
 			if err != nil {
 				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 			}

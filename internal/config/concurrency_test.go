@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 )
 
@@ -155,7 +156,7 @@ func FuzzConcurrency(f *testing.F) {
 				if r.Max < 1 || r.Max > MaxConcurrency {
 					t.Fatalf("ParseConcurrency(%q): %s=%d out of range", spec, r.Name(), r.Max)
 				}
-				if r.Method != "*" && !isToken(r.Method) || !strings.HasPrefix(r.Path.Text, "/") {
+				if again, err := route.Parse(r.Name()); err != nil || again.Method != r.Method || !strings.HasPrefix(r.Path.Text, "/") {
 					t.Fatalf("ParseConcurrency(%q): route %q", spec, r.Name())
 				}
 				if names[r.Name()] {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/redisclient"
@@ -270,7 +271,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	report(err)
 	shadow, err := parseShadowVar("RATE_LIMIT_SHADOW", get("RATE_LIMIT_SHADOW"), tiers, plans, routes)
 	report(err)
-	networks, err := ParseNetworks(get("RATE_LIMIT_NETWORKS"))
+	networks, err := network.Parse(listItems(get("RATE_LIMIT_NETWORKS")))
 	if err != nil {
 		report(fmt.Errorf("RATE_LIMIT_NETWORKS=%q: %w; no network is exempt, blocked or given a plan", truncate.Text(get("RATE_LIMIT_NETWORKS"), truncate.QuotedLen), err))
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -16,7 +17,7 @@ const MaxCosts = 64
 // RouteCost is how many units a request of one route spends
 // (RATE_LIMIT_COSTS).
 type RouteCost struct {
-	Route
+	route.Route
 	// Cost is the units such a request spends, from 1 to
 	// ratelimit.MaxCount.
 	Cost int64
@@ -85,43 +86,10 @@ func checkCosts(costs []RouteCost, tiers Tiers, plans Plans, routes []RouteLimit
 			over(list)
 		}
 		for _, r := range routes {
-			if CostsOverlap(c.Route, r.Route) {
+			if route.Overlap(c.Route, r.Route) {
 				over(r.Limits)
 			}
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// CostsOverlap reports whether some request is held by both routes (two
-// cost entries, or a cost entry and a route limit).
-func CostsOverlap(a, b Route) bool {
-	return methodsOverlap(a.Method, b.Method) && globsOverlap(a.Path.segments, b.Path.segments)
-}
-
-// methodsOverlap reports whether some request method is held by both a
-// cost's method and a route limit's (see methodMatches).
-func methodsOverlap(a, b string) bool {
-	return a == "*" || b == "*" || a == b || (a == "GET" && b == "HEAD") || (a == "HEAD" && b == "GET")
-}
-
-// globsOverlap reports whether some path matches both globs (segment
-// lists as ParsePathGlob keeps them; see PathGlob for the rules).
-func globsOverlap(a, b []string) bool {
-	switch {
-	case len(a) == 1 && a[0] == "**", len(b) == 1 && b[0] == "**":
-		// Zero or more segments: the other glob matches some path.
-		return true
-	case len(a) == 1 && a[0] == "*":
-		// The rest of the path, one segment or more.
-		return len(b) > 0
-	case len(b) == 1 && b[0] == "*":
-		return len(a) > 0
-	case len(a) == 0 || len(b) == 0:
-		return len(a) == len(b)
-	}
-	if a[0] != "*" && b[0] != "*" && a[0] != b[0] {
-		return false
-	}
-	return globsOverlap(a[1:], b[1:])
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -147,7 +148,7 @@ func planName(raw string) (string, error) {
 		return "", fmt.Errorf("plan name %q: want 1 to %d letters, digits and underscores", truncate.Text(strings.TrimSpace(raw), truncate.QuotedLen), identity.MaxPlanLen)
 	}
 	switch name {
-	case NetworkUnlimited, NetworkBlocked:
+	case network.Unlimited, network.Blocked:
 		return "", fmt.Errorf("plan name %q is reserved for RATE_LIMIT_NETWORKS", name)
 	case identity.TierAnonymous, identity.TierUser, identity.TierOrg, QuotaLimitName:
 		// A plan's limits are named after it: the same name as a tier's

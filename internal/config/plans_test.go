@@ -197,30 +197,9 @@ func TestShadow(t *testing.T) {
 	}
 }
 
-// TestNetworks: the most specific network wins, IPv4 and IPv6, mapped
-// addresses read as IPv4; a bad entry fails the whole value, naming it.
+// TestNetworks: a bad entry of RATE_LIMIT_NETWORKS fails the whole
+// value, naming the variable (network.Parse names the entry).
 func TestNetworks(t *testing.T) {
-	n, err := config.ParseNetworks("10.0.0.0/8=unlimited, 10.9.0.0/16=blocked,192.0.2.7=partner,2001:db8::/32=Partner,::ffff:198.51.100.0/120=blocked")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ ip, plan string }{
-		{"10.1.2.3", "unlimited"},
-		{"10.9.9.9", "blocked"},
-		{"192.0.2.7", "partner"},
-		{"192.0.2.8", ""},
-		{"2001:db8:1::5", "partner"},
-		{"2001:db9::1", ""},
-		{"::ffff:10.1.2.3", "unlimited"},
-		{"198.51.100.200", "blocked"},
-		{"not an address", ""},
-		{"", ""},
-	} {
-		plan, ok := n.Lookup(c.ip)
-		if plan != c.plan || ok != (c.plan != "") {
-			t.Errorf("Lookup(%q) = %q, %v; want %q", c.ip, plan, ok, c.plan)
-		}
-	}
 	for _, bad := range []string{"10.0.0.0/33=blocked", "10.0.0.0/8", "10.0.0.0/8=no-such!", "fe80::1%eth0=blocked", "10.0.0.0/8=blocked,10.0.0.0/8=unlimited", "banana=blocked"} {
 		cfg, err := config.FromEnv(envOf(map[string]string{"RATE_LIMIT_NETWORKS": bad}))
 		if err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_NETWORKS") || cfg.Networks.Len() != 0 {
@@ -286,35 +265,6 @@ func FuzzPlans(f *testing.F) {
 			}
 		}
 		_, _ = config.ParseShadow(shadow)
-	})
-}
-
-// FuzzNetworks: parsing RATE_LIMIT_NETWORKS and looking up an address
-// never panics, and an accepted network contains its own address.
-func FuzzNetworks(f *testing.F) {
-	f.Add("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,198.51.100.0/24=partner", "10.1.2.3")
-	f.Add("2001:db8::/32=partner,::/0=blocked", "2001:db8::1")
-	f.Add("::ffff:10.0.0.0/104=unlimited", "::ffff:10.0.0.1")
-	f.Add("1.2.3.4=x,=,/=", "1.2.3.4")
-	f.Add("fe80::1%eth0/64=blocked", "fe80::1%eth0")
-	f.Add("0.0.0.0/0=blocked,1.2.3.4/32=unlimited", "1.2.3.4")
-	f.Fuzz(func(t *testing.T, spec, ip string) {
-		n, err := config.ParseNetworks(spec)
-		if err != nil {
-			return
-		}
-		_, _ = n.Lookup(ip)
-		// Every network accepted holds its own first address.
-		for _, entry := range strings.Split(n.String(), ",") {
-			if entry == "" {
-				continue
-			}
-			cidr, _, _ := strings.Cut(entry, "=")
-			addr, _, _ := strings.Cut(cidr, "/")
-			if _, ok := n.Lookup(addr); !ok {
-				t.Fatalf("ParseNetworks(%q): %s not found in its own network", spec, addr)
-			}
-		}
 	})
 }
 

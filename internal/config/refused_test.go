@@ -40,20 +40,3 @@ func TestDuplicateEntriesRefused(t *testing.T) {
 		t.Errorf("RATE_LIMIT_COSTS with a copy: %v, costs %v", err, cfg.Costs)
 	}
 }
-
-// TestHostBitsRefused: a CIDR with host bits set names its entry and
-// fails the whole value.
-func TestHostBitsRefused(t *testing.T) {
-	for _, bad := range []string{"10.0.0.0/0=unlimited", "10.1.2.3/8=blocked", "2001:db8::1/32=pro", "::ffff:10.0.0.1/104=unlimited"} {
-		if _, err := config.ParseNetworks(bad); err == nil || !strings.Contains(err.Error(), "host bits") {
-			t.Errorf("ParseNetworks(%q): %v, want host bits refused", bad, err)
-		}
-	}
-	if n, err := config.ParseNetworks("10.0.0.0/8=unlimited,203.0.113.7=blocked,::ffff:10.0.0.0/104=pro"); err == nil || n.Len() != 0 {
-		// ::ffff:10.0.0.0/104 is 10.0.0.0/8, given twice.
-		t.Errorf("duplicate through the mapped form: %v", err)
-	}
-	if n, err := config.ParseNetworks("10.0.0.0/8=unlimited,203.0.113.7=blocked,2001:db8::/32=pro"); err != nil || n.Len() != 3 {
-		t.Errorf("clean networks: %v", err)
-	}
-}

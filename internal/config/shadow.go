@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 )
 
@@ -52,7 +53,7 @@ func ParseShadow(s string) (Shadow, error) {
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
 	if strings.Contains(item, " ") || strings.Contains(item, ":/") {
-		route, err := parseRoute(item)
+		route, err := route.Parse(item)
 		if err != nil {
 			return "", fmt.Errorf("route %q: %w", truncate.Text(item, truncate.QuotedLen), err)
 		}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -63,10 +65,10 @@ type Limits struct {
 	Concurrency Concurrency
 	// Networks map source networks to a plan, unlimited or blocked
 	// (RATE_LIMIT_NETWORKS).
-	Networks Networks
+	Networks network.Networks
 	// FailClosed are the route globs that fail closed
 	// (RATE_LIMIT_FAIL_CLOSED).
-	FailClosed []PathGlob
+	FailClosed []route.PathGlob
 }
 
 // StageValues are the values of the stage variables a Limits is built

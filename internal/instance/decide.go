@@ -90,7 +90,7 @@ func (r *Resolution) resolveCaller(ctx context.Context) {
 
 // Decide decides the request: the caller's limits and its route limits,
 // spent on all or none. A request from a blocked or an unlimited network
-// (RATE_LIMIT_NETWORKS, or a live network control: policy.ReadNetwork)
+// (RATE_LIMIT_NETWORKS, or a live network control: network.Read)
 // is decided by that alone, without a Redis call for the decision.
 //
 // Live controls apply: the caller's identity control inside the decision's
@@ -276,7 +276,7 @@ func (rt *Runtime) noteUnknownPlan(ctx context.Context, r *Resolution) {
 }
 
 // decidedByNetwork decides out by its source network alone, without a
-// Redis call (policy.Network.Decided), and reports whether it did.
+// Redis call (network.Verdict.Decided), and reports whether it did.
 func decidedByNetwork(out *apigw.Outcome, c policy.CallerRules, unauthorized bool) bool {
 	d, ok := c.Network.Decided(unauthorized)
 	if ok {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/config"
-	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/testkit/redistest"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -22,7 +22,7 @@ import (
 //	go test ./internal/instance/ -run '^$' -bench LiveNetworks
 func BenchmarkLiveNetworks(b *testing.B) {
 	srv := redistest.StartServer(b)
-	static, err := config.ParseNetworks("10.0.0.0/8=unlimited,192.0.2.0/24=blocked")
+	static, err := network.Parse(strings.Split("10.0.0.0/8=unlimited,192.0.2.0/24=blocked", ","))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func BenchmarkLiveNetworks(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				list, _ := cache.Get(ctx)
-				if v := policy.ReadNetwork(static, list, "203.0.113.7").String(); v != "" {
+				if v := network.Read(static, list, "203.0.113.7").String(); v != "" {
 					b.Fatal(v)
 				}
 			}

@@ -5,7 +5,7 @@
 // it and the stage as config parsed it; it decides nothing on Redis.
 //
 // A request can be read several ways: its path in every spelling a router
-// may serve (Path), its source address in every form (identity.SourceForms),
+// may serve (route.Path), its source address in every form (identity.SourceForms),
 // its limits from several owners. Every rule takes the strictest reading,
 // here and nowhere else:
 //
@@ -40,6 +40,8 @@ import (
 	"github.com/slidegate/slidegate/internal/apigw"
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
@@ -55,7 +57,7 @@ type Stage struct {
 	// NetworkControls are the live network controls in force, as the
 	// process last read them (controls.NetworkControlCache); nil for
 	// none. They join Limits.Networks in the network verdict
-	// (ReadNetwork).
+	// (network.Read).
 	NetworkControls []controls.Network
 }
 
@@ -65,23 +67,23 @@ type Request struct {
 	Method string
 	// Path is the request path in every reading: the path and the REST
 	// paths it may be served as (apigw.Request.ServedPaths), united.
-	Path Path
+	Path route.Path
 	// SourceIP is the source address as API Gateway reports it.
 	SourceIP string
 }
 
 // matches reports whether the request is one of route's: its method and
 // any reading of its path.
-func (req Request) matches(route config.Route) bool {
-	return config.MethodMatches(route.Method, req.Method) && req.Path.Matches(route.Path)
+func (req Request) matches(r route.Route) bool {
+	return route.MethodMatches(r.Method, req.Method) && req.Path.Matches(r.Path)
 }
 
 // Read reads a normalised request: its path in every spelling a router
 // may serve it as.
 func Read(req apigw.Request) Request {
-	path := ParsePath(req.Path)
+	path := route.ParsePath(req.Path)
 	for _, served := range req.ServedPaths {
-		path = path.Union(ParsePath(served))
+		path = path.Union(route.ParsePath(served))
 	}
 	return Request{Method: req.Method, Path: path, SourceIP: req.SourceIP}
 }
@@ -89,9 +91,9 @@ func Read(req apigw.Request) Request {
 // CallerRules are a caller's rules before any request: what its source
 // network says, its plan and its own limits.
 type CallerRules struct {
-	// Network is what the source network says (ReadNetwork): its verdict,
+	// Network is what the source network says (network.Read): its verdict,
 	// the plan it names, the live control behind it.
-	Network Network
+	Network network.Verdict
 	// Plan is the plan whose limits apply, "" when they are the tier's.
 	Plan string
 	// UnknownPlan is the plan the caller carries when no such plan is
@@ -168,7 +170,7 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 // its requests: its own entry and every route entry. It is what slidegate
 // inspect shows.
 func (s Stage) EveryInFlight(c CallerRules) []ratelimit.ConcurrencyLimit {
-	return s.inFlight(c, func(config.Route) bool { return true })
+	return s.inFlight(c, func(route.Route) bool { return true })
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
@@ -179,7 +181,7 @@ func (s Stage) EveryInFlight(c CallerRules) []ratelimit.ConcurrencyLimit {
 // order. Each counts the caller's requests on its own (its Lease is the
 // instance's to set). A blocked or unlimited network's caller has none:
 // no limit applies to it.
-func (s Stage) inFlight(c CallerRules, routeMatches func(config.Route) bool) []ratelimit.ConcurrencyLimit {
+func (s Stage) inFlight(c CallerRules, routeMatches func(route.Route) bool) []ratelimit.ConcurrencyLimit {
 	if c.Network.Verdict != httplimit.NetworkLimits {
 		return nil
 	}
@@ -207,9 +209,9 @@ func (s Stage) inFlight(c CallerRules, routeMatches func(config.Route) bool) []r
 
 // IsFailClosed reports whether a request of path (as received) fails
 // closed: whether any reading of it matches a fail-closed glob.
-func (s Stage) IsFailClosed(path string) bool { return s.failClosed(ParsePath(path)) }
+func (s Stage) IsFailClosed(path string) bool { return s.failClosed(route.ParsePath(path)) }
 
-func (s Stage) failClosed(p Path) bool {
+func (s Stage) failClosed(p route.Path) bool {
 	for _, g := range s.Limits.FailClosed {
 		if p.Matches(g) {
 			return true
@@ -222,22 +224,22 @@ func (s Stage) failClosed(p Path) bool {
 // "ANY" for a route of every method) and path (as received) is checked
 // against.
 func (s Stage) RouteLimits(method, path string) []config.RouteLimit {
-	p := ParsePath(path)
+	p := route.ParsePath(path)
 	var out []config.RouteLimit
-	for _, route := range s.Limits.Routes {
-		if (method == "ANY" || config.MethodMatches(route.Method, method)) && p.Matches(route.Path) {
-			out = append(out, route)
+	for _, r := range s.Limits.Routes {
+		if (method == "ANY" || route.MethodMatches(r.Method, method)) && p.Matches(r.Path) {
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
 // CallerRules resolves a caller's own rules: what its source network says
-// (ReadNetwork, with the live network controls), its plan (its own, else its network's) when configured on the stage,
+// (network.Read, with the live network controls), its plan (its own, else its network's) when configured on the stage,
 // else its tier, and the limits of that plan or tier with their shadow
 // flags. sourceIP may be "" (no network applies).
 func (s Stage) CallerRules(c identity.Caller, sourceIP string) CallerRules {
-	out := CallerRules{Network: ReadNetwork(s.Limits.Networks, s.NetworkControls, sourceIP)}
+	out := CallerRules{Network: network.Read(s.Limits.Networks, s.NetworkControls, sourceIP)}
 	plan := c.Plan
 	if plan == "" {
 		plan = out.Network.Plan

@@ -7,7 +7,9 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 )
 
 // TestStrictestRules pins the rule of every reading down, case by case
@@ -28,7 +30,7 @@ func TestStrictestRules(t *testing.T) {
 	anon := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
 
 	// Hole 1: the dearest reading's cost, whatever the entries' order.
-	r := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/items?/../search")}, anon)
+	r := s.Resolve(policy.Request{Method: "GET", Path: route.ParsePath("/v1/items?/../search")}, anon)
 	if r.Cost != 10 || len(r.Limits) != 2 || r.Limits[1].Limit.Name != "GET /v1/items" {
 		t.Errorf("/v1/items?/../search: cost %d, limits %+v; want 10 and the items route", r.Cost, r.Limits)
 	}
@@ -36,14 +38,14 @@ func TestStrictestRules(t *testing.T) {
 	// Hole 4: a 6to4 address is also its IPv4 address: blocked if either
 	// form is, exempt or on a plan only if both are.
 	for _, c := range []struct{ ip, want string }{
-		{"2002:cb00:7107::1", config.NetworkBlocked},  // 203.0.113.7: blocked
-		{"2002:c633:6407::1", ""},                     // 198.51.100.7 partner, 2002::/16 unlimited: they disagree
-		{"198.51.100.7", "partner"},                   // one form
-		{"2002:c000:0201::1", ""},                     // 192.0.2.1 under nothing: not unlimited
-		{"::ffff:203.0.113.9", config.NetworkBlocked}, // mapped is IPv4
+		{"2002:cb00:7107::1", network.Blocked},  // 203.0.113.7: blocked
+		{"2002:c633:6407::1", ""},               // 198.51.100.7 partner, 2002::/16 unlimited: they disagree
+		{"198.51.100.7", "partner"},             // one form
+		{"2002:c000:0201::1", ""},               // 192.0.2.1 under nothing: not unlimited
+		{"::ffff:203.0.113.9", network.Blocked}, // mapped is IPv4
 	} {
-		if got := policy.ReadNetwork(s.Limits.Networks, nil, c.ip).String(); got != c.want {
-			t.Errorf("ReadNetwork(%s) = %q, want %q", c.ip, got, c.want)
+		if got := network.Read(s.Limits.Networks, nil, c.ip).String(); got != c.want {
+			t.Errorf("network.Read(%s) = %q, want %q", c.ip, got, c.want)
 		}
 	}
 	if id, _ := identity.SourceIdentity("2002:cb00:7107:9::1", 64); id != "ip:203.0.113.7" {
@@ -140,7 +142,7 @@ func TestDisagreeingFormsHoldEveryReading(t *testing.T) {
 		{"no network", "2001:db8::1", "anonymous=enforced", "anonymous=4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := s.Resolve(policy.Request{Method: "GET", Path: policy.ParsePath("/v1/items"), SourceIP: tc.ip}, anon)
+			r := s.Resolve(policy.Request{Method: "GET", Path: route.ParsePath("/v1/items"), SourceIP: tc.ip}, anon)
 			var limits, inFlight []string
 			for _, l := range r.Limits {
 				limits = append(limits, l.Limit.Name+"="+map[bool]string{true: "shadow", false: "enforced"}[l.Shadow])

@@ -8,7 +8,9 @@ import (
 
 	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/policy"
+	"github.com/slidegate/slidegate/internal/route"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
@@ -48,7 +50,7 @@ func FuzzStrictestReading(f *testing.F) {
 		})
 		s := policy.Stage{Limits: config.NewStageCache(cfg, nil).For(nil)}
 		caller := identity.Caller{Tier: identity.TierAnonymous, Identity: "ip:x"}
-		all := policy.Request{Method: method, Path: policy.ParsePath(path), SourceIP: ip}
+		all := policy.Request{Method: method, Path: route.ParsePath(path), SourceIP: ip}
 		served := all
 		served.Path = all.Path.Served()
 		strict, one := s.Resolve(all, caller), s.Resolve(served, caller)
@@ -88,14 +90,14 @@ func FuzzStrictestReading(f *testing.F) {
 			return
 		}
 		onlyAddr, _ := s.Limits.Networks.LookupAddr(a)
-		got := policy.ReadNetwork(s.Limits.Networks, nil, ip).String()
+		got := network.Read(s.Limits.Networks, nil, ip).String()
 		switch {
-		case onlyAddr == config.NetworkBlocked && got != config.NetworkBlocked:
+		case onlyAddr == network.Blocked && got != network.Blocked:
 			t.Fatalf("%s: blocked as parsed, %q in every form", ip, got)
-		case got != "" && got != config.NetworkBlocked && got != onlyAddr:
+		case got != "" && got != network.Blocked && got != onlyAddr:
 			t.Fatalf("%s: %q in every form, %q as parsed: an exemption the address does not have", ip, got, onlyAddr)
 		}
-		if got == config.NetworkBlocked || got == config.NetworkUnlimited {
+		if got == network.Blocked || got == network.Unlimited {
 			return
 		}
 		// Every form is a reading: what its network would hold the
@@ -104,7 +106,7 @@ func FuzzStrictestReading(f *testing.F) {
 		forms, _ := identity.SourceForms(ip)
 		readings := map[string]bool{}
 		for _, f := range forms {
-			if plan, _ := s.Limits.Networks.LookupAddr(f); plan != config.NetworkUnlimited {
+			if plan, _ := s.Limits.Networks.LookupAddr(f); plan != network.Unlimited {
 				readings[plan] = true
 			}
 		}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
+	"github.com/slidegate/slidegate/internal/network"
+	"github.com/slidegate/slidegate/internal/route"
 )
 
 // Shortest networks an exemption (unlimited, or a plan) may name without a
@@ -29,7 +30,7 @@ const (
 func Warnings(s Stage) []string {
 	var out []string
 	for _, n := range s.Limits.Networks.Entries() {
-		if n.Plan == config.NetworkBlocked {
+		if n.Plan == network.Blocked {
 			continue
 		}
 		min := MinExemptIPv6Bits
@@ -59,7 +60,7 @@ func Warnings(s Stage) []string {
 	costs := s.Limits.Costs
 	for i, a := range costs {
 		for _, b := range costs[i+1:] {
-			if a.Cost != b.Cost && config.CostsOverlap(a.Route, b.Route) {
+			if a.Cost != b.Cost && route.Overlap(a.Route, b.Route) {
 				high := a
 				if b.Cost > a.Cost {
 					high = b
@@ -72,7 +73,7 @@ func Warnings(s Stage) []string {
 }
 
 func exemptionText(plan string) string {
-	if plan == config.NetworkUnlimited {
+	if plan == network.Unlimited {
 		return "unlimited"
 	}
 	return "on plan " + plan

@@ -1,4 +1,8 @@
-package config
+// Package network holds the source-network rules: the networks
+// RATE_LIMIT_NETWORKS configures (Networks) and what they and the live
+// network controls say of a source address (Verdict, Read), under the
+// strictest reading of its forms.
+package network
 
 import (
 	"fmt"
@@ -13,11 +17,11 @@ import (
 
 // The plans of RATE_LIMIT_NETWORKS that are not limits.
 const (
-	// NetworkUnlimited exempts a network: its requests are admitted
+	// Unlimited exempts a network: its requests are admitted
 	// without a Redis call (a company's own monitors, say).
-	NetworkUnlimited = "unlimited"
-	// NetworkBlocked refuses a network's requests without a Redis call.
-	NetworkBlocked = "blocked"
+	Unlimited = "unlimited"
+	// Blocked refuses a network's requests without a Redis call.
+	Blocked = "blocked"
 )
 
 // maxNetworks bounds RATE_LIMIT_NETWORKS.
@@ -28,32 +32,33 @@ const maxNetworks = 1024
 type Networks struct {
 	// entries are sorted longest prefix first, so the first match is the
 	// most specific.
-	entries []Network
+	entries []Entry
 }
 
-// Network is one entry of RATE_LIMIT_NETWORKS.
-type Network struct {
+// Entry is one entry of RATE_LIMIT_NETWORKS.
+type Entry struct {
 	// Prefix is the network, IPv4 for an IPv4-mapped CIDR.
 	Prefix netip.Prefix
-	// Plan is NetworkUnlimited, NetworkBlocked or a plan name.
+	// Plan is Unlimited, Blocked or a plan name.
 	Plan string
 }
 
 // Entries returns the networks, most specific first.
-func (n Networks) Entries() []Network { return slices.Clone(n.entries) }
+func (n Networks) Entries() []Entry { return slices.Clone(n.entries) }
 
-// ParseNetworks parses RATE_LIMIT_NETWORKS: comma-separated entries
+// Parse parses the entries of RATE_LIMIT_NETWORKS (the value split at
+// its commas, each item trimmed and none empty): each
 // "CIDR=plan", IPv4 or IPv6 ("10.0.0.0/8=unlimited,192.0.2.0/24=blocked,
 // 2001:db8::/32=partner"); a bare address is a network of one. The plan is
-// NetworkUnlimited, NetworkBlocked or a plan name. A CIDR with host bits
+// Unlimited, Blocked or a plan name. A CIDR with host bits
 // set (10.1.2.3/8, or 10.0.0.0/0 meant as /8) is refused: masking it would
 // read a typo as a far wider network. When networks overlap, the longest
-// prefix wins. The empty string and "none" map nothing. Any bad entry
+// prefix wins. No entries map nothing. Any bad entry
 // fails the whole value, naming the entry.
-func ParseNetworks(s string) (Networks, error) {
+func Parse(items []string) (Networks, error) {
 	var n Networks
 	seen := make(map[netip.Prefix]bool)
-	for _, entry := range listItems(s) {
+	for _, entry := range items {
 		cidr, rawPlan, ok := strings.Cut(entry, "=")
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: want CIDR=plan, like 10.0.0.0/8=unlimited", truncate.Text(entry, truncate.QuotedLen))
@@ -65,13 +70,13 @@ func ParseNetworks(s string) (Networks, error) {
 		plan, ok := identity.NormalizePlan(rawPlan)
 		if !ok {
 			return Networks{}, fmt.Errorf("network %q: plan %q: want %s, %s or a plan name (letters, digits, underscores)",
-				truncate.Text(entry, truncate.QuotedLen), truncate.Text(strings.TrimSpace(rawPlan), truncate.QuotedLen), NetworkUnlimited, NetworkBlocked)
+				truncate.Text(entry, truncate.QuotedLen), truncate.Text(strings.TrimSpace(rawPlan), truncate.QuotedLen), Unlimited, Blocked)
 		}
 		if seen[prefix] {
 			return Networks{}, fmt.Errorf("network %q: %s is given twice", truncate.Text(entry, truncate.QuotedLen), prefix)
 		}
 		seen[prefix] = true
-		n.entries = append(n.entries, Network{Prefix: prefix, Plan: plan})
+		n.entries = append(n.entries, Entry{Prefix: prefix, Plan: plan})
 	}
 	if len(n.entries) > maxNetworks {
 		return Networks{}, fmt.Errorf("more than %d networks", maxNetworks)

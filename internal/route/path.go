@@ -1,14 +1,12 @@
-package policy
+package route
 
 import (
 	"net/url"
 	"strings"
-
-	"github.com/slidegate/slidegate/internal/config"
 )
 
 // Path is a request path as the routers behind API Gateway read it,
-// ready to be matched by config.PathGlob (Matches). Route limits and
+// ready to be matched by PathGlob (Matches). Route limits and
 // fail-closed globs must hold for every spelling that reaches a handler,
 // so a path is not matched as written but as it is served:
 //
@@ -181,7 +179,7 @@ func sameSegments(a, b []string) bool {
 }
 
 // Matches reports whether glob matches any reading of p.
-func (p Path) Matches(glob config.PathGlob) bool {
+func (p Path) Matches(glob PathGlob) bool {
 	for _, r := range p.readings {
 		if glob.MatchSegments(r) {
 			return true

@@ -1,23 +1,22 @@
-package policy
+package network
 
 import (
 	"net/netip"
 	"slices"
 	"time"
 
-	"github.com/slidegate/slidegate/internal/config"
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/pkg/httplimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 	"github.com/slidegate/slidegate/pkg/ratelimit/controls"
 )
 
-// Network is what a source address's networks say, read in every form
+// Verdict is what a source address's networks say, read in every form
 // (identity.SourceForms: a 6to4 address is also the IPv4 address it is
 // derived from) against both sources of network rules, RATE_LIMIT_NETWORKS
 // (each form's most specific network) and the live network controls in
 // force (controls.Network, as a NetworkControlCache reads them), under
-// the strictest reading (ReadNetwork):
+// the strictest reading (Read):
 //
 //   - blocked when any form is blocked by either source: by its most
 //     specific static network, or by any live block whose network holds it
@@ -29,10 +28,10 @@ import (
 //     block;
 //   - otherwise the plan every form's network names, if they agree. When
 //     they disagree about a network's plan, the caller is held by every
-//     reading together (Stage.CallerRules: the plans the forms name and
+//     reading together (policy.Stage.CallerRules: the plans the forms name and
 //     its tier): a stricter plan cannot be escaped through another form,
 //     a looser one is not gained.
-type Network struct {
+type Verdict struct {
 	// Verdict is what the network decides alone: nothing
 	// (httplimit.NetworkLimits), or a block or an exemption that is the
 	// whole answer.
@@ -56,14 +55,14 @@ type Network struct {
 }
 
 // String is the network's verdict as RATE_LIMIT_NETWORKS writes it, for
-// people: config.NetworkBlocked, config.NetworkUnlimited, the plan the
+// people: Blocked, Unlimited, the plan the
 // network names, or "".
-func (n Network) String() string {
+func (n Verdict) String() string {
 	switch n.Verdict {
 	case httplimit.NetworkBlocked:
-		return config.NetworkBlocked
+		return Blocked
 	case httplimit.NetworkUnlimited:
-		return config.NetworkUnlimited
+		return Unlimited
 	}
 	return n.Plan
 }
@@ -74,7 +73,7 @@ func (n Network) String() string {
 // credential that does not verify is still unauthorized). The Result's
 // Control is the live network control that made the verdict, if one did.
 // ok is false when the network decides nothing.
-func (n Network) Decided(unauthorized bool) (d httplimit.Decided, ok bool) {
+func (n Verdict) Decided(unauthorized bool) (d httplimit.Decided, ok bool) {
 	if n.Verdict == httplimit.NetworkLimits {
 		return httplimit.Decided{}, false
 	}
@@ -82,18 +81,18 @@ func (n Network) Decided(unauthorized bool) (d httplimit.Decided, ok bool) {
 	return httplimit.Decided{Network: n.Verdict, Unauthorized: unauthorized, Result: res}, true
 }
 
-// ReadNetwork is what networks and the live network controls live say of
-// the source address sourceIP (see Network); nothing when it does not
+// Read is what networks and the live network controls live say of
+// the source address sourceIP (see Verdict); nothing when it does not
 // parse.
-func ReadNetwork(networks config.Networks, live []controls.Network, sourceIP string) Network {
+func Read(networks Networks, live []controls.Network, sourceIP string) Verdict {
 	if networks.Len() == 0 && len(live) == 0 {
-		return Network{}
+		return Verdict{}
 	}
 	forms, ok := identity.SourceForms(sourceIP)
 	if !ok {
-		return Network{}
+		return Verdict{}
 	}
-	static := staticNetwork(networks, forms)
+	static := staticVerdict(networks, forms)
 	if static.Verdict == httplimit.NetworkBlocked {
 		return static
 	}
@@ -124,39 +123,39 @@ func ReadNetwork(networks config.Networks, live []controls.Network, sourceIP str
 	}
 	switch {
 	case !blockEnd.IsZero():
-		return Network{Verdict: httplimit.NetworkBlocked, Control: controls.Applied{Kind: controls.Block, Until: blockEnd}}
+		return Verdict{Verdict: httplimit.NetworkBlocked, Control: controls.Applied{Kind: controls.Block, Until: blockEnd}}
 	case exempt && static.Verdict != httplimit.NetworkUnlimited:
-		return Network{Verdict: httplimit.NetworkUnlimited, Control: controls.Applied{Kind: controls.Exempt, Until: exemptEnd}}
+		return Verdict{Verdict: httplimit.NetworkUnlimited, Control: controls.Applied{Kind: controls.Exempt, Until: exemptEnd}}
 	}
 	return static
 }
 
-// staticNetwork is what RATE_LIMIT_NETWORKS alone says of parsed forms,
+// staticVerdict is what RATE_LIMIT_NETWORKS alone says of parsed forms,
 // with, when the forms disagree, the plans any form's most specific
 // network names (an unlimited form exempts nothing unless every form is
 // unlimited).
-func staticNetwork(networks config.Networks, forms []netip.Addr) Network {
+func staticVerdict(networks Networks, forms []netip.Addr) Verdict {
 	if networks.Len() == 0 {
-		return Network{}
+		return Verdict{}
 	}
 	var plans []string
 	blocked, shared := false, true
 	first, _ := networks.LookupAddr(forms[0])
 	for _, a := range forms {
 		plan, _ := networks.LookupAddr(a)
-		blocked = blocked || plan == config.NetworkBlocked
+		blocked = blocked || plan == Blocked
 		shared = shared && plan == first
-		if plan != "" && plan != config.NetworkUnlimited && !slices.Contains(plans, plan) {
+		if plan != "" && plan != Unlimited && !slices.Contains(plans, plan) {
 			plans = append(plans, plan)
 		}
 	}
 	switch {
 	case blocked:
-		return Network{Verdict: httplimit.NetworkBlocked}
+		return Verdict{Verdict: httplimit.NetworkBlocked}
 	case !shared:
-		return Network{Plans: plans}
-	case first == config.NetworkUnlimited:
-		return Network{Verdict: httplimit.NetworkUnlimited}
+		return Verdict{Plans: plans}
+	case first == Unlimited:
+		return Verdict{Verdict: httplimit.NetworkUnlimited}
 	}
-	return Network{Plan: first}
+	return Verdict{Plan: first}
 }
