@@ -82,11 +82,11 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		}
 		owner = strings.TrimSpace(owner)
 		if strings.Contains(owner, " ") || strings.Contains(owner, ":/") {
-			route, err := route.Parse(owner)
+			rt, err := route.Parse(owner)
 			if err != nil {
 				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 			}
-			r := ConcurrencyRoute{Route: route, Max: n}
+			r := ConcurrencyRoute{Route: rt, Max: n}
 			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
 				// One name is one Redis key: two entries would take two
 				// slots of it per request, halving either limit.

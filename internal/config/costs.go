@@ -34,7 +34,7 @@ func ParseCosts(s string) ([]RouteCost, error) {
 	var costs []RouteCost
 	var dups []error
 	for _, entry := range listItems(s) {
-		route, value, err := parseRouteEntry(entry)
+		rt, value, err := parseRouteEntry(entry)
 		if err != nil {
 			return nil, fmt.Errorf("cost %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
@@ -42,7 +42,7 @@ func ParseCosts(s string) ([]RouteCost, error) {
 		if err != nil || n < 1 || n > ratelimit.MaxCount {
 			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", truncate.Text(entry, truncate.QuotedLen), ratelimit.MaxCount)
 		}
-		c := RouteCost{Route: route, Cost: n}
+		c := RouteCost{Route: rt, Cost: n}
 		for _, o := range costs {
 			if o.Method == c.Method && o.Path.Same(c.Path) {
 				dups = append(dups, fmt.Errorf("cost %q: %w: %s %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, c.Method, c.Path.Text))

@@ -78,15 +78,15 @@ func (l LimitList) has(x ratelimit.Limit) bool {
 }
 
 func parseRouteLimit(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
-	route, spec, err := parseRouteEntry(entry)
+	rt, spec, err := parseRouteEntry(entry)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
-	limits, err := ParseLimitList(route.Name(), spec, alg)
+	limits, err := ParseLimitList(rt.Name(), spec, alg)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}
-	return RouteLimit{Route: route, Limits: limits}, nil
+	return RouteLimit{Route: rt, Limits: limits}, nil
 }
 
 // parseRouteEntry splits "METHOD /path-glob=value" into its route and
@@ -96,8 +96,8 @@ func parseRouteEntry(entry string) (route.Route, string, error) {
 	if !ok {
 		return route.Route{}, "", errors.New("want METHOD /path-glob=value")
 	}
-	route, err := route.Parse(name)
-	return route, value, err
+	rt, err := route.Parse(name)
+	return rt, value, err
 }
 
 // ParseFailClosed parses RATE_LIMIT_FAIL_CLOSED: comma-separated path

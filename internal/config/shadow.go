@@ -53,11 +53,11 @@ func ParseShadow(s string) (Shadow, error) {
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
 	if strings.Contains(item, " ") || strings.Contains(item, ":/") {
-		route, err := route.Parse(item)
+		rt, err := route.Parse(item)
 		if err != nil {
 			return "", fmt.Errorf("route %q: %w", truncate.Text(item, truncate.QuotedLen), err)
 		}
-		return route.Name(), nil
+		return rt.Name(), nil
 	}
 	// A single limit of a list: owner-window, e.g. pro-1d.
 	owner, window, isLimit := strings.Cut(item, "-")

@@ -157,9 +157,9 @@ func (s Stage) Resolve(req Request, caller identity.Caller) Rules {
 	for _, l := range r.Own {
 		r.Limits = add(r.Limits, l)
 	}
-	for _, route := range s.Limits.Routes {
-		if req.matches(route.Route) {
-			r.Limits = s.addList(r.Limits, route.Limits)
+	for _, rl := range s.Limits.Routes {
+		if req.matches(rl.Route) {
+			r.Limits = s.addList(r.Limits, rl.Limits)
 		}
 	}
 	r.InFlight = s.inFlight(r.CallerRules, req.matches)
@@ -304,8 +304,8 @@ func (s Stage) everyReading(out CallerRules) CallerRules {
 // It is what slidegate inspect shows and reset clears.
 func (s Stage) EveryLimit(c CallerRules) []config.OwnedLimit {
 	out := append([]config.OwnedLimit(nil), c.Own...)
-	for _, route := range s.Limits.Routes {
-		out = s.addList(out, route.Limits)
+	for _, rl := range s.Limits.Routes {
+		out = s.addList(out, rl.Limits)
 	}
 	quota := s.Limits.Quota
 	quota.Shadow = false
