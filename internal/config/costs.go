@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,11 +44,8 @@ func ParseCosts(s string) ([]RouteCost, error) {
 			return nil, fmt.Errorf("cost %q: want a whole number of units from 1 to %d", truncate.Text(entry, truncate.QuotedLen), ratelimit.MaxCount)
 		}
 		c := RouteCost{Route: rt, Cost: n}
-		for _, o := range costs {
-			if o.Method == c.Method && o.Path.Same(c.Path) {
-				dups = append(dups, fmt.Errorf("cost %q: %w: %s %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, c.Method, c.Path.Text))
-				break
-			}
+		if slices.ContainsFunc(costs, func(o RouteCost) bool { return o.Method == c.Method && o.Path.Same(c.Path) }) {
+			dups = append(dups, fmt.Errorf("cost %q: %w: %s %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, c.Method, c.Path.Text))
 		}
 		costs = append(costs, c)
 	}

@@ -3,7 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
@@ -20,14 +21,7 @@ const MaxPlans = 64
 type Plans map[string]LimitList
 
 // Names returns the plan names, sorted.
-func (p Plans) Names() []string {
-	names := make([]string, 0, len(p))
-	for n := range p {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (p Plans) Names() []string { return slices.Sorted(maps.Keys(p)) }
 
 // ownerLists are the limit lists of every tier, every plan (by name) and
 // every route, in that order.
@@ -187,7 +181,7 @@ func stagePlansKey(stageVars map[string]string) string {
 	if len(lines) == 0 {
 		return ""
 	}
-	sort.Strings(lines)
+	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
 

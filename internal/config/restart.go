@@ -2,7 +2,8 @@ package config
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/slidegate/slidegate/pkg/ratelimit"
@@ -20,30 +21,23 @@ import (
 func RestartWarnings(from, to *Limits) []string {
 	a, b := limitsByOwner(from), limitsByOwner(to)
 	var out []string
-	for _, owner := range sortedOwners(a) {
+	for _, owner := range slices.Sorted(maps.Keys(a)) {
 		next, ok := b[owner]
 		if !ok {
 			continue
 		}
 		for _, l := range a[owner] {
-			if sameKeyLimit(l, next) == nil {
+			// The limit of next that counts on l's keys: the same name,
+			// window and algorithm.
+			if !slices.ContainsFunc(next, func(m ratelimit.Limit) bool {
+				return m.Name == l.Name && m.Window == l.Window && algorithmOf(m) == algorithmOf(l)
+			}) {
 				out = append(out, fmt.Sprintf("limit %q (%s %s) has no limit of the same name, window and algorithm in the stage's configuration (%s): its callers' counts start afresh (a changed count keeps them, a changed window or algorithm does not)",
 					l.Name, l, algorithmOf(l), describe(next)))
 			}
 		}
 	}
 	return out
-}
-
-// sameKeyLimit is the limit of list that counts on l's keys: the same
-// name, window and algorithm.
-func sameKeyLimit(l ratelimit.Limit, list []ratelimit.Limit) *ratelimit.Limit {
-	for i, m := range list {
-		if m.Name == l.Name && m.Window == l.Window && algorithmOf(m) == algorithmOf(l) {
-			return &list[i]
-		}
-	}
-	return nil
 }
 
 func describe(list []ratelimit.Limit) string {
@@ -69,15 +63,6 @@ func limitsByOwner(l *Limits) map[string][]ratelimit.Limit {
 		out["route "+r.Name()] = r.Limits.Limits()
 	}
 	return out
-}
-
-func sortedOwners(m map[string][]ratelimit.Limit) []string {
-	owners := make([]string, 0, len(m))
-	for o := range m {
-		owners = append(owners, o)
-	}
-	sort.Strings(owners)
-	return owners
 }
 
 // algorithmOf is a limit's algorithm, the default's name when unset.

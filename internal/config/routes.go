@@ -49,7 +49,9 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 		}
 		if i := slices.IndexFunc(routes, func(o RouteLimit) bool { return o.Method == r.Method && o.Path.Same(r.Path) }); i >= 0 {
 			dups = append(dups, fmt.Errorf("route limit %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name()))
-			r.Limits = slices.DeleteFunc(r.Limits, func(l OwnedLimit) bool { return routes[i].Limits.has(l.Limit) })
+			r.Limits = slices.DeleteFunc(r.Limits, func(l OwnedLimit) bool {
+				return slices.ContainsFunc(routes[i].Limits, func(o OwnedLimit) bool { return o.Limit == l.Limit })
+			})
 			if len(r.Limits) == 0 {
 				continue
 			}
@@ -65,17 +67,6 @@ func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 // ErrDuplicateEntry is wrapped by the error of a list that gives one
 // entry twice (RATE_LIMIT_ROUTES, RATE_LIMIT_COSTS).
 var ErrDuplicateEntry = errors.New("duplicate entry")
-
-// has reports whether the list holds a limit equal to l (the same key for
-// one identity: name, algorithm, count and window).
-func (l LimitList) has(x ratelimit.Limit) bool {
-	for _, y := range l {
-		if y.Limit == x {
-			return true
-		}
-	}
-	return false
-}
 
 func parseRouteLimit(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 	rt, spec, err := parseRouteEntry(entry)

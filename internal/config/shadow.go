@@ -3,7 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/slidegate/slidegate/internal/identity"
@@ -96,14 +97,7 @@ func (s Shadow) Has(owner, limitName string) bool {
 }
 
 // Names returns the shadowed names, sorted.
-func (s Shadow) Names() []string {
-	out := make([]string, 0, len(s.names))
-	for n := range s.names {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s Shadow) Names() []string { return slices.Sorted(maps.Keys(s.names)) }
 
 // checkShadowNames refuses names that shadow nothing: a misspelt name would
 // otherwise leave a limit enforced that the operator meant to try first
