@@ -444,13 +444,15 @@ func validIAMUser(u string) error {
 	if len(u) > 128 {
 		return errors.New("at most 128 characters")
 	}
-	for i := 0; i < len(u); i++ {
-		if c := u[i]; c <= ' ' || c > '~' {
-			return errors.New("printable ASCII without spaces only")
-		}
+	if strings.ContainsFunc(u, notPrintable) {
+		return errors.New("printable ASCII without spaces only")
 	}
 	return nil
 }
+
+// notPrintable reports a character that is not printable ASCII or is a
+// space.
+func notPrintable(c rune) bool { return c <= ' ' || c > '~' }
 
 // validCacheName accepts ElastiCache's replication group ids and serverless
 // cache names, lower-cased: letters, digits and hyphens, at most 40.
@@ -458,10 +460,8 @@ func validCacheName(name string) error {
 	if len(name) > 40 {
 		return errors.New("at most 40 characters")
 	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
-			return errors.New("letters, digits and hyphens only")
-		}
+	if strings.ContainsFunc(name, func(c rune) bool { return (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' }) {
+		return errors.New("letters, digits and hyphens only")
 	}
 	return nil
 }
@@ -617,10 +617,8 @@ func parsePlanClaim(v string) (string, error) {
 	if len(v) > 256 {
 		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: longer than 256 bytes; no plan is read from tokens", truncate.Text(v, truncate.QuotedLen))
 	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c <= ' ' || c > '~' {
-			return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", truncate.Text(v, truncate.QuotedLen))
-		}
+	if strings.ContainsFunc(v, notPrintable) {
+		return "", fmt.Errorf("JWT_PLAN_CLAIM=%q: printable ASCII without spaces only; no plan is read from tokens", truncate.Text(v, truncate.QuotedLen))
 	}
 	return v, nil
 }
@@ -660,16 +658,7 @@ func parseShadowVar(variable, v string, tiers Tiers, plans Plans, routes []Route
 }
 
 func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 64 && !strings.ContainsFunc(s, func(c rune) bool { return (c < '0' || c > '9') && (c < 'a' || c > 'f') })
 }
 
 // validKeyPrefix mirrors pkg/ratelimit's rule: printable ASCII, no braces
@@ -678,11 +667,8 @@ func validKeyPrefix(p string) error {
 	if len(p) > 64 {
 		return errors.New("at most 64 characters")
 	}
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		if c <= ' ' || c > '~' || c == '{' || c == '}' {
-			return errors.New("printable ASCII without spaces or braces only")
-		}
+	if strings.ContainsFunc(p, func(c rune) bool { return notPrintable(c) || c == '{' || c == '}' }) {
+		return errors.New("printable ASCII without spaces or braces only")
 	}
 	return nil
 }

@@ -74,15 +74,8 @@ func shadowName(item string) (string, error) {
 // validWindowText accepts what a limit name's window part can be ("1s",
 // "10m", "1d", "500ms").
 func validWindowText(w string) bool {
-	if w == "" || w[0] < '1' || w[0] > '9' || len(w) > 16 {
-		return false
-	}
-	for i := 0; i < len(w); i++ {
-		if c := w[i]; (c < '0' || c > '9') && (c < 'a' || c > 'z') {
-			return false
-		}
-	}
-	return true
+	return w != "" && w[0] >= '1' && w[0] <= '9' && len(w) <= 16 &&
+		!strings.ContainsFunc(w, func(c rune) bool { return (c < '0' || c > '9') && (c < 'a' || c > 'z') })
 }
 
 // Has reports whether a limit is shadowed, by its owner's name (a tier, a
