@@ -153,7 +153,7 @@ func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
 	}
 	c, err := ParseConcurrency(v)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using RATE_LIMIT_CONCURRENCY", StageVarConcurrency, truncate.Text(v, truncate.QuotedLen), err)
+		return env, badValue("stage variable "+StageVarConcurrency, v, err, "RATE_LIMIT_CONCURRENCY")
 	}
 	return c, nil
 }

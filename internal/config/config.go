@@ -290,8 +290,6 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			Quota: quota, Concurrency: concurrency, Networks: networks, FailClosed: failClosed},
 		JWTPlanClaim:      planClaim,
 		FallbackInstances: DefaultFallbackInstances,
-		KeyPrefix:         DefaultKeyPrefix,
-		APIKeysRefresh:    DefaultAPIKeysRefresh,
 		HashKey:           hashKey,
 		HTTPAPIDenials:    denials,
 		ConcurrencyLease:  lease,
@@ -300,7 +298,6 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			Audience:       get("JWT_AUDIENCE"),
 			JWKSURL:        get("JWT_JWKS_URL"),
 			HS256SecretARN: get("JWT_HS256_SECRET_ARN"),
-			Leeway:         DefaultJWTLeeway,
 		},
 	}
 	if s := getenv("JWT_HS256_SECRET"); s != "" {
@@ -315,14 +312,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", truncate.Text(u, truncate.QuotedLen), err))
 		}
 	}
-	if v := get("JWT_LEEWAY"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > MaxJWTLeeway {
-			report(fmt.Errorf("JWT_LEEWAY=%q: want a Go duration from 0s to %s, like 5s; using %s", truncate.Text(v, truncate.QuotedLen), MaxJWTLeeway, DefaultJWTLeeway))
-		} else {
-			cfg.JWT.Leeway = d
-		}
-	}
+	cfg.JWT.Leeway, err = orValue("JWT_LEEWAY", get("JWT_LEEWAY"), DefaultJWTLeeway, durationIn(0, MaxJWTLeeway, "a Go duration from 0s to "+MaxJWTLeeway.String()+", like 5s"))
+	report(err)
 
 	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -332,21 +323,11 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			cfg.FallbackInstances = n
 		}
 	}
-	if v := get("RATE_LIMIT_KEY_PREFIX"); v != "" {
-		if err := validKeyPrefix(v); err != nil {
-			report(fmt.Errorf("RATE_LIMIT_KEY_PREFIX=%q: %w; using %q", truncate.Text(v, truncate.QuotedLen), err, DefaultKeyPrefix))
-		} else {
-			cfg.KeyPrefix = v
-		}
-	}
-	if v := get("API_KEYS_REFRESH"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second || d > 24*time.Hour {
-			report(fmt.Errorf("API_KEYS_REFRESH=%q: want a Go duration between 1s and 24h, like 5m; using %s", truncate.Text(v, truncate.QuotedLen), DefaultAPIKeysRefresh))
-		} else {
-			cfg.APIKeysRefresh = d
-		}
-	}
+	cfg.KeyPrefix, err = orDefault("RATE_LIMIT_KEY_PREFIX", get("RATE_LIMIT_KEY_PREFIX"), DefaultKeyPrefix, strconv.Quote(DefaultKeyPrefix),
+		func(s string) (string, error) { return s, validKeyPrefix(s) })
+	report(err)
+	cfg.APIKeysRefresh, err = orValue("API_KEYS_REFRESH", get("API_KEYS_REFRESH"), DefaultAPIKeysRefresh, durationIn(time.Second, 24*time.Hour, "a Go duration between 1s and 24h, like 5m"))
+	report(err)
 	if v := get("API_KEY_HASHES"); v != "" {
 		hashes, keyPlans, err := parseKeyHashes(v)
 		report(err)
@@ -362,15 +343,13 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 // from identity.MinIPv6Prefix to identity.MaxIPv6Prefix, falling back to
 // def.
 func parseIPv6Prefix(name, v string, def int) (int, error) {
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(strings.TrimPrefix(v, "/"))
-	if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
-		return def, fmt.Errorf("%s=%q: want a prefix length in bits from %d to %d, like 64; using %d",
-			name, truncate.Text(v, truncate.QuotedLen), identity.MinIPv6Prefix, identity.MaxIPv6Prefix, def)
-	}
-	return n, nil
+	return orValue(name, v, def, func(s string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimPrefix(s, "/"))
+		if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
+			return 0, fmt.Errorf("want a prefix length in bits from %d to %d, like 64", identity.MinIPv6Prefix, identity.MaxIPv6Prefix)
+		}
+		return n, nil
+	})
 }
 
 // parseHashKey reads RATE_LIMIT_HASH_KEY_SECRET_ARN and RATE_LIMIT_HASH_KEY.
@@ -482,14 +461,7 @@ func parseDenials(v string) (Denials, error) {
 
 // parseAlgorithm parses an algorithm variable, falling back to def.
 func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorithm, error) {
-	if v == "" {
-		return def, nil
-	}
-	a, err := algorithmNamed(v)
-	if err != nil {
-		return def, fmt.Errorf("%s=%q: %w; using %s", name, truncate.Text(v, truncate.QuotedLen), err, def)
-	}
-	return a, nil
+	return orValue(name, v, def, algorithmNamed)
 }
 
 // algorithmNamed returns the algorithm spelled s, as RATE_LIMIT_ALGORITHM

@@ -136,22 +136,52 @@ func parseTierList(name, tier, v, def string, alg ratelimit.Algorithm) (LimitLis
 
 // orDefault parses variable's value v with parse, or def when v is empty.
 // A value that does not parse is reported (the error ends "using " and
-// using, def as the message shows it) and def used; def always parses (a
-// constant or an already validated value).
+// using, def as the message shows it) and def used; def, a constant,
+// always parses.
 func orDefault[T any](variable, v, def, using string, parse func(string) (T, error)) (T, error) {
-	if v != "" {
-		x, err := parse(v)
-		if err == nil {
-			return x, nil
-		}
-		d, _ := orDefault(variable, "", def, using, parse)
-		return d, fmt.Errorf("%s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, using)
-	}
-	x, err := parse(def)
+	d, err := parse(def)
 	if err != nil {
 		panic(fmt.Sprintf("config: default %s=%q: %v", variable, def, err))
 	}
+	if v == "" {
+		return d, nil
+	}
+	x, err := parse(v)
+	if err != nil {
+		return d, badValue(variable, v, err, using)
+	}
 	return x, nil
+}
+
+// orValue parses variable's value v with parse, or returns def when v is
+// empty or does not parse (then with the error, naming def).
+func orValue[T any](variable, v string, def T, parse func(string) (T, error)) (T, error) {
+	if v == "" {
+		return def, nil
+	}
+	x, err := parse(v)
+	if err != nil {
+		return def, badValue(variable, v, err, def)
+	}
+	return x, nil
+}
+
+// durationIn parses a Go duration from min to max; any other value is
+// refused with "want " and want.
+func durationIn(min, max time.Duration, want string) func(string) (time.Duration, error) {
+	return func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < min || d > max {
+			return 0, errors.New("want " + want)
+		}
+		return d, nil
+	}
+}
+
+// badValue is the error of variable's value v, refused for err, naming
+// what is used instead.
+func badValue(variable, v string, err error, using any) error {
+	return fmt.Errorf("%s=%q: %w; using %v", variable, truncate.Text(v, truncate.QuotedLen), err, using)
 }
 
 // stageList resolves one tier or plan on a stage: the stage variable's
@@ -168,7 +198,7 @@ func stageList(variable, owner, v string, env LimitList, alg ratelimit.Algorithm
 		if len(env) == 0 {
 			using = "the caller's tier limits"
 		}
-		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", variable, truncate.Text(v, truncate.QuotedLen), err, using)
+		return env, badValue("stage variable "+variable, v, err, using)
 	}
 	return l, nil
 }

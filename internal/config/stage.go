@@ -11,7 +11,6 @@ import (
 	"github.com/slidegate/slidegate/internal/identity"
 	"github.com/slidegate/slidegate/internal/network"
 	"github.com/slidegate/slidegate/internal/route"
-	"github.com/slidegate/slidegate/internal/truncate"
 	"github.com/slidegate/slidegate/pkg/ratelimit"
 )
 
@@ -212,7 +211,7 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 	alg, err := parseAlgorithm("stage variable "+StageVarAlgorithm, v.Algorithm, cfg.Tiers.Algorithm)
 	report(err)
 	if err := envFitsAlgorithm(cfg, alg); err != nil {
-		report(fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarAlgorithm, truncate.Text(v.Algorithm, truncate.QuotedLen), err, cfg.Tiers.Algorithm))
+		report(badValue("stage variable "+StageVarAlgorithm, v.Algorithm, err, cfg.Tiers.Algorithm))
 		alg = cfg.Tiers.Algorithm
 	}
 	tiers := Tiers{Algorithm: alg}
@@ -267,7 +266,7 @@ func stageQuota(v string, env OwnedLimit, alg ratelimit.Algorithm) (OwnedLimit, 
 	}
 	l, err := makeOwnedLimit(QuotaLimitName, v, alg)
 	if err != nil {
-		return env, fmt.Errorf("stage variable %s=%q: %w; using %s", StageVarQuota, truncate.Text(v, truncate.QuotedLen), err, env.Limit)
+		return env, badValue("stage variable "+StageVarQuota, v, err, env.Limit)
 	}
 	return l, nil
 }
