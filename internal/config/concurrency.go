@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -68,43 +69,49 @@ func ParseConcurrency(s string) (Concurrency, error) {
 		return Concurrency{}, nil
 	}
 	c := Concurrency{Owners: make(map[string]int64)}
-	for entries, entry := range items {
-		if entries >= MaxConcurrencyEntries {
+	for i, entry := range items {
+		if i >= MaxConcurrencyEntries {
 			return Concurrency{}, fmt.Errorf("more than %d entries", MaxConcurrencyEntries)
 		}
-		owner, value, ok := strings.Cut(entry, "=")
-		if !ok {
-			return Concurrency{}, fmt.Errorf("entry %q: want owner=N (a tier, a plan or METHOD /path-glob)", truncate.Text(entry, truncate.QuotedLen))
-		}
-		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-		if err != nil || n < 1 || n > MaxConcurrency {
-			return Concurrency{}, fmt.Errorf("entry %q: want a whole number of requests from 1 to %d", truncate.Text(entry, truncate.QuotedLen), MaxConcurrency)
-		}
-		owner = strings.TrimSpace(owner)
-		if strings.Contains(owner, " ") || strings.Contains(owner, ":/") {
-			rt, err := route.Parse(owner)
-			if err != nil {
-				return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
-			}
-			r := ConcurrencyRoute{Route: rt, Max: n}
-			if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == r.Name() }) {
-				// One name is one Redis key: two entries would take two
-				// slots of it per request, halving either limit.
-				return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, r.Name())
-			}
-			c.Routes = append(c.Routes, r)
-			continue
-		}
-		name, err := concurrencyOwner(owner)
-		if err != nil {
+		if err := c.add(entry); err != nil {
 			return Concurrency{}, fmt.Errorf("entry %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 		}
-		if _, dup := c.Owners[name]; dup {
-			return Concurrency{}, fmt.Errorf("entry %q: %w: %s is given twice", truncate.Text(entry, truncate.QuotedLen), ErrDuplicateEntry, name)
-		}
-		c.Owners[name] = n
 	}
 	return c, nil
+}
+
+// add adds one "owner=N" entry of RATE_LIMIT_CONCURRENCY.
+func (c *Concurrency) add(entry string) error {
+	owner, value, ok := strings.Cut(entry, "=")
+	if !ok {
+		return errors.New("want owner=N (a tier, a plan or METHOD /path-glob)")
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+	if err != nil || n < 1 || n > MaxConcurrency {
+		return fmt.Errorf("want a whole number of requests from 1 to %d", MaxConcurrency)
+	}
+	if owner = strings.TrimSpace(owner); !isRouteName(owner) {
+		name, err := concurrencyOwner(owner)
+		if err != nil {
+			return err
+		}
+		if _, dup := c.Owners[name]; dup {
+			return fmt.Errorf("%w: %s is given twice", ErrDuplicateEntry, name)
+		}
+		c.Owners[name] = n
+		return nil
+	}
+	rt, err := route.Parse(owner)
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(c.Routes, func(o ConcurrencyRoute) bool { return o.Name() == rt.Name() }) {
+		// One name is one Redis key: two entries would take two slots of
+		// it per request, halving either limit.
+		return fmt.Errorf("%w: %s is given twice", ErrDuplicateEntry, rt.Name())
+	}
+	c.Routes = append(c.Routes, ConcurrencyRoute{Route: rt, Max: n})
+	return nil
 }
 
 // concurrencyOwner normalizes a tier or plan name.

@@ -393,20 +393,17 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 		}
 		return RedisIAM{}, errors.Join(errs...)
 	}
-	ok := true
+	valid := len(errs)
 	if err := validIAMUser(user); err != nil {
 		errs = append(errs, fmt.Errorf("REDIS_IAM_USER=%q: %w; IAM authentication is off", truncate.Text(user, truncate.QuotedLen), err))
-		ok = false
 	}
 	lowerCache := strings.ToLower(cache)
 	if cache == "" {
 		errs = append(errs, errors.New(`REDIS_CACHE_NAME="": required with REDIS_IAM_USER (the replication group id or serverless cache name); IAM authentication is off`))
-		ok = false
 	} else if err := validCacheName(lowerCache); err != nil {
 		errs = append(errs, fmt.Errorf("REDIS_CACHE_NAME=%q: %w; IAM authentication is off", truncate.Text(cache, truncate.QuotedLen), err))
-		ok = false
 	}
-	if !ok {
+	if len(errs) > valid {
 		return RedisIAM{}, errors.Join(errs...)
 	}
 	if redisURL != "" && !strings.HasPrefix(strings.ToLower(redisURL), "rediss://") {
@@ -509,24 +506,15 @@ func makeLimitSpec(name, spec string, def ratelimit.Algorithm) (l ratelimit.Limi
 			return ratelimit.Limit{}, false, err
 		}
 	}
-	l, err = makeLimit(name, strings.TrimSpace(rate), alg)
+	count, window, err := ParseRate(inHours(strings.TrimSpace(rate)))
 	if err != nil {
 		return ratelimit.Limit{}, false, err
 	}
-	return l, own, nil
-}
-
-// makeLimit parses rate into a validated limit of the given name.
-func makeLimit(name, rate string, alg ratelimit.Algorithm) (ratelimit.Limit, error) {
-	count, window, err := ParseRate(inHours(rate))
-	if err != nil {
-		return ratelimit.Limit{}, err
-	}
-	l := ratelimit.Limit{Name: name, Count: count, Window: window, Algorithm: alg}
+	l = ratelimit.Limit{Name: name, Count: count, Window: window, Algorithm: alg}
 	if err := l.Validate(); err != nil {
-		return ratelimit.Limit{}, err
+		return ratelimit.Limit{}, false, err
 	}
-	return l, nil
+	return l, own, nil
 }
 
 // inHours rewrites a window in days ("10000/1d", "5/7d", "1/d"), which Go

@@ -70,10 +70,10 @@ var ErrDuplicateEntry = errors.New("duplicate entry")
 
 func parseRouteLimit(entry string, alg ratelimit.Algorithm) (RouteLimit, error) {
 	rt, spec, err := parseRouteEntry(entry)
-	if err != nil {
-		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
+	var limits LimitList
+	if err == nil {
+		limits, err = ParseLimitList(rt.Name(), spec, alg)
 	}
-	limits, err := ParseLimitList(rt.Name(), spec, alg)
 	if err != nil {
 		return RouteLimit{}, fmt.Errorf("route limit %q: %w", truncate.Text(entry, truncate.QuotedLen), err)
 	}

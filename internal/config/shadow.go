@@ -53,7 +53,7 @@ func ParseShadow(s string) (Shadow, error) {
 
 // shadowName normalizes one name of a shadow list.
 func shadowName(item string) (string, error) {
-	if strings.Contains(item, " ") || strings.Contains(item, ":/") {
+	if isRouteName(item) {
 		rt, err := route.Parse(item)
 		if err != nil {
 			return "", fmt.Errorf("route %q: %w", truncate.Text(item, truncate.QuotedLen), err)
@@ -69,6 +69,12 @@ func shadowName(item string) (string, error) {
 		return name, nil
 	}
 	return "", fmt.Errorf("%q: want a tier, a plan, a limit of a list (plan-1d) or a route (POST /v1/reports)", truncate.Text(item, truncate.QuotedLen))
+}
+
+// isRouteName reports whether an owner as a list names it is a route,
+// "METHOD /glob" or "METHOD:/glob", rather than a tier or a plan.
+func isRouteName(owner string) bool {
+	return strings.Contains(owner, " ") || strings.Contains(owner, ":/")
 }
 
 // validWindowText accepts what a limit name's window part can be ("1s",

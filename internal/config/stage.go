@@ -74,23 +74,21 @@ type Limits struct {
 // from, trimmed; an empty value keeps the environment's. Plans holds the
 // rateLimitPlan<Name> variables as sorted "name=value" lines.
 type StageValues struct {
-	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans string
-	Concurrency                                                       string
+	Anonymous, User, Org, Algorithm, IPv6Prefix, Quota, Shadow, Plans, Concurrency string
 }
 
 // StageValuesOf reads the stage variables a Limits is built from out of
 // an event's stage variables.
 func StageValuesOf(stageVars map[string]string) StageValues {
 	return StageValues{
-		Anonymous:  strings.TrimSpace(stageVars[StageVarAnonymous]),
-		User:       strings.TrimSpace(stageVars[StageVarUser]),
-		Org:        strings.TrimSpace(stageVars[StageVarOrg]),
-		Algorithm:  strings.TrimSpace(stageVars[StageVarAlgorithm]),
-		IPv6Prefix: strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
-		Quota:      strings.TrimSpace(stageVars[StageVarQuota]),
-		Shadow:     strings.TrimSpace(stageVars[StageVarShadow]),
-		Plans:      stagePlansKey(stageVars),
-
+		Anonymous:   strings.TrimSpace(stageVars[StageVarAnonymous]),
+		User:        strings.TrimSpace(stageVars[StageVarUser]),
+		Org:         strings.TrimSpace(stageVars[StageVarOrg]),
+		Algorithm:   strings.TrimSpace(stageVars[StageVarAlgorithm]),
+		IPv6Prefix:  strings.TrimSpace(stageVars[StageVarIPv6Prefix]),
+		Quota:       strings.TrimSpace(stageVars[StageVarQuota]),
+		Shadow:      strings.TrimSpace(stageVars[StageVarShadow]),
+		Plans:       stagePlansKey(stageVars),
 		Concurrency: strings.TrimSpace(stageVars[StageVarConcurrency]),
 	}
 }
