@@ -5,30 +5,16 @@
 // it and the stage as config parsed it; it decides nothing on Redis.
 //
 // A request can be read several ways: its path in every spelling a router
-// may serve (route.Path), its source address in every form (identity.SourceForms),
-// its limits from several owners. Every rule takes the strictest reading,
-// here and nowhere else:
-//
-//   - a limit applies if any reading matches it (route limits);
-//   - the route fails closed if any reading matches a fail-closed glob;
-//   - the cost is the highest of every RATE_LIMIT_COSTS entry any reading
-//     matches, whatever the entries' order;
-//   - a limit is enforced unless every owner that brings it says shadow;
-//     a plan whose every limit is shadowed leaves its caller's tier limits
-//     enforced beneath it;
-//   - in-flight limits (RATE_LIMIT_CONCURRENCY) follow the owner of the
-//     rate limits in force (CallerRules.HeldBy): beneath a plan wholly in
-//     shadow, the tier's entry holds, not the plan's;
-//   - a network exempts an address (unlimited) only when every form of
-//     the address is under that same entry's verdict; a blocked network
-//     refuses it when any form is under it; when the forms disagree about
-//     a network's plan, a caller with no plan of its own is held by every
-//     reading together, each plan's limits and its tier's (a stricter
-//     plan is not escaped through another form, a looser one not gained);
-//   - the live network controls (Stage.NetworkControls) join
-//     RATE_LIMIT_NETWORKS under the same rule (Network): blocked
-//     when either source blocks any form, a live exemption only when it
-//     holds every form and neither source blocks one.
+// may serve (route.Path), its source address in every form
+// (identity.SourceForms), its limits from several owners. Every rule takes
+// the strictest reading ("The strictest reading" in docs/contract.md),
+// here and nowhere else: any reading's route limits and fail-closed globs
+// apply, the highest cost any reading matches is spent, a limit is
+// enforced unless every owner that brings it shadows it, in-flight limits
+// follow the owner of the rate limits in force (CallerRules.HeldBy), the
+// network verdict, static and live, is network.Verdict's, and where the
+// address's forms disagree about a network's plan, a caller with no plan
+// of its own is held by every reading together.
 //
 // The functions (internal/instance), make local and every slidegate command
 // call Stage.Resolve or Stage.CallerRules: there is no second copy.
