@@ -198,12 +198,7 @@ func (s Stage) inFlight(c CallerRules, routeMatches func(route.Route) bool) []ra
 func (s Stage) IsFailClosed(path string) bool { return s.failClosed(route.ParsePath(path)) }
 
 func (s Stage) failClosed(p route.Path) bool {
-	for _, g := range s.Limits.FailClosed {
-		if p.Matches(g) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(s.Limits.FailClosed, p.Matches)
 }
 
 // RouteLimits are the route limits a request of method (upper case, or
@@ -310,22 +305,16 @@ func (s Stage) addList(out []config.OwnedLimit, list config.LimitList) []config.
 // add adds l to out, or, when out holds the same limit already (the same
 // key for one identity), keeps that one, enforced unless both say shadow.
 func add(out []config.OwnedLimit, l config.OwnedLimit) []config.OwnedLimit {
-	for i := range out {
-		if out[i].Limit == l.Limit {
-			out[i].Shadow = out[i].Shadow && l.Shadow
-			return out
-		}
+	if i := slices.IndexFunc(out, func(o config.OwnedLimit) bool { return o.Limit == l.Limit }); i >= 0 {
+		out[i].Shadow = out[i].Shadow && l.Shadow
+		return out
 	}
 	return append(out, l)
 }
 
+// allShadow reports whether limits are some, every one of them shadowed.
 func allShadow(limits []config.OwnedLimit) bool {
-	for _, l := range limits {
-		if !l.Shadow {
-			return false
-		}
-	}
-	return len(limits) > 0
+	return len(limits) > 0 && !slices.ContainsFunc(limits, func(l config.OwnedLimit) bool { return !l.Shadow })
 }
 
 // tierName is tier, or the anonymous tier for an unknown one (the
