@@ -54,15 +54,12 @@ type ConcurrencyRoute struct {
 func (c Concurrency) Empty() bool { return len(c.Owners) == 0 && len(c.Routes) == 0 }
 
 // ParseConcurrency parses RATE_LIMIT_CONCURRENCY: comma-separated entries
-// "owner=N", where owner is a tier (anonymous, user, org), a plan name, or
-// a route "METHOD /path-glob", such as
-// "anonymous=2,org=50,pro=20,POST /v1/export=1" (a route may be written
-// "POST:/v1/export" too, as stage variable values allow no spaces). N is from 1 to
-// MaxConcurrency. The empty string and "none" limit nothing. Any bad entry
-// rejects the whole value: a half-applied list would drop a limit the
-// operator asked for. An owner or a route given twice ("GET /x" and
-// "get:/x", "ANY /x" and "* /x" are one route) is a bad entry, its error
-// wrapping ErrDuplicateEntry: which of the two was meant cannot be known.
+// "owner=N", owner a tier, a plan or a route ("METHOD /path-glob", or
+// "METHOD:/path-glob" in a stage variable), N from 1 to MaxConcurrency,
+// such as "anonymous=2,org=50,pro=20,POST /v1/export=1"; the empty string
+// and "none" limit nothing. Any bad entry rejects the whole value, an
+// owner or a route given twice ("GET /x" and "get:/x" are one) among them,
+// its error wrapping ErrDuplicateEntry.
 func ParseConcurrency(s string) (Concurrency, error) {
 	items := listItems(s)
 	if len(items) == 0 {

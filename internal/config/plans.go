@@ -85,17 +85,11 @@ func splitEntries(s, extraSeps string) []string {
 }
 
 // ParsePlans parses RATE_LIMIT_PLANS: entries "name=limit-list", separated
-// by ';' or ',' (a comma-separated item without '=' belongs to the list
-// before it), such as "free=20/1s,600/1m;pro=100/1s,6000/1m,100000/1d". Plan
-// names are case-insensitive, letters, digits and underscores (the
-// characters a stage variable name allows), at most 64; "unlimited" and
-// "blocked" are reserved for RATE_LIMIT_NETWORKS, and the tier names and
-// "quota" are not plan names. The empty string and
-// "none" mean no plans.
-//
-// A bad entry is reported and that plan left out (its callers get their
-// tier's limits); the other plans stand. A plan is never half-applied: one
-// bad limit in its list leaves the whole plan out.
+// by ';' or ',' (docs/contract.md: "Lists inside lists"), such as
+// "free=20/1s,600/1m;pro=100/1s,6000/1m,100000/1d", plan names as planName
+// takes them; the empty string and "none" mean no plans. A bad entry is
+// reported and that whole plan left out (its callers get their tier's
+// limits); the other plans stand.
 func ParsePlans(s string, alg ratelimit.Algorithm) (Plans, error) {
 	plans := make(Plans)
 	var errs []error

@@ -25,20 +25,15 @@ type RouteLimit struct {
 }
 
 // ParseRoutes parses RATE_LIMIT_ROUTES: comma-separated entries
-// "METHOD /path-glob=limit-list", such as
-// "POST /auth/*=5/1m:sliding-log,GET /search=100/1m". The limit list is
-// one limit "N/window[:algorithm]" or several separated by commas: a
-// comma-separated item without '=' belongs to the entry before it, so
-// "POST /auth/*=5/1m,100/1d,GET /search=100/1m" gives POST /auth/* two
-// limits. The method may be "*" or "ANY". The empty string and "none" mean
-// no route limits. A limit without its own algorithm gets alg.
+// "METHOD /path-glob=limit-list" (docs/contract.md: "Lists inside lists"),
+// the method "*" or "ANY" for every method; the empty string and "none"
+// mean no route limits. A limit without its own algorithm gets alg.
 //
-// The same method and glob given twice is refused (an error wrapping
-// ErrDuplicateEntry, naming the entry): two copies of one limit are two
-// checks on one key, which pkg/ratelimit refuses (ErrInvalid). The routes
-// are then still returned, each limit once: a limit of the later entry
-// that the earlier one already has is dropped, its other limits kept, so
-// that refusing the value loosens nothing the operator wrote.
+// The same method and glob given twice is an error wrapping
+// ErrDuplicateEntry, naming the entry (two copies of one limit are two
+// checks on one key, which pkg/ratelimit refuses). The routes are then
+// still returned, each limit once: the later entry's limits the earlier
+// one has are dropped, the others kept, so that nothing loosens.
 func ParseRoutes(s string, alg ratelimit.Algorithm) ([]RouteLimit, error) {
 	var routes []RouteLimit
 	var dups []error

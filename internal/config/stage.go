@@ -54,10 +54,7 @@ type Limits struct {
 	IPv6Prefix int
 	// Quota is the limit of GET /v1/quota per caller (RATE_LIMIT_QUOTA,
 	// rateLimitQuota), owned by QuotaLimitName: each quota call spends
-	// one from it, while the caller's other limits are only peeked. Its
-	// OwnAlgorithm says whether it named its algorithm
-	// ("10/1m:sliding-log"), which a stage's algorithm then does not
-	// replace.
+	// one from it, while the caller's other limits are only peeked.
 	Quota OwnedLimit
 	// Concurrency are the in-flight limits (RATE_LIMIT_CONCURRENCY,
 	// rateLimitConcurrency).
@@ -111,7 +108,6 @@ type StageCache struct {
 
 	mu      sync.Mutex
 	entries map[StageValues]*Limits
-	env     *Limits
 }
 
 // stageEntry is one set of stage variables, as an event carries them, and
@@ -132,7 +128,6 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 		base:    cfg,
 		report:  report,
 		entries: make(map[StageValues]*Limits),
-		env:     &cfg.Limits,
 	}
 }
 
@@ -151,7 +146,7 @@ func (c *StageCache) ReportRestarts(warn func(string)) *StageCache {
 // result is shared: callers must not modify it.
 func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if len(stageVars) == 0 {
-		return c.env
+		return &c.base.Limits
 	}
 	e := c.last.Load()
 	if e == nil || !maps.Equal(e.vars, stageVars) {
@@ -169,7 +164,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 func (c *StageCache) parse(stageVars map[string]string) *Limits {
 	key := StageValuesOf(stageVars)
 	if key == (StageValues{}) {
-		return c.env
+		return &c.base.Limits
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -181,7 +176,7 @@ func (c *StageCache) parse(stageVars map[string]string) *Limits {
 		c.report(err)
 	}
 	if c.restarts != nil {
-		for _, msg := range RestartWarnings(c.env, l) {
+		for _, msg := range RestartWarnings(&c.base.Limits, l) {
 			c.restarts(msg)
 		}
 	}

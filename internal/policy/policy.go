@@ -160,13 +160,11 @@ func (s Stage) EveryInFlight(c CallerRules) []ratelimit.ConcurrencyLimit {
 }
 
 // inFlight are c's in-flight limits for the route entries that routeMatches
-// accepts: the entry of each plan or tier that holds c (CallerRules.HeldBy: its
-// plan, or its tier beneath a plan wholly in shadow), the tier's entry
-// for a plan that has none (a plan never lifts its tier's in-flight limit
-// by saying nothing), each once, then every accepted route entry, in
-// order. Each counts the caller's requests on its own (its Lease is the
-// instance's to set). A blocked or unlimited network's caller has none:
-// no limit applies to it.
+// accepts: the entry of each plan or tier that holds c (CallerRules.HeldBy),
+// or the tier's for a plan that has none (a plan never lifts its tier's
+// in-flight limit by saying nothing), each once, then every accepted route
+// entry, in order (their Lease is the instance's to set). A blocked or
+// unlimited network's caller has none.
 func (s Stage) inFlight(c CallerRules, routeMatches func(route.Route) bool) []ratelimit.ConcurrencyLimit {
 	if c.Network.Verdict != httplimit.NetworkLimits {
 		return nil
