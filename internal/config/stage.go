@@ -105,6 +105,10 @@ type StageCache struct {
 	restarts func(string)
 	// last is the variable set last answered and its limits.
 	last atomic.Pointer[stageEntry]
+	// load gives the limits of a set For did not last answer (parse). It
+	// is the cache's loader, as a cache takes one: a request looks its
+	// stage up, and only a set not seen before reaches the parsers.
+	load func(stageVars map[string]string) *Limits
 
 	mu      sync.Mutex
 	entries map[StageValues]*Limits
@@ -124,11 +128,13 @@ func NewStageCache(cfg *Config, report func(error)) *StageCache {
 	if report == nil {
 		report = func(error) {}
 	}
-	return &StageCache{
+	c := &StageCache{
 		base:    cfg,
 		report:  report,
 		entries: make(map[StageValues]*Limits),
 	}
+	c.load = c.parse
+	return c
 }
 
 // ReportRestarts makes the cache call warn, once per newly seen set of
@@ -152,7 +158,7 @@ func (c *StageCache) For(stageVars map[string]string) *Limits {
 	if e == nil || !maps.Equal(e.vars, stageVars) {
 		// A set this instance did not last answer: looked up, or parsed
 		// when first seen.
-		e = &stageEntry{vars: maps.Clone(stageVars), limits: c.parse(stageVars)}
+		e = &stageEntry{vars: maps.Clone(stageVars), limits: c.load(stageVars)}
 		c.last.Store(e)
 	}
 	return e.limits
