@@ -417,11 +417,17 @@ func parseRedisIAM(get func(string) string, redisURL string) (RedisIAM, error) {
 // without spaces, at most 128 characters (ElastiCache's own rule, a letter
 // then letters, digits and hyphens, is left to ElastiCache).
 func validIAMUser(u string) error {
-	if len(u) > 128 {
-		return errors.New("at most 128 characters")
+	return validText(u, 128, notPrintable, "printable ASCII without spaces only")
+}
+
+// validText refuses s when it is longer than max bytes, or when it holds a
+// character bad reports (the error is then want).
+func validText(s string, max int, bad func(rune) bool, want string) error {
+	if len(s) > max {
+		return fmt.Errorf("at most %d characters", max)
 	}
-	if strings.ContainsFunc(u, notPrintable) {
-		return errors.New("printable ASCII without spaces only")
+	if strings.ContainsFunc(s, bad) {
+		return errors.New(want)
 	}
 	return nil
 }
@@ -433,13 +439,7 @@ func notPrintable(c rune) bool { return c <= ' ' || c > '~' }
 // validCacheName accepts ElastiCache's replication group ids and serverless
 // cache names, lower-cased: letters, digits and hyphens, at most 40.
 func validCacheName(name string) error {
-	if len(name) > 40 {
-		return errors.New("at most 40 characters")
-	}
-	if strings.ContainsFunc(name, func(c rune) bool { return (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' }) {
-		return errors.New("letters, digits and hyphens only")
-	}
-	return nil
+	return validText(name, 40, func(c rune) bool { return (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' }, "letters, digits and hyphens only")
 }
 
 // parseDenials parses HTTP_API_DENIALS, case-insensitively; anything but
@@ -624,11 +624,5 @@ func isSHA256Hex(s string) bool {
 // validKeyPrefix mirrors pkg/ratelimit's rule: printable ASCII, no braces
 // (they would change the cluster hash tag), no spaces.
 func validKeyPrefix(p string) error {
-	if len(p) > 64 {
-		return errors.New("at most 64 characters")
-	}
-	if strings.ContainsFunc(p, func(c rune) bool { return notPrintable(c) || c == '{' || c == '}' }) {
-		return errors.New("printable ASCII without spaces or braces only")
-	}
-	return nil
+	return validText(p, 64, func(c rune) bool { return notPrintable(c) || c == '{' || c == '}' }, "printable ASCII without spaces or braces only")
 }
