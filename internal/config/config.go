@@ -258,7 +258,8 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	hashKey, err := parseHashKey(get("RATE_LIMIT_HASH_KEY_SECRET_ARN"), getenv("RATE_LIMIT_HASH_KEY"))
 	report(err)
 
-	quota, err := parseQuotaLimit(get("RATE_LIMIT_QUOTA"), alg)
+	quota, err := orDefault("RATE_LIMIT_QUOTA", get("RATE_LIMIT_QUOTA"), DefaultQuota, DefaultQuota,
+		func(s string) (OwnedLimit, error) { return makeOwnedLimit(QuotaLimitName, s, alg) })
 	report(err)
 	denials, err := parseDenials(get("HTTP_API_DENIALS"))
 	report(err)
@@ -475,12 +476,6 @@ func algorithmNamed(s string) (ratelimit.Algorithm, error) {
 		s = s[:64] + "..."
 	}
 	return "", fmt.Errorf("unknown rate-limit algorithm %q (want one of %s)", s, strings.Join(names, ", "))
-}
-
-// parseQuotaLimit parses RATE_LIMIT_QUOTA's "<count>/<window>[:<algorithm>]",
-// falling back to DefaultQuota.
-func parseQuotaLimit(v string, alg ratelimit.Algorithm) (OwnedLimit, error) {
-	return orDefault("RATE_LIMIT_QUOTA", v, DefaultQuota, DefaultQuota, func(s string) (OwnedLimit, error) { return makeOwnedLimit(QuotaLimitName, s, alg) })
 }
 
 // makeOwnedLimit is makeLimitSpec's limit, owned by name.

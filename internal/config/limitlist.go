@@ -57,7 +57,7 @@ func (l LimitList) Limits() []ratelimit.Limit {
 func (l LimitList) String() string {
 	parts := make([]string, len(l))
 	for i, x := range l {
-		parts[i] = rateText(x.Limit)
+		parts[i] = strconv.FormatInt(x.Count, 10) + "/" + windowText(x.Limit)
 	}
 	return strings.Join(parts, ",")
 }
@@ -83,12 +83,6 @@ func windowText(l ratelimit.Limit) string {
 	}
 	_, w, _ := strings.Cut(l.String(), "/")
 	return w
-}
-
-// rateText renders a limit's rate as the configuration writes it
-// ("10000/1d").
-func rateText(l ratelimit.Limit) string {
-	return strconv.FormatInt(l.Count, 10) + "/" + windowText(l)
 }
 
 // ParseLimitList parses a list of limits owned by owner (a tier, a plan or
