@@ -152,12 +152,5 @@ func parseConcurrencyLease(v string) (time.Duration, error) {
 // stageConcurrency resolves the in-flight limits on a stage: the stage
 // variable's when set and valid, else the environment's.
 func stageConcurrency(v string, env Concurrency) (Concurrency, error) {
-	if v == "" {
-		return env, nil
-	}
-	c, err := ParseConcurrency(v)
-	if err != nil {
-		return env, badValue("stage variable "+StageVarConcurrency, v, err, "RATE_LIMIT_CONCURRENCY")
-	}
-	return c, nil
+	return orValue("stage variable "+StageVarConcurrency, v, env, "RATE_LIMIT_CONCURRENCY", ParseConcurrency)
 }

@@ -313,7 +313,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 			report(fmt.Errorf("JWT_JWKS_URL=%q: %w; it is not fetched, and RS/PS/ES/EdDSA tokens will not verify", truncate.Text(u, truncate.QuotedLen), err))
 		}
 	}
-	cfg.JWT.Leeway, err = orValue("JWT_LEEWAY", get("JWT_LEEWAY"), DefaultJWTLeeway, durationIn(0, MaxJWTLeeway, "a Go duration from 0s to "+MaxJWTLeeway.String()+", like 5s"))
+	cfg.JWT.Leeway, err = orValue("JWT_LEEWAY", get("JWT_LEEWAY"), DefaultJWTLeeway, DefaultJWTLeeway, durationIn(0, MaxJWTLeeway, "a Go duration from 0s to "+MaxJWTLeeway.String()+", like 5s"))
 	report(err)
 
 	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
@@ -327,7 +327,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	cfg.KeyPrefix, err = orDefault("RATE_LIMIT_KEY_PREFIX", get("RATE_LIMIT_KEY_PREFIX"), DefaultKeyPrefix, strconv.Quote(DefaultKeyPrefix),
 		func(s string) (string, error) { return s, validKeyPrefix(s) })
 	report(err)
-	cfg.APIKeysRefresh, err = orValue("API_KEYS_REFRESH", get("API_KEYS_REFRESH"), DefaultAPIKeysRefresh, durationIn(time.Second, 24*time.Hour, "a Go duration between 1s and 24h, like 5m"))
+	cfg.APIKeysRefresh, err = orValue("API_KEYS_REFRESH", get("API_KEYS_REFRESH"), DefaultAPIKeysRefresh, DefaultAPIKeysRefresh, durationIn(time.Second, 24*time.Hour, "a Go duration between 1s and 24h, like 5m"))
 	report(err)
 	if v := get("API_KEY_HASHES"); v != "" {
 		hashes, keyPlans, err := parseKeyHashes(v)
@@ -344,7 +344,7 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 // from identity.MinIPv6Prefix to identity.MaxIPv6Prefix, falling back to
 // def.
 func parseIPv6Prefix(name, v string, def int) (int, error) {
-	return orValue(name, v, def, func(s string) (int, error) {
+	return orValue(name, v, def, def, func(s string) (int, error) {
 		n, err := strconv.Atoi(strings.TrimPrefix(s, "/"))
 		if err != nil || n < identity.MinIPv6Prefix || n > identity.MaxIPv6Prefix {
 			return 0, fmt.Errorf("want a prefix length in bits from %d to %d, like 64", identity.MinIPv6Prefix, identity.MaxIPv6Prefix)
@@ -459,7 +459,7 @@ func parseDenials(v string) (Denials, error) {
 
 // parseAlgorithm parses an algorithm variable, falling back to def.
 func parseAlgorithm(name, v string, def ratelimit.Algorithm) (ratelimit.Algorithm, error) {
-	return orValue(name, v, def, algorithmNamed)
+	return orValue(name, v, def, def, algorithmNamed)
 }
 
 // algorithmNamed returns the algorithm spelled s, as RATE_LIMIT_ALGORITHM

@@ -137,25 +137,19 @@ func orDefault[T any](variable, v, def, using string, parse func(string) (T, err
 	if err != nil {
 		panic(fmt.Sprintf("config: default %s=%q: %v", variable, def, err))
 	}
-	if v == "" {
-		return d, nil
-	}
-	x, err := parse(v)
-	if err != nil {
-		return d, badValue(variable, v, err, using)
-	}
-	return x, nil
+	return orValue(variable, v, d, using, parse)
 }
 
 // orValue parses variable's value v with parse, or returns def when v is
-// empty or does not parse (then with the error, naming def).
-func orValue[T any](variable, v string, def T, parse func(string) (T, error)) (T, error) {
+// empty or does not parse (then with the error, naming using: def as the
+// message shows it).
+func orValue[T any](variable, v string, def T, using any, parse func(string) (T, error)) (T, error) {
 	if v == "" {
 		return def, nil
 	}
 	x, err := parse(v)
 	if err != nil {
-		return def, badValue(variable, v, err, def)
+		return def, badValue(variable, v, err, using)
 	}
 	return x, nil
 }
@@ -183,16 +177,9 @@ func badValue(variable, v string, err error, using any) error {
 // stage's algorithm alg (for the limits that name none).
 func stageList(variable, owner, v string, env LimitList, alg ratelimit.Algorithm) (LimitList, error) {
 	env = env.withAlgorithm(alg)
-	if v == "" {
-		return env, nil
+	using := env.String()
+	if len(env) == 0 {
+		using = "the caller's tier limits"
 	}
-	l, err := ParseLimitList(owner, v, alg)
-	if err != nil {
-		using := env.String()
-		if len(env) == 0 {
-			using = "the caller's tier limits"
-		}
-		return env, badValue("stage variable "+variable, v, err, using)
-	}
-	return l, nil
+	return orValue("stage variable "+variable, v, env, using, func(s string) (LimitList, error) { return ParseLimitList(owner, s, alg) })
 }

@@ -260,14 +260,7 @@ func ResolveStage(cfg *Config, v StageValues) (*Limits, error) {
 // its own algorithm when it named one and takes alg otherwise.
 func stageQuota(v string, env OwnedLimit, alg ratelimit.Algorithm) (OwnedLimit, error) {
 	env = LimitList{env}.withAlgorithm(alg)[0]
-	if v == "" {
-		return env, nil
-	}
-	l, err := makeOwnedLimit(QuotaLimitName, v, alg)
-	if err != nil {
-		return env, badValue("stage variable "+StageVarQuota, v, err, env.Limit)
-	}
-	return l, nil
+	return orValue("stage variable "+StageVarQuota, v, env, env.Limit, func(s string) (OwnedLimit, error) { return makeOwnedLimit(QuotaLimitName, s, alg) })
 }
 
 // envFitsAlgorithm reports an environment limit that names no algorithm of
