@@ -289,11 +289,10 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 		RedisIAM:           redisIAM,
 		Limits: Limits{Tiers: tiers, Plans: plans, Routes: routes, Costs: costs, Shadow: shadow, IPv6Prefix: ipv6Prefix,
 			Quota: quota, Concurrency: concurrency, Networks: networks, FailClosed: failClosed},
-		JWTPlanClaim:      planClaim,
-		FallbackInstances: DefaultFallbackInstances,
-		HashKey:           hashKey,
-		HTTPAPIDenials:    denials,
-		ConcurrencyLease:  lease,
+		JWTPlanClaim:     planClaim,
+		HashKey:          hashKey,
+		HTTPAPIDenials:   denials,
+		ConcurrencyLease: lease,
 		JWT: JWT{
 			Issuer:         get("JWT_ISSUER"),
 			Audience:       get("JWT_AUDIENCE"),
@@ -316,14 +315,15 @@ func FromEnv(getenv func(string) string) (*Config, error) {
 	cfg.JWT.Leeway, err = orValue("JWT_LEEWAY", get("JWT_LEEWAY"), DefaultJWTLeeway, DefaultJWTLeeway, durationIn(0, MaxJWTLeeway, "a Go duration from 0s to "+MaxJWTLeeway.String()+", like 5s"))
 	report(err)
 
-	if v := get("RATE_LIMIT_FALLBACK_INSTANCES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > 100_000 {
-			report(fmt.Errorf("RATE_LIMIT_FALLBACK_INSTANCES=%q: want a whole number from 1 to 100000; using %d", truncate.Text(v, truncate.QuotedLen), DefaultFallbackInstances))
-		} else {
-			cfg.FallbackInstances = n
-		}
-	}
+	cfg.FallbackInstances, err = orValue("RATE_LIMIT_FALLBACK_INSTANCES", get("RATE_LIMIT_FALLBACK_INSTANCES"), DefaultFallbackInstances, DefaultFallbackInstances,
+		func(s string) (int64, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < 1 || n > 100_000 {
+				return 0, errors.New("want a whole number from 1 to 100000")
+			}
+			return n, nil
+		})
+	report(err)
 	cfg.KeyPrefix, err = orDefault("RATE_LIMIT_KEY_PREFIX", get("RATE_LIMIT_KEY_PREFIX"), DefaultKeyPrefix, strconv.Quote(DefaultKeyPrefix),
 		func(s string) (string, error) { return s, validKeyPrefix(s) })
 	report(err)
